@@ -1,0 +1,288 @@
+//! The input file: a TOML document, parsed strictly (unknown keys are errors with line and column).
+
+use serde::Deserialize;
+use std::path::PathBuf;
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub grid: GridConfig,
+    pub model: ModelConfig,
+    #[serde(default)]
+    pub stencil: StencilConfig,
+    pub time: TimeConfig,
+    pub source: SourceConfig,
+    #[serde(default)]
+    pub receivers: Vec<ReceiverConfig>,
+    #[serde(default)]
+    pub boundary: BoundaryConfig,
+    #[serde(default)]
+    pub output: OutputConfig,
+    #[serde(default)]
+    pub run: RunConfig,
+}
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct GridConfig {
+    /// [nx, ny, nz] interior points.
+    pub shape: [usize; 3],
+    /// [dx, dy, dz] in metres.
+    pub spacing: [f64; 3],
+    /// Position of point (0, 0, 0) in metres.
+    #[serde(default)]
+    pub origin: [f64; 3],
+}
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum ModelConfig {
+    Constant {
+        vp: f64,
+    },
+    /// Horizontal layers: `velocities[i]` down to `depths[i]` (m), the last one below.
+    Layered {
+        depths: Vec<f64>,
+        velocities: Vec<f64>,
+    },
+    File {
+        path: PathBuf,
+        #[serde(default)]
+        format: FileFormat,
+        /// Shape of the stored array in the axes of `axis_order`.
+        shape: Vec<usize>,
+        spacing: Vec<f64>,
+        #[serde(default)]
+        units: Units,
+        /// Storage order, slowest axis first, e.g. "zyx" (x fastest) or "xz" (2D, depth fastest).
+        #[serde(default = "default_axis_order")]
+        axis_order: String,
+    },
+    /// A named data set from `models/`, resampled to the grid (2D models are extruded along y).
+    Marmousi {
+        /// Horizontal position (m) in the model where the grid's x = 0 falls.
+        #[serde(default)]
+        x_offset: f64,
+    },
+}
+
+fn default_axis_order() -> String {
+    "zyx".into()
+}
+
+#[derive(Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum FileFormat {
+    #[default]
+    RawF32,
+    Npy,
+}
+
+#[derive(Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Units {
+    #[default]
+    #[serde(rename = "m/s")]
+    MetresPerSecond,
+    #[serde(rename = "km/s")]
+    KilometresPerSecond,
+}
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct StencilConfig {
+    pub radius: usize,
+}
+
+impl Default for StencilConfig {
+    fn default() -> Self {
+        StencilConfig { radius: 4 }
+    }
+}
+
+#[derive(Deserialize, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct TimeConfig {
+    /// Simulated time in seconds (or give `steps`).
+    pub duration: Option<f64>,
+    pub steps: Option<usize>,
+    /// Time step in seconds; default: the CFL limit times `cfl_safety`.
+    pub dt: Option<f64>,
+    #[serde(default = "default_safety")]
+    pub cfl_safety: f64,
+}
+
+fn default_safety() -> f64 {
+    0.8
+}
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct SourceConfig {
+    /// Metres, in the grid's coordinates (origin included).
+    pub position: [f64; 3],
+    /// Ricker peak frequency, Hz.
+    pub frequency: f64,
+    #[serde(default = "one")]
+    pub amplitude: f64,
+    /// Time of the wavelet's peak, s (default 1 / frequency).
+    pub delay: Option<f64>,
+    /// "nearest" grid point or "trilinear" spread over the 8 surrounding points.
+    #[serde(default)]
+    pub injection: Injection,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+#[derive(Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Injection {
+    Nearest,
+    #[default]
+    Trilinear,
+}
+
+/// One `[[receivers]]` entry: exactly one of `position`, `line` or `grid`.
+#[derive(Deserialize, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ReceiverConfig {
+    pub position: Option<[f64; 3]>,
+    pub line: Option<LineConfig>,
+    pub grid: Option<ReceiverGridConfig>,
+}
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct LineConfig {
+    pub start: [f64; 3],
+    pub end: [f64; 3],
+    pub count: usize,
+}
+
+/// A regular 2D or 3D grid of receivers: `origin + i*step_a + j*step_b (+ k*step_c)`.
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct ReceiverGridConfig {
+    pub origin: [f64; 3],
+    pub step_a: [f64; 3],
+    pub count_a: usize,
+    pub step_b: [f64; 3],
+    pub count_b: usize,
+    #[serde(default)]
+    pub step_c: [f64; 3],
+    #[serde(default = "one_usize")]
+    pub count_c: usize,
+}
+
+fn one_usize() -> usize {
+    1
+}
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct BoundaryConfig {
+    #[serde(default)]
+    pub kind: BoundaryKind,
+    /// Absorbing layer width in grid points.
+    #[serde(default = "default_width")]
+    pub width: usize,
+    /// Pressure-free top face (z = 0) instead of an absorbing one.
+    #[serde(default)]
+    pub free_surface: bool,
+}
+
+fn default_width() -> usize {
+    20
+}
+
+impl Default for BoundaryConfig {
+    fn default() -> Self {
+        BoundaryConfig {
+            kind: BoundaryKind::Cpml,
+            width: default_width(),
+            free_surface: false,
+        }
+    }
+}
+
+#[derive(Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum BoundaryKind {
+    #[default]
+    Cpml,
+    Sponge,
+    None,
+}
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct OutputConfig {
+    #[serde(default = "default_output")]
+    pub path: PathBuf,
+    /// Steps between snapshots; 0 turns snapshots off.
+    #[serde(default)]
+    pub snapshot_every: usize,
+    #[serde(default)]
+    pub snapshot: Vec<SnapshotConfig>,
+    #[serde(default)]
+    pub plot: bool,
+}
+
+fn default_output() -> PathBuf {
+    PathBuf::from("output.h5")
+}
+
+impl Default for OutputConfig {
+    fn default() -> Self {
+        OutputConfig {
+            path: default_output(),
+            snapshot_every: 0,
+            snapshot: Vec::new(),
+            plot: false,
+        }
+    }
+}
+
+/// What a snapshot holds: the whole volume or a plane through it.
+#[derive(Deserialize, Debug, Clone, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotConfig {
+    /// "volume", "xz", "xy" or "yz".
+    pub kind: String,
+    /// Position of the plane (m) along its normal axis.
+    pub at: Option<f64>,
+}
+
+#[derive(Deserialize, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RunConfig {
+    #[serde(default)]
+    pub backend: BackendChoice,
+    #[serde(default)]
+    pub kernel: KernelChoice,
+}
+
+#[derive(Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendChoice {
+    #[default]
+    Auto,
+    Cpu,
+    Cuda,
+    Hip,
+}
+
+#[derive(Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum KernelChoice {
+    #[default]
+    Fused,
+    ThreePass,
+}
+
+impl Config {
+    pub fn from_toml(text: &str) -> Result<Config, toml::de::Error> {
+        toml::from_str(text)
+    }
+}

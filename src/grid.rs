@@ -1,0 +1,141 @@
+//! The one memory layout every backend shares.
+//!
+//! A field is stored x fastest, then y, then z. Around the `nx * ny * nz` interior sits a halo of
+//! `radius` points on every face, held at zero (or mirrored, for a free surface), so the stencil
+//! never needs a bounds test. Each x-row is padded so that its first interior point starts on a
+//! 128-byte boundary (the seeds' "aligned memory"): a warp's vector loads of a row then touch
+//! whole cache lines. A little slack after the last plane lets GPU tiles that overhang the grid
+//! read (never write) past the end without leaving the allocation.
+
+/// Alignment of each row's first interior point, in elements (128 bytes of f32).
+pub const ROW_ALIGN: usize = 32;
+
+/// Shape, halo and padding of a field; `index(ix, iy, iz)` addresses interior point (ix, iy, iz).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub nx: usize,
+    pub ny: usize,
+    pub nz: usize,
+    /// Halo width in points on every face (the stencil radius).
+    pub halo: usize,
+    /// Elements before the first interior point of a row (>= halo, a multiple of ROW_ALIGN).
+    pub x_offset: usize,
+    /// Elements per row (a multiple of ROW_ALIGN).
+    pub pitch: usize,
+    /// Elements per xy-plane, halo rows included.
+    pub plane: usize,
+}
+
+impl Layout {
+    pub fn new(shape: [usize; 3], halo: usize) -> Self {
+        let [nx, ny, nz] = shape;
+        let x_offset = halo.div_ceil(ROW_ALIGN).max(1) * ROW_ALIGN;
+        let pitch = (x_offset + nx + halo).div_ceil(ROW_ALIGN) * ROW_ALIGN;
+        let plane = pitch * (ny + 2 * halo);
+        Layout {
+            nx,
+            ny,
+            nz,
+            halo,
+            x_offset,
+            pitch,
+            plane,
+        }
+    }
+
+    /// Interior points.
+    pub fn points(&self) -> usize {
+        self.nx * self.ny * self.nz
+    }
+
+    /// Elements to allocate for one field, tail slack included.
+    pub fn len(&self) -> usize {
+        self.plane * (self.nz + 2 * self.halo) + self.slack()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.points() == 0
+    }
+
+    /// Read-only overhang after the last halo plane, for GPU tiles that extend past the grid.
+    pub fn slack(&self) -> usize {
+        self.plane + 16 * ROW_ALIGN
+    }
+
+    /// Offset of interior point (0, 0, 0).
+    pub fn origin(&self) -> usize {
+        self.halo * self.plane + self.halo * self.pitch + self.x_offset
+    }
+
+    /// Offset of interior point (ix, iy, iz); signed so halo points (-halo..0) are addressable.
+    #[inline(always)]
+    pub fn index(&self, ix: isize, iy: isize, iz: isize) -> usize {
+        (self.origin() as isize + iz * self.plane as isize + iy * self.pitch as isize + ix) as usize
+    }
+
+    /// Offset of the first interior point of row (iy, iz).
+    #[inline(always)]
+    pub fn row(&self, iy: usize, iz: usize) -> usize {
+        self.origin() + iz * self.plane + iy * self.pitch
+    }
+
+    /// Copies a dense (nz, ny, nx) array into a padded field (halo and padding left untouched).
+    pub fn scatter<T: Copy>(&self, dense: &[T], field: &mut [T]) {
+        assert_eq!(dense.len(), self.points());
+        assert_eq!(field.len(), self.len());
+        for iz in 0..self.nz {
+            for iy in 0..self.ny {
+                let src = (iz * self.ny + iy) * self.nx;
+                let dst = self.row(iy, iz);
+                field[dst..dst + self.nx].copy_from_slice(&dense[src..src + self.nx]);
+            }
+        }
+    }
+
+    /// Copies the interior of a padded field into a dense (nz, ny, nx) array.
+    pub fn gather<T: Copy>(&self, field: &[T], dense: &mut [T]) {
+        assert_eq!(dense.len(), self.points());
+        assert!(field.len() >= self.len() - self.slack());
+        for iz in 0..self.nz {
+            for iy in 0..self.ny {
+                let dst = (iz * self.ny + iy) * self.nx;
+                let src = self.row(iy, iz);
+                dense[dst..dst + self.nx].copy_from_slice(&field[src..src + self.nx]);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_start_aligned_and_halo_fits() {
+        for halo in 1..=8 {
+            for nx in [1, 7, 31, 32, 33, 67, 512] {
+                let l = Layout::new([nx, 5, 3], halo);
+                assert_eq!(l.row(0, 0) % ROW_ALIGN, 0);
+                assert_eq!(l.pitch % ROW_ALIGN, 0);
+                assert!(l.x_offset >= halo);
+                assert!(l.pitch >= l.x_offset + nx + halo);
+                assert_eq!(
+                    l.index(-(halo as isize), -(halo as isize), -(halo as isize)),
+                    l.x_offset - halo
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn scatter_gather_round_trip() {
+        let l = Layout::new([5, 4, 3], 2);
+        let dense: Vec<f32> = (0..l.points()).map(|i| i as f32).collect();
+        let mut field = vec![0.0; l.len()];
+        l.scatter(&dense, &mut field);
+        assert_eq!(field[l.index(1, 2, 1)], dense[(4 + 2) * 5 + 1]);
+        let mut back = vec![0.0; l.points()];
+        l.gather(&field, &mut back);
+        assert_eq!(back, dense);
+    }
+}

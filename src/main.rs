@@ -1,0 +1,3 @@
+fn main() {
+    println!("seismic-run: under construction");
+}
