@@ -11,3 +11,6 @@ pub mod config;
 pub mod grid;
 pub mod numerics;
 pub mod problem;
+pub mod model;
+pub mod output;
+pub mod solver;

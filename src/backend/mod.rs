@@ -42,3 +42,6 @@ pub trait Backend {
     /// Seconds spent in each of the steps done so far (device time on GPUs). Waits for the device.
     fn step_seconds(&mut self) -> Result<Vec<f64>>;
 }
+
+#[cfg(any(feature = "cuda", feature = "hip"))]
+pub mod gpu;

@@ -1,0 +1,1 @@
+//! Velocity models: built-in kinds, files and named data sets, sampled onto the run grid.

@@ -1,0 +1,1 @@
+//! Outputs: the HDF5 writer, progress and plots.
