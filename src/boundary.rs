@@ -22,11 +22,7 @@ pub struct AxisProfile {
 
 impl AxisProfile {
     fn inactive(n: usize) -> AxisProfile {
-        AxisProfile {
-            b: vec![1.0; n],
-            a: vec![0.0; n],
-            damp: vec![1.0; n],
-        }
+        AxisProfile { b: vec![1.0; n], a: vec![0.0; n], damp: vec![1.0; n] }
     }
 }
 
@@ -73,12 +69,7 @@ const SPONGE_STRENGTH: f64 = 0.3;
 
 impl Boundary {
     pub fn none(shape: [usize; 3]) -> Boundary {
-        Boundary {
-            kind: BoundaryKind::None,
-            width: 0,
-            free_surface: false,
-            profiles: shape.map(AxisProfile::inactive),
-        }
+        Boundary { kind: BoundaryKind::None, width: 0, free_surface: false, profiles: shape.map(AxisProfile::inactive) }
     }
 
     /// Profiles for a layer of `width` points; `spacing` in m, `vmax` in m/s, `f0` the source's
@@ -95,10 +86,7 @@ impl Boundary {
         dt: f64,
     ) -> Boundary {
         if kind == BoundaryKind::None || width == 0 {
-            return Boundary {
-                free_surface,
-                ..Boundary::none(shape)
-            };
+            return Boundary { free_surface, ..Boundary::none(shape) };
         }
         let profiles = std::array::from_fn(|axis| {
             let n = shape[axis];
@@ -119,34 +107,21 @@ impl Boundary {
                         let alpha = alpha_max * (1.0 - xi);
                         let b = (-(d + alpha) * dt).exp();
                         p.b[i] = b;
-                        p.a[i] = if d + alpha > 0.0 {
-                            d * (b - 1.0) / (d + alpha)
-                        } else {
-                            0.0
-                        };
+                        p.a[i] = if d + alpha > 0.0 { d * (b - 1.0) / (d + alpha) } else { 0.0 };
                     }
                     BoundaryKind::None => {}
                 }
             }
             p
         });
-        Boundary {
-            kind,
-            width,
-            free_surface,
-            profiles,
-        }
+        Boundary { kind, width, free_surface, profiles }
     }
 
     /// Slabs holding CPML memory variables, one per axis (empty when not CPML).
     pub fn slabs(&self, shape: [usize; 3]) -> [Slab; 3] {
         std::array::from_fn(|axis| Slab {
             axis,
-            width: if self.kind == BoundaryKind::Cpml {
-                self.width
-            } else {
-                0
-            },
+            width: if self.kind == BoundaryKind::Cpml { self.width } else { 0 },
             shape,
         })
     }
@@ -180,11 +155,7 @@ impl Slab {
 
     /// Grid index along the slab's axis of slab coordinate s (0..2w).
     pub fn grid_coord(&self, s: usize) -> usize {
-        if s < self.width {
-            s
-        } else {
-            self.shape[self.axis] - 2 * self.width + s
-        }
+        if s < self.width { s } else { self.shape[self.axis] - 2 * self.width + s }
     }
 
     /// Slab offset of grid point (ix, iy, iz), if it lies in a layer of this axis.
@@ -216,11 +187,7 @@ mod tests {
     fn slab_round_trip() {
         let shape = [11, 9, 13];
         for axis in 0..3 {
-            let s = Slab {
-                axis,
-                width: 3,
-                shape,
-            };
+            let s = Slab { axis, width: 3, shape };
             let mut seen = vec![false; s.len()];
             for iz in 0..shape[2] {
                 for iy in 0..shape[1] {
@@ -244,32 +211,14 @@ mod tests {
 
     #[test]
     fn profiles_are_symmetric_and_vanish_inside() {
-        let b = Boundary::new(
-            BoundaryKind::Cpml,
-            5,
-            false,
-            [20, 20, 20],
-            [10.0; 3],
-            2000.0,
-            10.0,
-            1e-3,
-        );
+        let b = Boundary::new(BoundaryKind::Cpml, 5, false, [20, 20, 20], [10.0; 3], 2000.0, 10.0, 1e-3);
         let p = &b.profiles[0];
         for i in 0..20 {
             assert!((p.a[i] - p.a[19 - i]).abs() < 1e-15);
         }
         assert_eq!(p.a[5], 0.0);
         assert!(p.a[0] < p.a[4] && p.a[4] < 0.0);
-        let fs = Boundary::new(
-            BoundaryKind::Cpml,
-            5,
-            true,
-            [20, 20, 20],
-            [10.0; 3],
-            2000.0,
-            10.0,
-            1e-3,
-        );
+        let fs = Boundary::new(BoundaryKind::Cpml, 5, true, [20, 20, 20], [10.0; 3], 2000.0, 10.0, 1e-3);
         assert_eq!(fs.profiles[2].a[0], 0.0);
         assert!(fs.profiles[2].a[19] < 0.0);
     }

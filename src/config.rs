@@ -198,11 +198,7 @@ fn default_width() -> usize {
 
 impl Default for BoundaryConfig {
     fn default() -> Self {
-        BoundaryConfig {
-            kind: BoundaryKind::Cpml,
-            width: default_width(),
-            free_surface: false,
-        }
+        BoundaryConfig { kind: BoundaryKind::Cpml, width: default_width(), free_surface: false }
     }
 }
 
@@ -235,12 +231,7 @@ fn default_output() -> PathBuf {
 
 impl Default for OutputConfig {
     fn default() -> Self {
-        OutputConfig {
-            path: default_output(),
-            snapshot_every: 0,
-            snapshot: Vec::new(),
-            plot: false,
-        }
+        OutputConfig { path: default_output(), snapshot_every: 0, snapshot: Vec::new(), plot: false }
     }
 }
 

@@ -32,15 +32,7 @@ impl Layout {
         let x_offset = halo.div_ceil(ROW_ALIGN).max(1) * ROW_ALIGN;
         let pitch = (x_offset + nx + halo).div_ceil(ROW_ALIGN) * ROW_ALIGN;
         let plane = pitch * (ny + 2 * halo);
-        Layout {
-            nx,
-            ny,
-            nz,
-            halo,
-            x_offset,
-            pitch,
-            plane,
-        }
+        Layout { nx, ny, nz, halo, x_offset, pitch, plane }
     }
 
     /// Interior points.
@@ -119,10 +111,7 @@ mod tests {
                 assert_eq!(l.pitch % ROW_ALIGN, 0);
                 assert!(l.x_offset >= halo);
                 assert!(l.pitch >= l.x_offset + nx + halo);
-                assert_eq!(
-                    l.index(-(halo as isize), -(halo as isize), -(halo as isize)),
-                    l.x_offset - halo
-                );
+                assert_eq!(l.index(-(halo as isize), -(halo as isize), -(halo as isize)), l.x_offset - halo);
             }
         }
     }

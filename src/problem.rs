@@ -76,10 +76,7 @@ impl Problem {
     /// c^2 dt^2 per point, dense (nz, ny, nx): the factor of the Laplacian in the update.
     pub fn vel2dt2(&self) -> Vec<f64> {
         let dt2 = self.dt * self.dt;
-        self.vp
-            .iter()
-            .map(|&v| (v as f64) * (v as f64) * dt2)
-            .collect()
+        self.vp.iter().map(|&v| (v as f64) * (v as f64) * dt2).collect()
     }
 
     /// Position (m) of grid point (ix, iy, iz).
@@ -94,11 +91,7 @@ impl Problem {
         let spacing = cfg.grid.spacing;
         let origin = cfg.grid.origin;
         for a in 0..3 {
-            ensure!(
-                shape[a] > 0,
-                "grid.shape[{a}] must be positive, got {}",
-                shape[a]
-            );
+            ensure!(shape[a] > 0, "grid.shape[{a}] must be positive, got {}", shape[a]);
             ensure!(
                 spacing[a] > 0.0 && spacing[a].is_finite(),
                 "grid.spacing[{a}] must be positive, got {}",
@@ -106,10 +99,7 @@ impl Problem {
             );
         }
         let radius = cfg.stencil.radius;
-        ensure!(
-            (1..=MAX_RADIUS).contains(&radius),
-            "stencil.radius must be in 1..={MAX_RADIUS}, got {radius}"
-        );
+        ensure!((1..=MAX_RADIUS).contains(&radius), "stencil.radius must be in 1..={MAX_RADIUS}, got {radius}");
         ensure!(
             vp.len() == shape.iter().product::<usize>(),
             "model: {} velocities for a grid of {} points",
@@ -126,11 +116,7 @@ impl Problem {
 
         let limit = stencil.cfl_limit(spacing, vmax);
         let t = &cfg.time;
-        ensure!(
-            t.cfl_safety > 0.0 && t.cfl_safety <= 1.0,
-            "time.cfl_safety must be in (0, 1], got {}",
-            t.cfl_safety
-        );
+        ensure!(t.cfl_safety > 0.0 && t.cfl_safety <= 1.0, "time.cfl_safety must be in (0, 1], got {}", t.cfl_safety);
         let dt = match t.dt {
             Some(dt) => {
                 ensure!(dt > 0.0, "time.dt must be positive, got {dt}");
@@ -155,11 +141,7 @@ impl Problem {
         ensure!(steps > 0, "time.steps must be positive");
 
         let src = &cfg.source;
-        ensure!(
-            src.frequency > 0.0,
-            "source.frequency must be positive, got {}",
-            src.frequency
-        );
+        ensure!(src.frequency > 0.0, "source.frequency must be positive, got {}", src.frequency);
         let wavelet = Ricker::new(src.frequency, src.amplitude, src.delay);
         let inside = |p: [f64; 3], key: &str| -> Result<()> {
             for a in 0..3 {
@@ -176,30 +158,17 @@ impl Problem {
         inside(src.position, "source.position")?;
         let src_taps = match src.injection {
             Injection::Trilinear => trilinear(src.position, origin, spacing, shape),
-            Injection::Nearest => vec![Tap {
-                point: nearest(src.position, origin, spacing, shape),
-                weight: 1.0,
-            }],
+            Injection::Nearest => vec![Tap { point: nearest(src.position, origin, spacing, shape), weight: 1.0 }],
         };
         let cell = spacing[0] * spacing[1] * spacing[2];
-        let samples = (0..steps)
-            .map(|n| wavelet.at(n as f64 * dt) / cell)
-            .collect();
-        let source = PointSource {
-            position: src.position,
-            wavelet,
-            taps: src_taps,
-            samples,
-        };
+        let samples = (0..steps).map(|n| wavelet.at(n as f64 * dt) / cell).collect();
+        let source = PointSource { position: src.position, wavelet, taps: src_taps, samples };
 
         let mut receivers = Vec::new();
         for (i, r) in cfg.receivers.iter().enumerate() {
             for p in receiver_positions(r, i)? {
                 inside(p, &format!("receivers[{i}]"))?;
-                receivers.push(Receiver {
-                    position: p,
-                    taps: trilinear(p, origin, spacing, shape),
-                });
+                receivers.push(Receiver { position: p, taps: trilinear(p, origin, spacing, shape) });
             }
         }
 
@@ -221,16 +190,7 @@ impl Problem {
                 );
             }
         }
-        let boundary = Boundary::new(
-            kind,
-            b.width,
-            b.free_surface,
-            shape,
-            spacing,
-            vmax,
-            src.frequency,
-            dt,
-        );
+        let boundary = Boundary::new(kind, b.width, b.free_surface, shape, spacing, vmax, src.frequency, dt);
 
         let mut warnings = Vec::new();
         let hmax = spacing.iter().cloned().fold(0.0, f64::max);
@@ -242,28 +202,13 @@ impl Problem {
                 wavelet.max_frequency()
             ));
         }
-        Ok(Problem {
-            layout,
-            spacing,
-            origin,
-            stencil,
-            dt,
-            steps,
-            vp,
-            boundary,
-            source,
-            receivers,
-            warnings,
-        })
+        Ok(Problem { layout, spacing, origin, stencil, dt, steps, vp, boundary, source, receivers, warnings })
     }
 }
 
 fn receiver_positions(r: &config::ReceiverConfig, i: usize) -> Result<Vec<[f64; 3]>> {
     let given = r.position.is_some() as u8 + r.line.is_some() as u8 + r.grid.is_some() as u8;
-    ensure!(
-        given == 1,
-        "receivers[{i}]: give exactly one of `position`, `line` or `grid`"
-    );
+    ensure!(given == 1, "receivers[{i}]: give exactly one of `position`, `line` or `grid`");
     if let Some(p) = r.position {
         return Ok(vec![p]);
     }
@@ -272,29 +217,19 @@ fn receiver_positions(r: &config::ReceiverConfig, i: usize) -> Result<Vec<[f64; 
         let n = l.count;
         return Ok((0..n)
             .map(|k| {
-                let f = if n == 1 {
-                    0.0
-                } else {
-                    k as f64 / (n - 1) as f64
-                };
+                let f = if n == 1 { 0.0 } else { k as f64 / (n - 1) as f64 };
                 std::array::from_fn(|a| l.start[a] + f * (l.end[a] - l.start[a]))
             })
             .collect());
     }
     let g = r.grid.as_ref().expect("one of three");
-    ensure!(
-        g.count_a >= 1 && g.count_b >= 1 && g.count_c >= 1,
-        "receivers[{i}].grid counts must be at least 1"
-    );
+    ensure!(g.count_a >= 1 && g.count_b >= 1 && g.count_c >= 1, "receivers[{i}].grid counts must be at least 1");
     let mut out = Vec::with_capacity(g.count_a * g.count_b * g.count_c);
     for k in 0..g.count_c {
         for j in 0..g.count_b {
             for a in 0..g.count_a {
                 out.push(std::array::from_fn(|d| {
-                    g.origin[d]
-                        + a as f64 * g.step_a[d]
-                        + j as f64 * g.step_b[d]
-                        + k as f64 * g.step_c[d]
+                    g.origin[d] + a as f64 * g.step_a[d] + j as f64 * g.step_b[d] + k as f64 * g.step_c[d]
                 }));
             }
         }
@@ -303,9 +238,7 @@ fn receiver_positions(r: &config::ReceiverConfig, i: usize) -> Result<Vec<[f64; 
 }
 
 fn nearest(p: [f64; 3], origin: [f64; 3], spacing: [f64; 3], shape: [usize; 3]) -> [usize; 3] {
-    std::array::from_fn(|a| {
-        (((p[a] - origin[a]) / spacing[a]).round().max(0.0) as usize).min(shape[a] - 1)
-    })
+    std::array::from_fn(|a| (((p[a] - origin[a]) / spacing[a]).round().max(0.0) as usize).min(shape[a] - 1))
 }
 
 /// Trilinear weights of the (up to) 8 grid points around p; points of zero weight are dropped.
@@ -346,14 +279,10 @@ mod tests {
         let taps = trilinear([12.5, 7.0, 31.0], [0.0; 3], [5.0, 2.0, 10.0], shape);
         let s: f64 = taps.iter().map(|t| t.weight).sum();
         assert!((s - 1.0).abs() < 1e-12);
-        let f =
-            |p: [usize; 3]| 3.0 * p[0] as f64 * 5.0 - 2.0 * p[1] as f64 * 2.0 + p[2] as f64 * 10.0;
+        let f = |p: [usize; 3]| 3.0 * p[0] as f64 * 5.0 - 2.0 * p[1] as f64 * 2.0 + p[2] as f64 * 10.0;
         let v: f64 = taps.iter().map(|t| t.weight * f(t.point)).sum();
         assert!((v - (3.0 * 12.5 - 2.0 * 7.0 + 31.0)).abs() < 1e-9);
         // On a grid point: one tap.
-        assert_eq!(
-            trilinear([10.0, 4.0, 20.0], [0.0; 3], [5.0, 2.0, 10.0], shape).len(),
-            1
-        );
+        assert_eq!(trilinear([10.0, 4.0, 20.0], [0.0; 3], [5.0, 2.0, 10.0], shape).len(), 1);
     }
 }

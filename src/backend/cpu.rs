@@ -83,34 +83,17 @@ impl<T: Real> CpuSolver<T> {
         let layout = problem.layout;
         let shape = problem.shape();
         let r = problem.stencil.radius;
-        ensure!(
-            layout.halo == r,
-            "layout halo must equal the stencil radius"
-        );
-        let c2: [Vec<T>; 3] = std::array::from_fn(|a| {
-            problem
-                .stencil
-                .second_scaled(problem.spacing[a])
-                .into_iter()
-                .map(T::of)
-                .collect()
-        });
+        ensure!(layout.halo == r, "layout halo must equal the stencil radius");
+        let c2: [Vec<T>; 3] =
+            std::array::from_fn(|a| problem.stencil.second_scaled(problem.spacing[a]).into_iter().map(T::of).collect());
         let centre = T::of((0..3).map(|a| c2[a][0].f64()).sum());
-        let c1 = std::array::from_fn(|a| {
-            problem
-                .stencil
-                .first
-                .iter()
-                .map(|c| T::of(c / problem.spacing[a]))
-                .collect()
-        });
+        let c1 = std::array::from_fn(|a| problem.stencil.first.iter().map(|c| T::of(c / problem.spacing[a])).collect());
         let mut vel2dt2 = vec![T::default(); layout.len()];
         let dense: Vec<T> = problem.vel2dt2().into_iter().map(T::of).collect();
         layout.scatter(&dense, &mut vel2dt2);
         let b = &problem.boundary;
-        let damp = (b.kind == BoundaryKind::Sponge).then(|| {
-            std::array::from_fn(|a| b.profiles[a].damp.iter().map(|&g| T::of(g)).collect())
-        });
+        let damp = (b.kind == BoundaryKind::Sponge)
+            .then(|| std::array::from_fn(|a| b.profiles[a].damp.iter().map(|&g| T::of(g)).collect()));
         let cpml = (b.kind == BoundaryKind::Cpml).then(|| {
             let slabs = b.slabs(shape);
             let axes = slabs.map(|slab| CpmlAxis {
@@ -121,10 +104,7 @@ impl<T: Real> CpuSolver<T> {
             });
             let coef = std::array::from_fn(|a| {
                 let p = &b.profiles[a];
-                (
-                    p.a.iter().map(|&v| T::of(v)).collect(),
-                    p.b.iter().map(|&v| T::of(v)).collect(),
-                )
+                (p.a.iter().map(|&v| T::of(v)).collect(), p.b.iter().map(|&v| T::of(v)).collect())
             });
             (axes, coef)
         });
@@ -132,17 +112,12 @@ impl<T: Real> CpuSolver<T> {
             t.iter()
                 .map(|t| {
                     let [x, y, z] = t.point;
-                    (
-                        layout.index(x as isize, y as isize, z as isize),
-                        T::of(t.weight),
-                    )
+                    (layout.index(x as isize, y as isize, z as isize), T::of(t.weight))
                 })
                 .collect()
         };
-        let src_taps = taps(&problem.source.taps)
-            .into_iter()
-            .map(|(o, w)| (o, T::of(w.f64() * vel2dt2[o].f64())))
-            .collect();
+        let src_taps =
+            taps(&problem.source.taps).into_iter().map(|(o, w)| (o, T::of(w.f64() * vel2dt2[o].f64()))).collect();
         Ok(CpuSolver {
             layout,
             radius: r,
@@ -238,49 +213,43 @@ impl<T: Real> CpuSolver<T> {
         let two = T::of(2.0);
         let strides = [1usize, l.pitch, l.plane];
         // Plane iz of the interior starts at chunk iz + halo of the plane-sized chunks.
-        self.prev
-            .par_chunks_mut(l.plane)
-            .enumerate()
-            .for_each(|(pz, plane)| {
-                if pz < r || pz >= r + l.nz {
-                    return;
-                }
-                let iz = pz - r;
-                let base = pz * l.plane;
-                for iy in 0..l.ny {
-                    let row = l.row(iy, iz);
-                    let mut x0 = 0;
-                    while x0 < l.nx {
-                        let w = CHUNK.min(l.nx - x0);
-                        let o = row + x0;
-                        let mut lap = [T::default(); CHUNK];
-                        for (i, acc) in lap[..w].iter_mut().enumerate() {
-                            *acc = centre * cur[o + i];
-                        }
-                        for (axis, &s) in strides.iter().enumerate() {
-                            for k in 1..=r {
-                                let c = c2[axis][k];
-                                let (lo, hi) = (
-                                    &cur[o - k * s..o - k * s + w],
-                                    &cur[o + k * s..o + k * s + w],
-                                );
-                                for i in 0..w {
-                                    lap[i] += c * (lo[i] + hi[i]);
-                                }
-                            }
-                        }
-                        let out = &mut plane[o - base..o - base + w];
-                        for i in 0..w {
-                            let mut v = two * cur[o + i] - out[i] + vel[o + i] * lap[i];
-                            if let Some(g) = damp {
-                                v = v * g[0][x0 + i] * g[1][iy] * g[2][iz];
-                            }
-                            out[i] = v;
-                        }
-                        x0 += w;
+        self.prev.par_chunks_mut(l.plane).enumerate().for_each(|(pz, plane)| {
+            if pz < r || pz >= r + l.nz {
+                return;
+            }
+            let iz = pz - r;
+            let base = pz * l.plane;
+            for iy in 0..l.ny {
+                let row = l.row(iy, iz);
+                let mut x0 = 0;
+                while x0 < l.nx {
+                    let w = CHUNK.min(l.nx - x0);
+                    let o = row + x0;
+                    let mut lap = [T::default(); CHUNK];
+                    for (i, acc) in lap[..w].iter_mut().enumerate() {
+                        *acc = centre * cur[o + i];
                     }
+                    for (axis, &s) in strides.iter().enumerate() {
+                        for k in 1..=r {
+                            let c = c2[axis][k];
+                            let (lo, hi) = (&cur[o - k * s..o - k * s + w], &cur[o + k * s..o + k * s + w]);
+                            for i in 0..w {
+                                lap[i] += c * (lo[i] + hi[i]);
+                            }
+                        }
+                    }
+                    let out = &mut plane[o - base..o - base + w];
+                    for i in 0..w {
+                        let mut v = two * cur[o + i] - out[i] + vel[o + i] * lap[i];
+                        if let Some(g) = damp {
+                            v = v * g[0][x0 + i] * g[1][iy] * g[2][iz];
+                        }
+                        out[i] = v;
+                    }
+                    x0 += w;
                 }
-            });
+            }
+        });
     }
 
     /// Calls f(point, slab offset, field offset) for every point of an axis's layers, in parallel
@@ -291,18 +260,16 @@ impl<T: Real> CpuSolver<T> {
     {
         let e = slab.extent();
         let (ex, ey) = (e[0], e[1]);
-        mem.par_chunks_mut(ex * ey)
-            .enumerate()
-            .for_each(|(sz, chunk)| {
-                for sy in 0..ey {
-                    for sx in 0..ex {
-                        let mut p = [sx, sy, sz];
-                        p[slab.axis] = slab.grid_coord(p[slab.axis]);
-                        let o = layout.index(p[0] as isize, p[1] as isize, p[2] as isize);
-                        f(sy * ex + sx, chunk, p, o);
-                    }
+        mem.par_chunks_mut(ex * ey).enumerate().for_each(|(sz, chunk)| {
+            for sy in 0..ey {
+                for sx in 0..ex {
+                    let mut p = [sx, sy, sz];
+                    p[slab.axis] = slab.grid_coord(p[slab.axis]);
+                    let o = layout.index(p[0] as isize, p[1] as isize, p[2] as isize);
+                    f(sy * ex + sx, chunk, p, o);
                 }
-            });
+            }
+        });
     }
 
     fn update_psi(&mut self) {
@@ -329,13 +296,7 @@ impl<T: Real> CpuSolver<T> {
         let strides = [1usize, l.pitch, l.plane];
         for (axis, ax) in axes.iter_mut().enumerate() {
             let (a, b) = (&coef[axis].0, &coef[axis].1);
-            let (c1, c2, cur, s, r) = (
-                &self.c1[axis],
-                &self.c2[axis],
-                &self.cur,
-                strides[axis],
-                self.radius,
-            );
+            let (c1, c2, cur, s, r) = (&self.c1[axis], &self.c2[axis], &self.cur, strides[axis], self.radius);
             let slab = ax.slab;
             let psi = &ax.psi;
             let n = slab.shape[axis];
@@ -418,11 +379,7 @@ impl<T: Real> Backend for CpuSolver<T> {
     }
 
     fn traces(&mut self, steps: usize) -> Result<Vec<f32>> {
-        Ok(self
-            .traces
-            .iter()
-            .flat_map(|t| t[..steps.min(t.len())].iter().map(|v| v.f64() as f32))
-            .collect())
+        Ok(self.traces.iter().flat_map(|t| t[..steps.min(t.len())].iter().map(|v| v.f64() as f32)).collect())
     }
 
     fn step_seconds(&mut self) -> Result<Vec<f64>> {

@@ -22,10 +22,7 @@ fn factorial(n: usize) -> f64 {
 
 impl Stencil {
     pub fn new(radius: usize) -> Stencil {
-        assert!(
-            (1..=MAX_RADIUS).contains(&radius),
-            "stencil radius {radius} outside 1..={MAX_RADIUS}"
-        );
+        assert!((1..=MAX_RADIUS).contains(&radius), "stencil radius {radius} outside 1..={MAX_RADIUS}");
         let r = radius;
         let rf2 = factorial(r).powi(2);
         let mut second = vec![0.0; r + 1];
@@ -37,11 +34,7 @@ impl Stencil {
             first[k] = sign * common / k as f64;
         }
         second[0] = -2.0 * second[1..].iter().sum::<f64>();
-        Stencil {
-            radius,
-            second,
-            first,
-        }
+        Stencil { radius, second, first }
     }
 
     /// Formal order of accuracy in space.
@@ -62,9 +55,7 @@ impl Stencil {
         (0..=samples)
             .map(|i| {
                 let theta = std::f64::consts::PI * i as f64 / samples as f64;
-                let s: f64 = (1..=self.radius)
-                    .map(|k| self.second[k] * (k as f64 * theta).cos())
-                    .sum();
+                let s: f64 = (1..=self.radius).map(|k| self.second[k] * (k as f64 * theta).cos()).sum();
                 -(self.second[0] + 2.0 * s)
             })
             .fold(0.0, f64::max)
@@ -90,13 +81,7 @@ mod tests {
             &[-2.0, 1.0],
             &[-5.0 / 2.0, 4.0 / 3.0, -1.0 / 12.0],
             &[-49.0 / 18.0, 3.0 / 2.0, -3.0 / 20.0, 1.0 / 90.0],
-            &[
-                -205.0 / 72.0,
-                8.0 / 5.0,
-                -1.0 / 5.0,
-                8.0 / 315.0,
-                -1.0 / 560.0,
-            ],
+            &[-205.0 / 72.0, 8.0 / 5.0, -1.0 / 5.0, 8.0 / 315.0, -1.0 / 560.0],
         ];
         for (i, t) in tables.iter().enumerate() {
             let s = Stencil::new(i + 1);
@@ -121,9 +106,7 @@ mod tests {
             assert!((a - b).abs() < 1e-13, "R=8 {a} vs {b}");
         }
         let d2 = Stencil::new(2);
-        assert!(
-            (d2.first[1] - 2.0 / 3.0).abs() < 1e-15 && (d2.first[2] + 1.0 / 12.0).abs() < 1e-15
-        );
+        assert!((d2.first[1] - 2.0 / 3.0).abs() < 1e-15 && (d2.first[2] + 1.0 / 12.0).abs() < 1e-15);
     }
 
     #[test]
@@ -143,26 +126,12 @@ mod tests {
                 }
                 d2 /= h * h;
                 d1 /= h;
-                let exact2 = if p >= 2 {
-                    (p * (p - 1)) as f64 * x0.powi(p as i32 - 2)
-                } else {
-                    0.0
-                };
-                let exact1 = if p >= 1 {
-                    p as f64 * x0.powi(p as i32 - 1)
-                } else {
-                    0.0
-                };
+                let exact2 = if p >= 2 { (p * (p - 1)) as f64 * x0.powi(p as i32 - 2) } else { 0.0 };
+                let exact1 = if p >= 1 { p as f64 * x0.powi(p as i32 - 1) } else { 0.0 };
                 let scale = 1.0 + exact2.abs() * 10f64.powi(r as i32);
-                assert!(
-                    (d2 - exact2).abs() < 1e-7 * scale,
-                    "R={r} p={p}: {d2} vs {exact2}"
-                );
+                assert!((d2 - exact2).abs() < 1e-7 * scale, "R={r} p={p}: {d2} vs {exact2}");
                 if p <= 2 * r {
-                    assert!(
-                        (d1 - exact1).abs() < 1e-7 * (1.0 + exact1.abs()) * 10f64.powi(r as i32),
-                        "R={r} p={p} d1"
-                    );
+                    assert!((d1 - exact1).abs() < 1e-7 * (1.0 + exact1.abs()) * 10f64.powi(r as i32), "R={r} p={p} d1");
                 }
             }
         }

@@ -14,11 +14,7 @@ pub struct Ricker {
 
 impl Ricker {
     pub fn new(frequency: f64, amplitude: f64, delay: Option<f64>) -> Ricker {
-        Ricker {
-            frequency,
-            amplitude,
-            delay: delay.unwrap_or(1.0 / frequency),
-        }
+        Ricker { frequency, amplitude, delay: delay.unwrap_or(1.0 / frequency) }
     }
 
     pub fn at(&self, t: f64) -> f64 {
