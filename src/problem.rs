@@ -73,6 +73,13 @@ impl Problem {
         self.stencil.cfl_limit(self.spacing, self.vmax())
     }
 
+    /// Theoretical bytes one time step must move (the seeds' effective-bandwidth numerator): p^n
+    /// read once with the stencil's face halos, p^{n-1} and c^2 dt^2 read once, p^{n+1} written
+    /// once; f32. Boundary-layer work is not counted, so GB/s computed from it is a lower bound.
+    pub fn step_bytes(&self) -> u64 {
+        step_bytes(self.shape(), self.stencil.radius, true)
+    }
+
     /// c^2 dt^2 per point, dense (nz, ny, nx): the factor of the Laplacian in the update.
     pub fn vel2dt2(&self) -> Vec<f64> {
         let dt2 = self.dt * self.dt;
@@ -204,6 +211,18 @@ impl Problem {
         }
         Ok(Problem { layout, spacing, origin, stencil, dt, steps, vp, boundary, source, receivers, warnings })
     }
+}
+
+/// Theoretical bytes of one stencil application on an f32 grid: the input with its face halos
+/// (2R planes on each face, no edges or corners: a star stencil reads none) and the output; with
+/// `leapfrog`, also p^{n-1} and c^2 dt^2 read once.
+pub fn step_bytes(shape: [usize; 3], radius: usize, leapfrog: bool) -> u64 {
+    let [nx, ny, nz] = shape.map(|n| n as u64);
+    let r = radius as u64;
+    let points = nx * ny * nz;
+    let halo = 2 * r * (nx * ny + ny * nz + nx * nz);
+    let fields = if leapfrog { 4 } else { 2 };
+    4 * (fields * points + halo)
 }
 
 fn receiver_positions(r: &config::ReceiverConfig, i: usize) -> Result<Vec<[f64; 3]>> {
