@@ -40,8 +40,10 @@ pub struct GridConfig {
     pub origin: [f64; 3],
 }
 
-#[derive(Deserialize, Debug, Clone)]
-#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+/// `[model]`, by `kind`. Parsed through [`ModelTable`] so that wrong types and unknown keys are
+/// reported at their own line (an internally tagged enum would buffer the table and lose it).
+#[derive(Deserialize, Debug, Clone, PartialEq)]
+#[serde(try_from = "ModelTable")]
 pub enum ModelConfig {
     Constant {
         vp: f64,
@@ -56,31 +58,113 @@ pub enum ModelConfig {
     File {
         /// Relative to the input file's directory.
         path: PathBuf,
-        #[serde(default)]
         format: FileFormat,
         /// Shape of the stored array in the axes of `axis_order` (slowest first).
         shape: Vec<usize>,
         /// Sample spacing (m) in the axes of `axis_order`.
         spacing: Vec<f64>,
-        #[serde(default)]
         units: Units,
         /// Storage order, slowest axis first, e.g. "zyx" (x fastest) or "xz" (2D, depth fastest).
-        #[serde(default = "default_axis_order")]
         axis_order: String,
         /// Optional SHA-256 (hex) of the whole file, checked before use.
-        #[serde(default)]
         sha256: Option<String>,
     },
     /// A named data set from `models/`, resampled to the grid (2D models are extruded along y).
     Marmousi {
         /// Horizontal position (m) in the model where the grid's x = 0 falls.
-        #[serde(default)]
         x_offset: f64,
     },
 }
 
 fn default_axis_order() -> String {
     "zyx".into()
+}
+
+#[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelKind {
+    Constant,
+    Layered,
+    File,
+    Marmousi,
+}
+
+/// Every key any model kind takes; [`ModelConfig`] checks that the kind's keys, and only those,
+/// are given.
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct ModelTable {
+    pub kind: ModelKind,
+    pub vp: Option<f64>,
+    pub depths: Option<Vec<f64>>,
+    pub velocities: Option<Vec<f64>>,
+    pub path: Option<PathBuf>,
+    pub format: Option<FileFormat>,
+    pub shape: Option<Vec<usize>>,
+    pub spacing: Option<Vec<f64>>,
+    pub units: Option<Units>,
+    pub axis_order: Option<String>,
+    pub sha256: Option<String>,
+    pub x_offset: Option<f64>,
+}
+
+impl TryFrom<ModelTable> for ModelConfig {
+    type Error = String;
+
+    fn try_from(t: ModelTable) -> Result<ModelConfig, String> {
+        let given: Vec<&str> = [
+            ("vp", t.vp.is_some()),
+            ("depths", t.depths.is_some()),
+            ("velocities", t.velocities.is_some()),
+            ("path", t.path.is_some()),
+            ("format", t.format.is_some()),
+            ("shape", t.shape.is_some()),
+            ("spacing", t.spacing.is_some()),
+            ("units", t.units.is_some()),
+            ("axis_order", t.axis_order.is_some()),
+            ("sha256", t.sha256.is_some()),
+            ("x_offset", t.x_offset.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(k, g)| g.then_some(k))
+        .collect();
+        let (name, allowed, required): (&str, &[&str], &[&str]) = match t.kind {
+            ModelKind::Constant => ("constant", &["vp"], &["vp"]),
+            ModelKind::Layered => ("layered", &["depths", "velocities"], &["depths", "velocities"]),
+            ModelKind::File => (
+                "file",
+                &["path", "format", "shape", "spacing", "units", "axis_order", "sha256"],
+                &["path", "shape", "spacing"],
+            ),
+            ModelKind::Marmousi => ("marmousi", &["x_offset"], &[]),
+        };
+        if let Some(k) = given.iter().find(|k| !allowed.contains(k)) {
+            return Err(format!(
+                "model.{k} does not apply to kind = \"{name}\" (its keys: {})",
+                if allowed.is_empty() { "none".to_string() } else { allowed.join(", ") }
+            ));
+        }
+        if let Some(k) = required.iter().find(|k| !given.contains(k)) {
+            return Err(format!("model.{k} is required for kind = \"{name}\""));
+        }
+        Ok(match t.kind {
+            ModelKind::Constant => ModelConfig::Constant { vp: t.vp.expect("required") },
+            ModelKind::Layered => ModelConfig::Layered {
+                depths: t.depths.expect("required"),
+                velocities: t.velocities.expect("required"),
+            },
+            ModelKind::File => ModelConfig::File {
+                path: t.path.expect("required"),
+                format: t.format.unwrap_or_default(),
+                shape: t.shape.expect("required"),
+                spacing: t.spacing.expect("required"),
+                units: t.units.unwrap_or_default(),
+                axis_order: t.axis_order.unwrap_or_else(default_axis_order),
+                sha256: t.sha256,
+            },
+            ModelKind::Marmousi => ModelConfig::Marmousi { x_offset: t.x_offset.unwrap_or(0.0) },
+        })
+    }
 }
 
 #[derive(Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
