@@ -336,3 +336,14 @@ fn grid_too_large_for_the_host_fails_before_allocating() {
     let text = input(CONSTANT, "").replace("shape = [24, 20, 16]", "shape = [4294967296, 4294967296, 2]");
     assert_names(&error(&text), &["grid.shape", "more points than"]);
 }
+
+#[test]
+fn input_file_errors_name_the_file() {
+    let dir = scratch("input-file");
+    let path = dir.join("run.toml");
+    std::fs::write(&path, input(CONSTANT, "plot = maybe")).unwrap();
+    let e = format!("{:#}", Config::from_file(&path).unwrap_err());
+    assert_names(&e, &[&path.display().to_string(), "line 24", "plot"]);
+    let e = format!("{:#}", Config::from_file(&dir.join("absent.toml")).unwrap_err());
+    assert_names(&e, &["absent.toml", "cannot read input file"]);
+}
