@@ -9,6 +9,7 @@
 //! Kernels come from `kernels/` (one source for both vendors), specialised per radius, block shape,
 //! vector width and boundary, and cached on disk keyed by source, options and architecture.
 
+pub mod autotune;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 
@@ -1036,7 +1037,7 @@ pub fn bench_step<Rt: GpuRuntime>(
 #[cfg(feature = "cuda")]
 pub fn open_cuda(problem: &Problem, kernel: KernelChoice) -> Result<Box<dyn Backend>> {
     let rt = cuda::CudaRuntime::new(0)?;
-    let tuning = Tuning::for_radius(problem.stencil.radius);
+    let (tuning, _) = autotune::tuning_for(&rt.device_name(), problem.stencil.radius, problem.shape());
     Ok(Box::new(GpuSolver::new(rt, problem, kernel, tuning)?))
 }
 
