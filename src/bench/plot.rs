@@ -95,6 +95,7 @@ where
         return Ok(());
     }
     let (x0, x1) = if p.log_x { (xmin / 1.5, xmax * 1.5) } else { (xmin - 0.5, xmax + 0.5) };
+    let whole = |v: &f64| format!("{v:.0}");
     let mut b = ChartBuilder::on(area);
     b.margin(12);
     if text {
@@ -106,7 +107,13 @@ where
             {
                 let mut mesh = chart.configure_mesh();
                 if text {
-                    mesh.x_desc(p.x_desc).y_desc(p.y_desc).label_style(("sans-serif", 13));
+                    mesh.x_desc(p.x_desc)
+                        .y_desc(p.y_desc)
+                        .label_style(("sans-serif", 13))
+                        .x_labels(12)
+                        .y_labels(10)
+                        .x_label_formatter(&whole)
+                        .y_label_formatter(&whole);
                 } else {
                     mesh.x_labels(0).y_labels(0);
                 }
