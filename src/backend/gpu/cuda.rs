@@ -247,6 +247,18 @@ impl GpuRuntime for CudaRuntime {
         Ok(unsafe { cu::event::elapsed(start.0, end.0) }?)
     }
 
+    fn function_info(&self, f: sys::CUfunction) -> String {
+        use sys::CUfunction_attribute_enum::*;
+        // SAFETY: f is a loaded function.
+        let get = |a| unsafe { cu::function::get_function_attribute(f, a) }.unwrap_or(-1);
+        format!(
+            "{} registers, {} B local (spills), {} B static shared",
+            get(CU_FUNC_ATTRIBUTE_NUM_REGS),
+            get(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES),
+            get(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
+        )
+    }
+
     fn synchronize(&self) -> Result<()> {
         self.bind()?;
         // SAFETY: the stream is live.
