@@ -51,6 +51,10 @@ pub trait GpuRuntime {
     fn upload(&self, dst: DevicePtr, src: &[u8]) -> Result<()>;
     /// Copies device bytes to the host after the stream's queued work (returns when done).
     fn download(&self, src: DevicePtr, dst: &mut [u8]) -> Result<()>;
+    /// Compiler flags the runtime adds itself (part of the kernel cache key).
+    fn compiler_flags(&self) -> Vec<String> {
+        Vec::new()
+    }
     /// Compiles one source into a loadable binary image for this device.
     fn compile(&self, source: &str, name: &str, options: &[String]) -> Result<Vec<u8>>;
     fn load_module(&self, image: &[u8]) -> Result<Self::Module>;
@@ -189,7 +193,7 @@ fn hex(bytes: &[u8]) -> String {
 pub fn load_kernels<Rt: GpuRuntime>(rt: &Rt, parts: &[&str], options: &[String]) -> Result<Rt::Module> {
     let source = sources::assemble(parts);
     let mut h = Sha256::new();
-    for s in [rt.vendor(), &rt.arch(), &options.join(" "), &source] {
+    for s in [rt.vendor(), &rt.arch(), &rt.compiler_flags().join(" "), &options.join(" "), &source] {
         h.update(s.as_bytes());
         h.update([0u8]);
     }
