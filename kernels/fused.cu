@@ -35,6 +35,12 @@
 #define PREFETCH_PV 0
 #endif
 
+#ifndef UNROLL_Z
+#define UNROLL_Z 1  // z iterations unrolled (QN lets the compiler rename the queue instead of moving it)
+#endif
+#define SEISMIC_PRAGMA(x) _Pragma(#x)
+#define SEISMIC_UNROLL(n) SEISMIC_PRAGMA(unroll n)
+
 namespace fused {
 constexpr int R = RADIUS;
 constexpr int FX = 32;
@@ -114,6 +120,7 @@ extern "C" __global__ LAUNCH_BOUNDS(32 * BLOCK_Y) void fused_step(const float* R
     Vf nvv = LOAD_ONCE(vel + (i64)z0 * plane + col);
 #endif
 
+    SEISMIC_UNROLL(UNROLL_Z)
     for (int z = z0; z < z1; z++) {
 #pragma unroll
         for (int i = 0; i < QS - 1; i++) q[i] = q[i + 1];
