@@ -52,6 +52,10 @@ pub trait GpuRuntime {
     fn upload(&self, dst: DevicePtr, src: &[u8]) -> Result<()>;
     /// Copies device bytes to the host after the stream's queued work (returns when done).
     fn download(&self, src: DevicePtr, dst: &mut [u8]) -> Result<()>;
+    /// Compiler flags the runtime adds itself (part of the kernel cache key).
+    fn compiler_flags(&self) -> Vec<String> {
+        Vec::new()
+    }
     /// Compiles one source into a loadable binary image for this device.
     fn compile(&self, source: &str, name: &str, options: &[String]) -> Result<Vec<u8>>;
     fn load_module(&self, image: &[u8]) -> Result<Self::Module>;
@@ -73,6 +77,16 @@ pub trait GpuRuntime {
     /// Milliseconds between two recorded events (both must have completed).
     fn elapsed_ms(&self, start: &Self::Event, end: &Self::Event) -> Result<f32>;
     fn synchronize(&self) -> Result<()>;
+    /// Lets a kernel use `bytes` of dynamic shared memory (beyond the default 48 KB where needed).
+    fn allow_dynamic_shared(&self, f: Self::Function, bytes: u32) -> Result<()> {
+        let _ = (f, bytes);
+        Ok(())
+    }
+    /// Compiler resources of a kernel (registers, spills, shared memory), for reports.
+    fn function_info(&self, f: Self::Function) -> String {
+        let _ = f;
+        String::new()
+    }
 }
 
 /// The kernel sources, one file per kernel, assembled behind the prelude for run-time compilation.
@@ -111,23 +125,45 @@ pub struct Tuning {
     pub vec: u32,
     /// z-planes per block of the fused kernel (0: chosen from the grid and the device).
     pub window: u32,
+    /// Planes the fused kernel fetches ahead through asynchronous copies into shared memory
+    /// (0: one plane ahead, through registers).
+    pub stages: u32,
+    /// Blocks per multiprocessor the compiler must leave room for (caps registers per thread).
+    pub min_blocks: u32,
+    /// z iterations of the fused kernel unrolled (2R+1 lets the compiler rename the register
+    /// queue instead of moving it).
+    pub unroll_z: u32,
 }
 
 impl Tuning {
-    /// The default shape, overridable for experiments with SEISMIC_BLOCK_Y, SEISMIC_VEC and
-    /// SEISMIC_WINDOW.
+    /// The default shape (measured best on an H200, kernels/NOTES.md), overridable for experiments
+    /// with SEISMIC_BLOCK_Y, SEISMIC_VEC, SEISMIC_WINDOW, SEISMIC_STAGES, SEISMIC_MIN_BLOCKS and
+    /// SEISMIC_UNROLL_Z.
     pub fn for_radius(radius: usize) -> Tuning {
         let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u32>().ok());
+        let r = radius as u32;
+        let vec = env("SEISMIC_VEC").unwrap_or(4);
         Tuning {
-            block_y: env("SEISMIC_BLOCK_Y").unwrap_or(8).max(radius as u32),
-            vec: env("SEISMIC_VEC").unwrap_or(4),
+            block_y: env("SEISMIC_BLOCK_Y").unwrap_or(8).max(r),
+            vec,
             window: env("SEISMIC_WINDOW").unwrap_or(0),
+            stages: env("SEISMIC_STAGES").unwrap_or(if vec == 4 { 2 } else { 0 }),
+            min_blocks: env("SEISMIC_MIN_BLOCKS").unwrap_or(2),
+            unroll_z: env("SEISMIC_UNROLL_Z").unwrap_or(if r <= 4 { 2 * r + 1 } else { 1 }),
         }
+    }
+
+    /// Dynamic shared memory of the fused kernel: the ring of asynchronously copied planes.
+    pub fn dynamic_shared_bytes(&self) -> u32 {
+        if self.stages == 0 { 0 } else { (self.stages + 1) * 3 * 32 * self.block_y * 16 }
     }
 
     fn check(&self, radius: usize) -> Result<()> {
         let r = radius as u32;
         ensure!(matches!(self.vec, 1 | 2 | 4), "vector width must be 1, 2 or 4, got {}", self.vec);
+        ensure!(self.stages <= 8 && (self.stages == 0 || self.vec == 4), "stages must be 0..=8, with vector width 4");
+        ensure!((1..=8).contains(&self.min_blocks), "min_blocks must be in 1..=8");
+        ensure!((1..=32).contains(&self.unroll_z), "unroll_z must be in 1..=32");
         ensure!(self.block_y >= r && self.block_y <= 32, "block_y must be in {r}..=32, got {}", self.block_y);
         let hv = r.div_ceil(self.vec);
         ensure!(
@@ -185,7 +221,7 @@ fn hex(bytes: &[u8]) -> String {
 pub fn load_kernels<Rt: GpuRuntime>(rt: &Rt, parts: &[&str], options: &[String]) -> Result<Rt::Module> {
     let source = sources::assemble(parts);
     let mut h = Sha256::new();
-    for s in [rt.vendor(), &rt.arch(), &options.join(" "), &source] {
+    for s in [rt.vendor(), &rt.arch(), &rt.compiler_flags().join(" "), &options.join(" "), &source] {
         h.update(s.as_bytes());
         h.update([0u8]);
     }
@@ -208,14 +244,23 @@ pub fn load_kernels<Rt: GpuRuntime>(rt: &Rt, parts: &[&str], options: &[String])
     rt.load_module(&image)
 }
 
+/// Compile-time parameters of a module. SEISMIC_KERNEL_DEFS adds `-D` options for experiments
+/// (e.g. "-DDEPTH=2 -DMIN_BLOCKS=3", see kernels/fused.cu).
 fn kernel_options(radius: usize, t: &Tuning, sponge: bool, laplacian_only: bool) -> Vec<String> {
-    vec![
+    let mut o = vec![
         format!("-DRADIUS={radius}"),
         format!("-DBLOCK_Y={}", t.block_y),
         format!("-DVEC={}", t.vec),
         format!("-DSPONGE={}", sponge as u32),
         format!("-DLAPLACIAN_ONLY={}", laplacian_only as u32),
-    ]
+        format!("-DSTAGES={}", t.stages),
+        format!("-DMIN_BLOCKS={}", t.min_blocks),
+        format!("-DUNROLL_Z={}", t.unroll_z),
+    ];
+    if let Ok(extra) = std::env::var("SEISMIC_KERNEL_DEFS") {
+        o.extend(extra.split_whitespace().filter(|d| d.starts_with("-D")).map(String::from));
+    }
+    o
 }
 
 fn as_bytes<T: Copy>(v: &[T]) -> &[u8] {
@@ -387,8 +432,10 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let sponge = b.kind == BoundaryKind::Sponge;
         let module = load_kernels(&rt, &sources::STEP, &kernel_options(r, &tuning, sponge, false))?;
         let fun = |n: &str| rt.function(&module, n);
+        let fused = fun("fused_step")?;
+        rt.allow_dynamic_shared(fused, tuning.dynamic_shared_bytes())?;
         let f = Kernels {
-            fused: fun("fused_step")?,
+            fused,
             pass_x: fun("pass_x")?,
             pass_y: fun("pass_y")?,
             pass_z: fun("pass_z")?,
@@ -569,6 +616,20 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         (nz.div_ceil(zblocks)).clamp(16.min(nz), 64) as u32
     }
 
+    /// Compiler resources of the interior kernels, for reports.
+    pub fn kernel_info(&self) -> String {
+        let mut parts = vec![format!("fused: {}", self.rt.function_info(self.f.fused))];
+        if let Some((_, f)) = &self.laplacian {
+            parts.push(format!("laplacian: {}", self.rt.function_info(*f)));
+        }
+        if self.kernel == KernelChoice::ThreePass {
+            for (n, f) in [("pass_x", self.f.pass_x), ("pass_z", self.f.pass_z), ("update", self.f.update)] {
+                parts.push(format!("{n}: {}", self.rt.function_info(f)));
+            }
+        }
+        parts.join("; ")
+    }
+
     pub fn runtime(&self) -> &Rt {
         &self.rt
     }
@@ -613,7 +674,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                     f,
                     grid,
                     block,
-                    0,
+                    self.tuning.dynamic_shared_bytes(),
                     kargs![cur, outp, vel, gx, gy, gz, w, nx, ny, nz, pitch, plane, window],
                 )
             }
@@ -760,6 +821,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 let m =
                     load_kernels(&self.rt, &[sources::FUSED], &kernel_options(self.radius, &self.tuning, false, true))?;
                 let f = self.rt.function(&m, "fused_step")?;
+                self.rt.allow_dynamic_shared(f, self.tuning.dynamic_shared_bytes())?;
                 self.laplacian = Some((m, f));
                 if self.lap == 0 {
                     self.lap = self.alloc_zeroed(self.field_len * 4)?;
@@ -868,13 +930,9 @@ pub fn measure_ceiling<Rt: GpuRuntime>(rt: &Rt, array_bytes: usize, reps: usize)
     let bytes = n4 as usize * 16;
     let (free, _) = rt.mem_info()?;
     ensure!(4 * bytes + (256 << 20) <= free, "not enough free GPU memory for 4 arrays of {bytes} bytes");
-    let m = load_kernels(
-        rt,
-        &[sources::STREAM],
-        &kernel_options(1, &Tuning { block_y: 8, vec: 4, window: 0 }, false, false),
-    )?;
-    let copy = rt.function(&m, "stream_copy")?;
-    let triad = rt.function(&m, "stream_3r1w")?;
+    let m = load_kernels(rt, &[sources::STREAM], &kernel_options(1, &Tuning::for_radius(1), false, false))?;
+    let copy = [rt.function(&m, "stream_copy")?, rt.function(&m, "stream_copy_x4")?];
+    let triad = [rt.function(&m, "stream_3r1w")?, rt.function(&m, "stream_3r1w_x4")?];
     let fill = rt.function(&m, "stream_fill")?;
     let arrays: Vec<DevicePtr> = (0..4).map(|_| rt.alloc(bytes)).collect::<Result<_>>()?;
     let result = (|| -> Result<Ceiling> {
@@ -884,22 +942,26 @@ pub fn measure_ceiling<Rt: GpuRuntime>(rt: &Rt, array_bytes: usize, reps: usize)
             // SAFETY: matches stream_fill.
             unsafe { rt.launch(fill, [blocks, 1, 1], [256, 1, 1], 0, kargs![a, n4, seed])? };
         }
-        let time = |three: bool| -> Result<f64> {
+        // Two launch styles (a grid-stride loop over a full device, and one block per 1024
+        // vectors with 4 loads in flight per thread); the ceiling is the better of the two.
+        let time = |three: bool, variant: usize| -> Result<f64> {
+            let f = if three { triad[variant] } else { copy[variant] };
+            let grid = if variant == 0 { blocks } else { n4.div_ceil(1024) as u32 };
             let ev: Vec<Rt::Event> = (0..=reps + 1).map(|_| rt.event()).collect::<Result<_>>()?;
             for i in 0..=reps {
                 rt.record(&ev[i])?;
-                // SAFETY: matches stream_copy / stream_3r1w.
+                // SAFETY: matches the stream kernels' parameters.
                 unsafe {
                     if three {
                         rt.launch(
-                            triad,
-                            [blocks, 1, 1],
+                            f,
+                            [grid, 1, 1],
                             [256, 1, 1],
                             0,
                             kargs![arrays[0], arrays[1], arrays[2], arrays[3], n4],
                         )?;
                     } else {
-                        rt.launch(copy, [blocks, 1, 1], [256, 1, 1], 0, kargs![arrays[0], arrays[3], n4])?;
+                        rt.launch(f, [grid, 1, 1], [256, 1, 1], 0, kargs![arrays[0], arrays[3], n4])?;
                     }
                 }
             }
@@ -910,8 +972,8 @@ pub fn measure_ceiling<Rt: GpuRuntime>(rt: &Rt, array_bytes: usize, reps: usize)
             let moved = if three { 4.0 } else { 2.0 } * bytes as f64;
             Ok(moved / median(&mut t) / 1e9)
         };
-        let copy_gbs = time(false)?;
-        let three_read_one_write_gbs = time(true)?;
+        let copy_gbs = time(false, 0)?.max(time(false, 1)?);
+        let three_read_one_write_gbs = time(true, 0)?.max(time(true, 1)?);
         Ok(Ceiling {
             device: rt.device_name(),
             copy_gbs,
@@ -995,12 +1057,16 @@ pub struct BenchResult {
     pub block_y: u32,
     pub vec: u32,
     pub window: u32,
+    pub stages: u32,
+    pub min_blocks: u32,
     /// Median device seconds per application.
     pub seconds: f64,
     /// Effective bandwidth: `problem::step_bytes` over the median time, GB/s.
     pub gbs: f64,
     /// Grid points updated per second, in billions.
     pub gpts: f64,
+    /// Registers, spills and shared memory of the kernels used.
+    pub kernel_info: String,
 }
 
 /// Times an interior operator on a random state of `shape` (median of `reps`).
@@ -1027,9 +1093,12 @@ pub fn bench_step<Rt: GpuRuntime>(
         block_y: tu.block_y,
         vec: tu.vec,
         window: tu.window,
+        stages: tu.stages,
+        min_blocks: tu.min_blocks,
         seconds: sec,
         gbs: op.bytes(shape, radius) as f64 / sec / 1e9,
         gpts: points as f64 / sec / 1e9,
+        kernel_info: s.kernel_info(),
     })
 }
 
