@@ -212,15 +212,40 @@ pub fn parse_list<T>(s: &str, item: impl Fn(&str) -> Result<T>) -> Result<Vec<T>
     s.split(',').filter(|p| !p.trim().is_empty()).map(item).collect()
 }
 
+/// The launch shape of a measurement (the GPU backend's `Tuning`, as plain data).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Launch {
+    /// Rows of a block's xy tile (32 x block_y threads).
+    pub block_y: u32,
+    /// Points per thread in x.
+    pub vec: u32,
+    /// z-planes per fused block.
+    pub window: u32,
+    /// Planes fetched ahead through cp.async (0: through registers).
+    pub stages: u32,
+    /// Blocks per multiprocessor the compiler leaves room for.
+    pub min_blocks: u32,
+    /// z iterations unrolled.
+    pub unroll_z: u32,
+}
+
+impl Launch {
+    /// "by8 v4 w64 s2 m2 u9".
+    pub fn label(&self) -> String {
+        format!(
+            "by{} v{} w{} s{} m{} u{}",
+            self.block_y, self.vec, self.window, self.stages, self.min_blocks, self.unroll_z
+        )
+    }
+}
+
 /// One measurement.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Row {
     pub shape: [usize; 3],
     pub radius: usize,
     pub operator: OperatorKind,
-    pub block_y: u32,
-    pub vec: u32,
-    pub window: u32,
+    pub launch: Launch,
     /// "default", "cached" (an earlier search) or "tuned" (searched in this run).
     pub tuning: String,
     /// Median device seconds per application.
@@ -242,7 +267,7 @@ impl Row {
         shape: [usize; 3],
         radius: usize,
         operator: OperatorKind,
-        launch: (u32, u32, u32),
+        launch: Launch,
         tuning: &str,
         seconds: f64,
         ceilings: &Ceilings,
@@ -255,9 +280,7 @@ impl Row {
             shape,
             radius,
             operator,
-            block_y: launch.0,
-            vec: launch.1,
-            window: launch.2,
+            launch,
             tuning: tuning.to_string(),
             seconds,
             gbs,
@@ -268,7 +291,7 @@ impl Row {
     }
 
     pub fn launch_label(&self) -> String {
-        format!("by{} v{} w{}", self.block_y, self.vec, self.window)
+        self.launch.label()
     }
 }
 
@@ -288,9 +311,7 @@ pub struct TuneSummary {
     pub class: String,
     /// The grid the search timed.
     pub shape: [usize; 3],
-    pub block_y: u32,
-    pub vec: u32,
-    pub window: u32,
+    pub launch: Launch,
     pub seconds: f64,
     pub default_seconds: f64,
     pub tried: usize,
@@ -404,19 +425,20 @@ impl Report {
             let _ = writeln!(s, "- {}: {} ({})", t.what, p, t.verdict());
         }
         if !self.tuning.is_empty() {
-            s.push_str("\nAutotuner winners (fused step; by = block rows, v = vector width, w = z-window):\n\n");
+            s.push_str(
+                "\nAutotuner winners (fused step; by = block rows, v = vector width, w = z-window, s = cp.async \
+                 stages, m = blocks per SM, u = z unrolling):\n\n",
+            );
             s.push_str("| R | shape class | searched on | winner | ms | default ms | gain | tried | search s |\n");
             s.push_str("|---:|---|---|---|---:|---:|---:|---:|---:|\n");
             for t in &self.tuning {
                 let _ = writeln!(
                     s,
-                    "| {} | {} | {} | by{} v{} w{} | {:.3} | {:.3} | {:+.1}% | {}/{} | {:.1} |",
+                    "| {} | {} | {} | {} | {:.3} | {:.3} | {:+.1}% | {}/{} | {:.1} |",
                     t.radius,
                     t.class,
                     shape_label(t.shape),
-                    t.block_y,
-                    t.vec,
-                    t.window,
+                    t.launch.label(),
                     t.seconds * 1e3,
                     t.default_seconds * 1e3,
                     100.0 * (t.default_seconds / t.seconds - 1.0),
@@ -439,12 +461,13 @@ impl Report {
     /// One line per row, with a header.
     pub fn csv(&self) -> String {
         let mut s = String::from(
-            "device,date,nx,ny,nz,radius,operator,block_y,vec,window,tuning,seconds,gbs,gpts,ceiling,ceiling_gbs,percent\n",
+            "device,date,nx,ny,nz,radius,operator,block_y,vec,window,stages,min_blocks,unroll_z,tuning,seconds,gbs,gpts,\
+             ceiling,ceiling_gbs,percent\n",
         );
         for r in &self.rows {
             let _ = writeln!(
                 s,
-                "{},{},{},{},{},{},{},{},{},{},{},{:.6e},{:.2},{:.4},{},{:.2},{:.2}",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6e},{:.2},{:.4},{},{:.2},{:.2}",
                 csv_field(&self.device),
                 self.date,
                 r.shape[0],
@@ -452,9 +475,12 @@ impl Report {
                 r.shape[2],
                 r.radius,
                 r.operator.key(),
-                r.block_y,
-                r.vec,
-                r.window,
+                r.launch.block_y,
+                r.launch.vec,
+                r.launch.window,
+                r.launch.stages,
+                r.launch.min_blocks,
+                r.launch.unroll_z,
                 csv_field(&r.tuning),
                 r.seconds,
                 r.gbs,
@@ -510,6 +536,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<PathBuf> {
 mod tests {
     use super::*;
 
+    const LAUNCH: Launch = Launch { block_y: 8, vec: 4, window: 64, stages: 2, min_blocks: 2, unroll_z: 9 };
+
     fn ceilings() -> Ceilings {
         Ceilings { copy_gbs: 3000.0, three_read_one_write_gbs: 3200.0, array_bytes: 1 << 30, repetitions: 20 }
     }
@@ -522,7 +550,7 @@ mod tests {
             for (i, op) in OperatorKind::ALL.into_iter().enumerate() {
                 let bytes = crate::problem::step_bytes(shape, r, op.leapfrog()) as f64;
                 let gbs = [2950.0, 1500.0, 2800.0][i] - 10.0 * r as f64;
-                rows.push(Row::new(shape, r, op, (8, 4, 64), "default", bytes / (gbs * 1e9), &c));
+                rows.push(Row::new(shape, r, op, LAUNCH, "default", bytes / (gbs * 1e9), &c));
             }
         }
         Report {
@@ -537,9 +565,7 @@ mod tests {
                 radius: 4,
                 class: "xy~2^18 z~2^9".into(),
                 shape: [512, 512, 512],
-                block_y: 16,
-                vec: 4,
-                window: 32,
+                launch: Launch { block_y: 16, window: 32, ..LAUNCH },
                 seconds: 1.0e-3,
                 default_seconds: 1.1e-3,
                 tried: 15,
@@ -560,13 +586,13 @@ mod tests {
         let c = ceilings();
         let shape = [512, 512, 512];
         let bytes = crate::problem::step_bytes(shape, 4, true) as f64;
-        let r = Row::new(shape, 4, OperatorKind::FusedStep, (8, 4, 64), "tuned", bytes / 2.88e12, &c);
+        let r = Row::new(shape, 4, OperatorKind::FusedStep, LAUNCH, "tuned", bytes / 2.88e12, &c);
         assert!((r.gbs - 2880.0).abs() < 1e-6);
         assert!((r.percent - 90.0).abs() < 1e-9);
         assert_eq!(r.ceiling, CeilingKind::ThreeReadOneWrite);
         assert!((r.gpts - 512.0f64.powi(3) / r.seconds / 1e9).abs() < 1e-9);
         let lap_bytes = crate::problem::step_bytes(shape, 4, false) as f64;
-        let l = Row::new(shape, 4, OperatorKind::LaplacianOnly, (8, 4, 64), "tuned", lap_bytes / 2.7e12, &c);
+        let l = Row::new(shape, 4, OperatorKind::LaplacianOnly, LAUNCH, "tuned", lap_bytes / 2.7e12, &c);
         assert_eq!(l.ceiling, CeilingKind::Copy);
         assert!((l.percent - 90.0).abs() < 1e-9);
     }
@@ -607,11 +633,11 @@ mod tests {
         assert!(md.contains("copy **3000 GB/s**") && md.contains("3-read-1-write **3200 GB/s**"), "{md}");
         let table_rows = md.lines().filter(|l| l.ends_with("% of 3R1W |") || l.ends_with("% of copy |")).count();
         assert_eq!(table_rows, rep.rows.len());
-        assert!(md.contains("| 512x512x512 | 4 | fused step | by8 v4 w64 (default) |"), "{md}");
+        assert!(md.contains("| 512x512x512 | 4 | fused step | by8 v4 w64 s2 m2 u9 (default) |"), "{md}");
         // 2950 - 40 GB/s of 3200.
         assert!(md.contains("| 2910 |") && md.contains("90.9% of 3R1W"), "{md}");
         assert!(
-            md.contains("| 4 | xy~2^18 z~2^9 | 512x512x512 | by16 v4 w32 | 1.000 | 1.100 | +10.0% | 15/40 |"),
+            md.contains("| 4 | xy~2^18 z~2^9 | 512x512x512 | by16 v4 w32 s2 m2 u9 | 1.000 | 1.100 | +10.0% | 15/40 |"),
             "{md}"
         );
         assert!(md.contains("4096x4096x4096 R=4: needs 768 GiB"));
@@ -639,11 +665,13 @@ mod tests {
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(lines.len(), rep.rows.len() + 1);
         let header: Vec<&str> = lines[0].split(',').collect();
-        assert_eq!(header.len(), 17);
-        assert!(lines[1].starts_with("\"Test GPU, rev \"\"A\"\"\",2026-11-22,256,256,256,4,fused,8,4,64,default,"));
-        // After the quoted device, every line has the header's other 16 fields.
+        assert_eq!(header.len(), 20);
+        assert!(
+            lines[1].starts_with("\"Test GPU, rev \"\"A\"\"\",2026-11-22,256,256,256,4,fused,8,4,64,2,2,9,default,")
+        );
+        // After the quoted device, every line has the header's other 19 fields.
         for l in &lines[1..] {
-            assert_eq!(l.split_once("\",").unwrap().1.split(',').count(), 16, "{l}");
+            assert_eq!(l.split_once("\",").unwrap().1.split(',').count(), 19, "{l}");
         }
         assert_eq!(csv_field("plain"), "plain");
     }

@@ -78,6 +78,9 @@ pub struct TunedEntry {
     pub vec: u32,
     /// z-planes per fused block (never 0 here: the search times explicit lengths).
     pub window: u32,
+    pub stages: u32,
+    pub min_blocks: u32,
+    pub unroll_z: u32,
     /// Median seconds of the winner's fused step, and of the default tuning's, on `shape`.
     pub seconds: f64,
     pub default_seconds: f64,
@@ -92,7 +95,14 @@ pub struct TunedEntry {
 
 impl TunedEntry {
     pub fn tuning(&self) -> Tuning {
-        Tuning { block_y: self.block_y, vec: self.vec, window: self.window }
+        Tuning {
+            block_y: self.block_y,
+            vec: self.vec,
+            window: self.window,
+            stages: self.stages,
+            min_blocks: self.min_blocks,
+            unroll_z: self.unroll_z,
+        }
     }
 }
 
@@ -218,17 +228,32 @@ pub fn search_shape(shape: [usize; 3], radius: usize) -> [usize; 3] {
     [shape[0], shape[1], nz]
 }
 
-/// Block shapes and vector widths to try, most promising first (the default first), each valid for
-/// `radius`.
-pub fn launch_candidates(radius: usize) -> Vec<(u32, u32)> {
-    let default = Tuning::for_radius(radius);
-    let mut v = vec![(default.block_y, default.vec)];
-    for (by, vec) in [(8, 4), (16, 4), (4, 4), (8, 2), (16, 2), (32, 4), (4, 2), (32, 2)] {
-        if !v.contains(&(by, vec)) {
-            v.push((by, vec));
-        }
-    }
-    v.retain(|&(block_y, vec)| Tuning { block_y, vec, window: 0 }.check(radius).is_ok());
+/// Compile-time launch shapes to try, most promising first: the default, then the default with
+/// one knob changed (block rows, cp.async ring depth, blocks per SM, z unrolling, vector width), each
+/// valid for `radius` (window 0: the z-window is searched separately, at run time).
+pub fn launch_candidates(radius: usize) -> Vec<Tuning> {
+    let d = Tuning { window: 0, ..Tuning::for_radius(radius) };
+    let r = radius as u32;
+    let full_unroll = 2 * r + 1;
+    let mut v = vec![
+        d,
+        Tuning { block_y: 16.max(r), ..d },
+        Tuning { stages: if d.stages == 0 { 2 } else { 0 }, ..d },
+        Tuning { min_blocks: if d.min_blocks == 1 { 2 } else { 1 }, ..d },
+        Tuning { unroll_z: if d.unroll_z == 1 { full_unroll } else { 1 }, ..d },
+        Tuning { stages: 3, ..d },
+        Tuning { min_blocks: d.min_blocks + 1, ..d },
+        Tuning { vec: 2, stages: 0, ..d },
+        Tuning { block_y: 4.max(r), ..d },
+        Tuning { block_y: 16.max(r), stages: 0, ..d },
+        Tuning { block_y: 32, stages: 0, min_blocks: 1, ..d },
+    ];
+    let mut seen = Vec::new();
+    v.retain(|t| {
+        let keep = t.check(radius).is_ok() && !seen.contains(t);
+        seen.push(*t);
+        keep
+    });
     v
 }
 
@@ -240,12 +265,16 @@ pub fn window_candidates(nz: usize) -> Vec<u32> {
 }
 
 /// One timed candidate.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
 pub struct Trial {
-    pub block_y: u32,
-    pub vec: u32,
-    pub window: u32,
+    pub tuning: Tuning,
     pub seconds: f64,
+}
+
+/// "by8 v4 w64 s2 m2 u9": block rows, vector width, z-window, cp.async stages, blocks per SM, z
+/// unrolling.
+pub fn label(t: &Tuning) -> String {
+    format!("by{} v{} w{} s{} m{} u{}", t.block_y, t.vec, t.window, t.stages, t.min_blocks, t.unroll_z)
 }
 
 /// What a search found.
@@ -279,13 +308,12 @@ pub fn search<Rt: GpuRuntime>(
     let mut trials = Vec::new();
     let mut failures = Vec::new();
     let mut default_seconds = f64::NAN;
-    for (i, &(block_y, vec)) in launches.iter().enumerate() {
+    for (i, &tuning) in launches.iter().enumerate() {
         if i > 0 && start.elapsed() >= budget {
             break;
         }
         let rt = open()?;
         let run = || -> Result<Vec<Trial>> {
-            let tuning = Tuning { block_y, vec, window: 0 };
             let mut s = GpuSolver::new(rt, &problem, KernelChoice::Fused, tuning)?;
             s.set_state(&cur, &prev)?;
             if i == 0 {
@@ -296,13 +324,13 @@ pub fn search<Rt: GpuRuntime>(
             for &w in &windows {
                 s.window = w;
                 let seconds = median(&mut s.time_interior(Operator::Fused, reps)?);
-                out.push(Trial { block_y, vec, window: w, seconds });
+                out.push(Trial { tuning: Tuning { window: w, ..tuning }, seconds });
             }
             Ok(out)
         };
         match run() {
             Ok(t) => trials.extend(t),
-            Err(e) => failures.push(format!("block_y {block_y} vec {vec}: {e:#}")),
+            Err(e) => failures.push(format!("{}: {e:#}", label(&tuning))),
         }
     }
     let best = trials.iter().filter(|t| t.seconds.is_finite()).min_by(|a, b| a.seconds.total_cmp(&b.seconds)).cloned();
@@ -315,9 +343,12 @@ pub fn search<Rt: GpuRuntime>(
             radius,
             class: ShapeClass::of(shape),
             shape: tshape,
-            block_y: best.block_y,
-            vec: best.vec,
-            window: best.window,
+            block_y: best.tuning.block_y,
+            vec: best.tuning.vec,
+            window: best.tuning.window,
+            stages: best.tuning.stages,
+            min_blocks: best.tuning.min_blocks,
+            unroll_z: best.tuning.unroll_z,
             seconds: best.seconds,
             default_seconds,
             tried: trials.len(),
@@ -362,6 +393,9 @@ mod tests {
             block_y,
             vec: 4,
             window: 32,
+            stages: 2,
+            min_blocks: 2,
+            unroll_z: 9,
             seconds: 1e-3,
             default_seconds: 1.2e-3,
             tried: 10,
@@ -437,10 +471,12 @@ mod tests {
         for r in 1..=8 {
             let l = launch_candidates(r);
             let d = Tuning::for_radius(r);
-            assert_eq!(l[0], (d.block_y, d.vec));
-            assert!(l.len() >= 3, "R={r}: {l:?}");
-            for &(block_y, vec) in &l {
-                assert!(Tuning { block_y, vec, window: 0 }.check(r).is_ok());
+            assert_eq!(l[0], Tuning { window: 0, ..d });
+            assert!(l.len() >= 6, "R={r}: {l:?}");
+            for (i, t) in l.iter().enumerate() {
+                assert!(t.check(r).is_ok());
+                assert_eq!(t.window, 0);
+                assert!(!l[..i].contains(t), "R={r}: {t:?} twice");
             }
         }
         assert_eq!(window_candidates(512), vec![16, 32, 64, 128, 512]);
