@@ -59,6 +59,10 @@ struct Cli {
     /// Skip the PNG plots.
     #[arg(long)]
     no_plots: bool,
+    /// No GPU: rewrite the table, CSV and plots of an earlier run's results.json into --out (for
+    /// example to draw the plots' labels on a machine that has a font).
+    #[arg(long, value_name = "RESULTS_JSON")]
+    from_json: Option<PathBuf>,
 }
 
 fn spec(cli: &Cli) -> Result<SweepSpec> {
@@ -93,6 +97,14 @@ fn main() {
 }
 
 fn run(cli: Cli) -> Result<()> {
+    if let Some(path) = &cli.from_json {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("--from-json: cannot read {}: {e}", path.display()))?;
+        let report: bench::Report = serde_json::from_str(&text)
+            .map_err(|e| anyhow::anyhow!("--from-json: {} is not a seismic-bench results.json: {e}", path.display()))?;
+        bench::check_writable(&cli.out)?;
+        return write(&cli, &report);
+    }
     let spec = spec(&cli)?;
     let budget = cli.tune_budget.unwrap_or(if cli.quick { 4.0 } else { 12.0 });
     if !(budget.is_finite() && budget > 0.0) {
@@ -100,6 +112,10 @@ fn run(cli: Cli) -> Result<()> {
     }
     bench::check_writable(&cli.out)?;
     let report = sweep(&cli, &spec, budget)?;
+    write(&cli, &report)
+}
+
+fn write(cli: &Cli, report: &bench::Report) -> Result<()> {
     let files = report.write(&cli.out, !cli.no_plots)?;
     print!("{}", report.markdown());
     for f in files {
