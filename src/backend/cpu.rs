@@ -239,12 +239,18 @@ impl<T: Real> CpuSolver<T> {
                         }
                     }
                     let out = &mut plane[o - base..o - base + w];
-                    for i in 0..w {
-                        let mut v = two * cur[o + i] - out[i] + vel[o + i] * lap[i];
-                        if let Some(g) = damp {
-                            v = v * g[0][x0 + i] * g[1][iy] * g[2][iz];
+                    if let Some(g) = damp {
+                        // Sponge: p^{n-1} is damped too, so the factor acts as a friction term
+                        // (~ -2 (1 - g) dp/dt) rather than a restoring force that would reflect.
+                        let gyz = g[1][iy] * g[2][iz];
+                        for i in 0..w {
+                            let gi = g[0][x0 + i] * gyz;
+                            out[i] = gi * (two * cur[o + i] - gi * out[i] + vel[o + i] * lap[i]);
                         }
-                        out[i] = v;
+                    } else {
+                        for i in 0..w {
+                            out[i] = two * cur[o + i] - out[i] + vel[o + i] * lap[i];
+                        }
                     }
                     x0 += w;
                 }
