@@ -203,18 +203,32 @@ impl<T: Real> CpuSolver<T> {
     }
 
     fn update_interior(&mut self) {
+        match self.radius {
+            1 => self.interior::<1>(),
+            2 => self.interior::<2>(),
+            3 => self.interior::<3>(),
+            4 => self.interior::<4>(),
+            5 => self.interior::<5>(),
+            6 => self.interior::<6>(),
+            7 => self.interior::<7>(),
+            8 => self.interior::<8>(),
+            r => unreachable!("stencil radius {r} outside 1..=8"),
+        }
+    }
+
+    /// The interior update for radius R known at compile time: the tap loop unrolls and the loop
+    /// over a chunk of x vectorises, with one store per point.
+    fn interior<const R: usize>(&mut self) {
         let l = self.layout;
-        let r = self.radius;
-        let (cur, vel) = (&self.cur, &self.vel2dt2);
-        let (c2, centre, damp) = (&self.c2, self.centre, &self.damp);
+        let (cur, vel, damp, centre) = (&self.cur, &self.vel2dt2, &self.damp, self.centre);
+        let coef: [[T; R]; 3] = std::array::from_fn(|a| std::array::from_fn(|k| self.c2[a][k + 1]));
         let two = T::of(2.0);
-        let strides = [1usize, l.pitch, l.plane];
-        // Plane iz of the interior starts at chunk iz + halo of the plane-sized chunks.
+        // Plane iz of the interior is chunk iz + R of the plane-sized chunks.
         self.prev.par_chunks_mut(l.plane).enumerate().for_each(|(pz, plane)| {
-            if pz < r || pz >= r + l.nz {
+            if pz < R || pz >= R + l.nz {
                 return;
             }
-            let iz = pz - r;
+            let iz = pz - R;
             let base = pz * l.plane;
             for iy in 0..l.ny {
                 let row = l.row(iy, iz);
@@ -223,30 +237,21 @@ impl<T: Real> CpuSolver<T> {
                     let w = CHUNK.min(l.nx - x0);
                     let o = row + x0;
                     let mut lap = [T::default(); CHUNK];
-                    for (i, acc) in lap[..w].iter_mut().enumerate() {
-                        *acc = centre * cur[o + i];
-                    }
-                    for (axis, &s) in strides.iter().enumerate() {
-                        for k in 1..=r {
-                            let c = c2[axis][k];
-                            let (lo, hi) = (&cur[o - k * s..o - k * s + w], &cur[o + k * s..o + k * s + w]);
-                            for i in 0..w {
-                                lap[i] += c * (lo[i] + hi[i]);
-                            }
-                        }
-                    }
+                    laplacian_chunk::<T, R>(cur, o, [l.pitch, l.plane], &coef, centre, &mut lap);
                     let out = &mut plane[o - base..o - base + w];
+                    let (c, v) = (&cur[o..o + w], &vel[o..o + w]);
                     if let Some(g) = damp {
                         // Sponge: p^{n-1} is damped too, so the factor acts as a friction term
                         // (~ -2 (1 - g) dp/dt) rather than a restoring force that would reflect.
                         let gyz = g[1][iy] * g[2][iz];
+                        let gx = &g[0][x0..x0 + w];
                         for i in 0..w {
-                            let gi = g[0][x0 + i] * gyz;
-                            out[i] = gi * (two * cur[o + i] - gi * out[i] + vel[o + i] * lap[i]);
+                            let gi = gx[i] * gyz;
+                            out[i] = gi * (two * c[i] - gi * out[i] + v[i] * lap[i]);
                         }
                     } else {
                         for i in 0..w {
-                            out[i] = two * cur[o + i] - out[i] + vel[o + i] * lap[i];
+                            out[i] = two * c[i] - out[i] + v[i] * lap[i];
                         }
                     }
                     x0 += w;
@@ -437,6 +442,45 @@ impl<T: Real> CpuSolver<T> {
                     }
                 });
             }
+        }
+    }
+}
+
+/// The star-stencil Laplacian at the CHUNK points from offset `o` of field `f` (strides 1, pitch,
+/// plane). Points past the row's end are computed from padding and discarded by the caller; the
+/// layout's tail slack keeps every read inside the allocation.
+#[inline(always)]
+fn laplacian_chunk<T: Real, const R: usize>(
+    f: &[T],
+    o: usize,
+    [py, pz]: [usize; 2],
+    coef: &[[T; R]; 3],
+    centre: T,
+    lap: &mut [T; CHUNK],
+) {
+    let at = |off: usize| -> &[T; CHUNK] { f[off..off + CHUNK].try_into().expect("chunk in bounds") };
+    let c = at(o);
+    let xm: [&[T; CHUNK]; R] = std::array::from_fn(|k| at(o - k - 1));
+    let xp: [&[T; CHUNK]; R] = std::array::from_fn(|k| at(o + k + 1));
+    let ym: [&[T; CHUNK]; R] = std::array::from_fn(|k| at(o - (k + 1) * py));
+    let yp: [&[T; CHUNK]; R] = std::array::from_fn(|k| at(o + (k + 1) * py));
+    let zm: [&[T; CHUNK]; R] = std::array::from_fn(|k| at(o - (k + 1) * pz));
+    let zp: [&[T; CHUNK]; R] = std::array::from_fn(|k| at(o + (k + 1) * pz));
+    // One pass per axis keeps the live streams (2R + 1) within the vector registers for R = 8.
+    for i in 0..CHUNK {
+        let mut acc = centre * c[i];
+        for k in 0..R {
+            acc += coef[0][k] * (xm[k][i] + xp[k][i]);
+        }
+        lap[i] = acc;
+    }
+    for (axis, (m, p)) in [(1, (&ym, &yp)), (2, (&zm, &zp))] {
+        for i in 0..CHUNK {
+            let mut acc = lap[i];
+            for k in 0..R {
+                acc += coef[axis][k] * (m[k][i] + p[k][i]);
+            }
+            lap[i] = acc;
         }
     }
 }
