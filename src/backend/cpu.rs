@@ -48,6 +48,9 @@ impl Real for f64 {
 /// Width of the x chunks the inner loops work on (a stack buffer, so the step allocates nothing).
 const CHUNK: usize = 64;
 
+/// Per axis, the CPML coefficients (a, b) over that axis's grid index.
+type CpmlProfiles<T> = [(Vec<T>, Vec<T>); 3];
+
 struct CpmlAxis<T> {
     slab: Slab,
     psi: Vec<T>,
@@ -64,7 +67,7 @@ pub struct CpuSolver<T: Real> {
     c1: [Vec<T>; 3],
     vel2dt2: Vec<T>,
     damp: Option<[Vec<T>; 3]>,
-    cpml: Option<([CpmlAxis<T>; 3], [(Vec<T>, Vec<T>); 3])>,
+    cpml: Option<([CpmlAxis<T>; 3], CpmlProfiles<T>)>,
     free_surface: bool,
     cur: Vec<T>,
     prev: Vec<T>,
