@@ -82,7 +82,7 @@ pub fn wavefield_over_model(path: &Path, field: &[f32], model: &[f32], rows: usi
 /// The shot gather: receivers across, time downwards; traces are (nreceivers, nt) row-major.
 pub fn shot_gather(path: &Path, traces: &[f32], receivers: usize, samples: usize) -> Result<()> {
     // Time is the long axis of a gather; draw it at most MAX_SIDE tall, receivers at least 400 wide.
-    let height = samples.clamp(1, MAX_SIDE);
+    let height = samples.clamp(400, MAX_SIDE);
     let width = (receivers * (400 / receivers.max(1)).max(1)).clamp(1, MAX_SIDE);
     let clip = clip_level(traces, 0.98);
     let mut rgb = vec![0u8; width * height * 3];
