@@ -56,6 +56,9 @@ struct CpmlAxis<T> {
     corr: Vec<T>,
 }
 
+/// Memory variables per axis, and the (a, b) coefficient tables per axis.
+type CpmlState<T> = ([CpmlAxis<T>; 3], [(Vec<T>, Vec<T>); 3]);
+
 pub struct CpuSolver<T: Real> {
     layout: Layout,
     radius: usize,
@@ -66,7 +69,7 @@ pub struct CpuSolver<T: Real> {
     c1: [Vec<T>; 3],
     vel2dt2: Vec<T>,
     damp: Option<[Vec<T>; 3]>,
-    cpml: Option<([CpmlAxis<T>; 3], [(Vec<T>, Vec<T>); 3])>,
+    cpml: Option<CpmlState<T>>,
     free_surface: bool,
     cur: Vec<T>,
     prev: Vec<T>,
