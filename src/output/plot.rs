@@ -81,9 +81,9 @@ pub fn wavefield_over_model(path: &Path, field: &[f32], model: &[f32], rows: usi
 
 /// The shot gather: receivers across, time downwards; traces are (nreceivers, nt) row-major.
 pub fn shot_gather(path: &Path, traces: &[f32], receivers: usize, samples: usize) -> Result<()> {
-    // Time is the long axis of a gather; draw it at most MAX_SIDE tall, receivers at least 400 wide.
-    let height = samples.clamp(400, MAX_SIDE);
-    let width = (receivers * (400 / receivers.max(1)).max(1)).clamp(1, MAX_SIDE);
+    // Stretched or squeezed to 400..1000 pixels of time and 400..MAX_SIDE of receivers.
+    let height = samples.clamp(400, 1000);
+    let width = receivers.clamp(400, MAX_SIDE);
     let clip = clip_level(traces, 0.98);
     let mut rgb = vec![0u8; width * height * 3];
     for py in 0..height {
