@@ -22,7 +22,7 @@ impl Progress {
             ProgressDrawTarget::stderr_with_hz(10)
         };
         let bar = ProgressBar::with_draw_target(Some(steps as u64), target);
-        let style = ProgressStyle::with_template("{wide_bar} {pos}/{len} steps  {elapsed} < {eta}  {msg}")
+        let style = ProgressStyle::with_template("{wide_bar} {pos}/{len} steps  {elapsed} elapsed, ETA {eta}  {msg}")
             .expect("valid template")
             .progress_chars("=> ");
         bar.set_style(style);
@@ -36,7 +36,7 @@ impl Progress {
         let seconds = now.duration_since(then).as_secs_f64();
         if done > before && seconds > 0.0 {
             let rate = (done - before) as f64 * self.points / seconds / 1e9;
-            self.bar.set_message(format!("{rate:.3} GPts/s"));
+            self.bar.set_message(format!("{rate:.4} GPts/s"));
         }
         self.bar.set_position(done as u64);
         self.last = (done, now);
