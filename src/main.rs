@@ -27,7 +27,18 @@ struct Cli {
 enum Command {
     /// Run an input file (the default command).
     Run(RunArgs),
+    /// Download a named velocity model (e.g. marmousi) and check its SHA-256.
+    FetchModel(FetchArgs),
     // Further subcommands (e.g. a benchmark) go here, each with its own Args struct.
+}
+
+#[derive(Args, Debug, Clone)]
+struct FetchArgs {
+    /// Data set name (see models/).
+    name: String,
+    /// Folder to put it in (default: $SEISMIC_DATA_DIR when set, else ./data).
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -63,6 +74,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Run(args)) => run(&args),
+        Some(Command::FetchModel(args)) => fetch_model(&args),
         None => run(&cli.run),
     };
     match result {
@@ -72,6 +84,13 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn fetch_model(args: &FetchArgs) -> Result<()> {
+    let dir = args.dir.clone().unwrap_or_else(seismic_run::model::default_fetch_dir);
+    let path = seismic_run::model::fetch(&args.name, &dir)?;
+    println!("{}", path.display());
+    Ok(())
 }
 
 /// Number of snapshot buffers in flight: one being filled while one is written.
