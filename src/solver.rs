@@ -387,6 +387,102 @@ mod tests {
         assert_eq!(Section::Yz { ix: 2 }.shape(grid), vec![2, 3]);
     }
 
+    fn plan_for(snapshots: &str) -> Result<OutputPlan> {
+        let text = format!(
+            "[grid]\nshape = [10, 8, 6]\nspacing = [10.0, 10.0, 10.0]\n[model]\nkind = \"constant\"\nvp = 1500.0\n\
+             [time]\nsteps = 25\n[source]\nposition = [20.0, 20.0, 20.0]\nfrequency = 10.0\n\
+             [boundary]\nkind = \"none\"\n[output]\nsnapshot_every = 10\n{snapshots}"
+        );
+        let cfg = Config::from_toml(&text).unwrap();
+        let problem = Problem::build(&cfg, vec![1500.0; 480]).unwrap();
+        OutputPlan::from_config(&cfg, &problem)
+    }
+
+    #[test]
+    fn plans_name_sections_and_reject_bad_ones() {
+        let plan = plan_for("").unwrap();
+        assert_eq!(plan.snapshot_steps, vec![10, 20]);
+        assert_eq!(plan.snapshots.len(), 1);
+        assert_eq!((plan.snapshots[0].name.as_str(), plan.snapshots[0].section), ("pressure", Section::Volume));
+        let plan = plan_for(
+            "snapshot = [{ kind = \"xz\", at = 34.0 }, { kind = \"xz\", at = 0.0 }, { kind = \"volume\" }, \
+             { kind = \"yz\", at = 90.0 }]",
+        )
+        .unwrap();
+        let names: Vec<_> = plan.snapshots.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["pressure_xz", "pressure_xz_1", "pressure", "pressure_yz"]);
+        assert_eq!(plan.snapshots[0].section, Section::Xz { iy: 3 });
+        assert_eq!(plan.snapshots[0].at, Some(30.0));
+        assert_eq!(plan.snapshots[3].section, Section::Yz { ix: 9 });
+        assert_eq!(plan.xz_view(5), Some((0, Section::Xz { iy: 3 })));
+        let err = plan_for("snapshot = [{ kind = \"xq\" }]").unwrap_err().to_string();
+        assert!(err.contains("output.snapshot[0].kind"), "{err}");
+        let err = plan_for("snapshot = [{ kind = \"xy\", at = 500.0 }]").unwrap_err().to_string();
+        assert!(err.contains("output.snapshot[0].at"), "{err}");
+        let err = plan_for("snapshot = [{ kind = \"xy\" }]").unwrap_err().to_string();
+        assert!(err.contains("output.snapshot[0].at"), "{err}");
+    }
+
+    /// A backend whose field is the number of steps done, counting the calls the loop makes.
+    struct Counter {
+        done: usize,
+        receivers: usize,
+        timing_reads: usize,
+    }
+
+    impl Backend for Counter {
+        fn info(&self) -> crate::backend::DeviceInfo {
+            crate::backend::DeviceInfo { backend: "cpu", name: "counter".into(), kernel: "none".into() }
+        }
+        fn step(&mut self, n: usize) -> Result<()> {
+            assert_eq!(n, self.done, "steps in order");
+            self.done += 1;
+            Ok(())
+        }
+        fn snapshot(&mut self, out: &mut [f32]) -> Result<()> {
+            out.fill(self.done as f32);
+            Ok(())
+        }
+        fn traces(&mut self, steps: usize) -> Result<Vec<f32>> {
+            Ok(vec![0.0; steps * self.receivers])
+        }
+        fn step_seconds(&mut self) -> Result<Vec<f64>> {
+            self.timing_reads += 1;
+            Ok(vec![1e-3; self.done])
+        }
+    }
+
+    #[derive(Default)]
+    struct Collect(Vec<(usize, usize, f32, usize)>);
+
+    impl SnapshotSink for Collect {
+        fn buffer(&mut self) -> Result<Vec<f32>> {
+            Ok(vec![-1.0; 480])
+        }
+        fn submit(&mut self, index: usize, step: usize, field: Vec<f32>) -> Result<()> {
+            self.0.push((index, step, field[0], field.len()));
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn loop_snapshots_on_schedule_and_reads_timers_once() {
+        let plan = plan_for("").unwrap();
+        let text = "[grid]\nshape = [10, 8, 6]\nspacing = [10.0, 10.0, 10.0]\n[model]\nkind = \"constant\"\n\
+                    vp = 1500.0\n[time]\nsteps = 25\n[source]\nposition = [20.0, 20.0, 20.0]\nfrequency = 10.0\n\
+                    [[receivers]]\nposition = [30.0, 30.0, 30.0]\n[boundary]\nkind = \"none\"";
+        let problem = Problem::build(&Config::from_toml(text).unwrap(), vec![1500.0; 480]).unwrap();
+        let mut backend = Counter { done: 0, receivers: 1, timing_reads: 0 };
+        let mut sink = Collect::default();
+        let mut reports = Vec::new();
+        let record = run(&problem, &mut backend, &plan, &mut sink, &mut |d| reports.push(d)).unwrap();
+        assert_eq!(sink.0, vec![(0, 10, 10.0, 480), (1, 20, 20.0, 480)]);
+        assert_eq!(backend.timing_reads, 1);
+        assert_eq!(record.step_seconds.len(), 25);
+        assert_eq!(record.traces.len(), 25);
+        assert_eq!(reports.last(), Some(&25));
+    }
+
     #[test]
     fn stats_and_median() {
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
