@@ -1,6 +1,7 @@
 //! Quick-look pictures beside the result file (`--plot`): the last snapshot's xz-plane over the
 //! velocity model, and the shot gather. PNG through plotters' bitmap backend, no text (so no
-//! font is needed): red is positive pressure, blue negative, grey the model (darker is faster).
+//! font is needed): red is positive pressure, blue negative, grey the model (darker is faster);
+//! the gather has a linear time gain.
 
 use anyhow::{Result, anyhow};
 use plotters::backend::{BitMapBackend, DrawingBackend};
@@ -84,13 +85,16 @@ pub fn shot_gather(path: &Path, traces: &[f32], receivers: usize, samples: usize
     // Stretched or squeezed to 400..1000 pixels of time and 400..MAX_SIDE of receivers.
     let height = samples.clamp(400, 1000);
     let width = receivers.clamp(400, MAX_SIDE);
-    let clip = clip_level(traces, 0.98);
+    // A gain growing linearly with time makes up for geometrical spreading, so that late
+    // reflections show beside the direct wave.
+    let gained: Vec<f32> = traces.iter().enumerate().map(|(i, &v)| v * ((i % samples) + 1) as f32).collect();
+    let clip = clip_level(&gained, 0.98);
     let mut rgb = vec![0u8; width * height * 3];
     for py in 0..height {
         let t = (py * samples / height).min(samples - 1);
         for px in 0..width {
             let r = (px * receivers / width).min(receivers - 1);
-            let col = diverging(traces[r * samples + t] / clip);
+            let col = diverging(gained[r * samples + t] / clip);
             let px_rgb = &mut rgb[(py * width + px) * 3..][..3];
             for k in 0..3 {
                 px_rgb[k] = (255.0 * col[k]) as u8;
