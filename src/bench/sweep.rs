@@ -221,6 +221,43 @@ mod tests {
         assert_ne!(a[..64], a[1 << 20..(1 << 20) + 64]);
     }
 
+    /// A tiny sweep with a search: every case timed, numbers plausible, the winner cached and found.
+    #[cfg(feature = "cuda")]
+    #[test]
+    #[ignore = "needs a GPU"]
+    fn tiny_sweep_with_tuning_on_cuda() {
+        use crate::backend::gpu::cuda::CudaRuntime;
+        let dir = std::env::temp_dir().join(format!("seismic-sweep-test-{}", std::process::id()));
+        // SAFETY: the only test of this binary that sets the variable; GPU tests run one at a time.
+        unsafe { std::env::set_var("SEISMIC_CACHE_DIR", &dir) };
+        let spec = SweepSpec {
+            sizes: vec![[96, 80, 72]],
+            size_radius: 4,
+            radii: vec![2],
+            radius_shape: [64, 64, 64],
+            operators: OperatorKind::ALL.to_vec(),
+            reps: 5,
+        };
+        let set = Settings {
+            tuning: TuningMode::Search { budget: Duration::from_millis(1) },
+            ceiling_bytes: 64 << 20,
+            ceiling_reps: 5,
+            tune_reps: 3,
+        };
+        let rep = run(|| CudaRuntime::new(0), &spec, &set).unwrap();
+        assert!(rep.skipped.is_empty(), "{:?}", rep.skipped);
+        assert_eq!(rep.rows.len(), 2 * 3);
+        assert_eq!(rep.tuning.len(), 2);
+        for r in &rep.rows {
+            assert!(r.seconds > 0.0 && r.gbs > 0.0 && r.percent < 200.0, "{r:?}");
+            assert_eq!(r.tuning, "tuned");
+        }
+        let cache = autotune::TuningCache::load(&rep.device);
+        assert!(cache.lookup(4, [96, 80, 72], &autotune::kernels_hash()).is_some());
+        assert!(cache.lookup(2, [64, 64, 64], &autotune::kernels_hash()).is_some());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn median_of_odd_and_even() {
         assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);

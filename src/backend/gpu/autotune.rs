@@ -3,7 +3,9 @@
 //! fastest as JSON in [`cache_dir`]`/tuning-<device>.json`. [`tuning_for`] is what `open_cuda` and
 //! `open_hip` use: the cached winner for the problem's radius and shape class when there is one,
 //! else [`Tuning::for_radius`]. `SEISMIC_NO_TUNING=1` (or [`disable`], the CLI's `--no-tuning`)
-//! turns the cache off, and explicit SEISMIC_BLOCK_Y / SEISMIC_VEC / SEISMIC_WINDOW win over it.
+//! turns the cache off, and the explicit overrides of [`Tuning::for_radius`] (SEISMIC_BLOCK_Y...)
+//! win over it. The search covers every knob `Tuning` has: block rows, vector width, z-window,
+//! cp.async ring depth, blocks per SM and z unrolling (the kernels have no grid-index-order option).
 //!
 //! Shapes are grouped by the rounded log2 of the xy-plane's points and of nz: the plane size decides
 //! how many tiles a z-window has and whether neighbouring planes stay in the last-level cache
@@ -26,11 +28,16 @@ pub fn disable() {
     DISABLED.store(true, Ordering::Relaxed);
 }
 
+/// The variables of [`Tuning::for_radius`]: setting any of them means the user chose the launch shape.
+const OVERRIDES: [&str; 6] =
+    ["SEISMIC_BLOCK_Y", "SEISMIC_VEC", "SEISMIC_WINDOW", "SEISMIC_STAGES", "SEISMIC_MIN_BLOCKS", "SEISMIC_UNROLL_Z"];
+
 /// Whether [`tuning_for`] consults the cache: not after [`disable`], not with SEISMIC_NO_TUNING set
-/// (to anything but "0" or ""), and not when a SEISMIC_BLOCK_Y / VEC / WINDOW override is set.
+/// (to anything but "0" or ""), and not when one of the SEISMIC_BLOCK_Y, SEISMIC_VEC,
+/// SEISMIC_WINDOW, SEISMIC_STAGES, SEISMIC_MIN_BLOCKS or SEISMIC_UNROLL_Z overrides is set.
 pub fn enabled() -> bool {
     let set = |k: &str| std::env::var(k).map(|v| !v.is_empty() && v != "0").unwrap_or(false);
-    let overridden = ["SEISMIC_BLOCK_Y", "SEISMIC_VEC", "SEISMIC_WINDOW"].iter().any(|k| std::env::var_os(k).is_some());
+    let overridden = OVERRIDES.iter().any(|k| std::env::var_os(k).is_some());
     !DISABLED.load(Ordering::Relaxed) && !set("SEISMIC_NO_TUNING") && !overridden
 }
 
