@@ -5,6 +5,9 @@ use crate::config::KernelChoice;
 use crate::problem::Problem;
 use anyhow::{Result, bail};
 
+#[cfg(feature = "hip")]
+pub mod hip;
+
 /// Opens the CUDA backend on device 0 for this problem (allocates everything once).
 #[cfg(feature = "cuda")]
 pub fn open_cuda(problem: &Problem, kernel: KernelChoice) -> Result<Box<dyn Backend>> {
