@@ -3,6 +3,7 @@
 //! runtime-trait implementation here. Kernels are compiled at run time by hipRTC for the device's
 //! gcnArchName; [`aot`] compiles them ahead of time with hipcc for the static resource report.
 
+pub mod aot;
 pub mod result;
 pub mod safe;
 pub mod sys;
