@@ -4,6 +4,7 @@
 //! writes (`.vgpr_count`, `.sgpr_count`, `.group_segment_fixed_size`, spill counts, ...) is read
 //! back per kernel. Occupancy is estimated from those numbers (see [`waves_per_simd`]).
 
+use super::super::{Tuning, kernel_options, sources};
 use anyhow::{Context, Result, bail, ensure};
 use rayon::prelude::*;
 use std::fmt::Write as _;
@@ -23,6 +24,55 @@ pub struct Variant {
     /// -D options exactly as the run-time compilation gets them.
     pub options: Vec<String>,
 }
+
+/// The step module's source exactly as the run-time path assembles it (prelude + every kernel).
+pub fn step_source() -> String {
+    sources::assemble(&sources::STEP)
+}
+
+/// Every variant of the step module a run can compile: R = 1..8, with the default launch shape
+/// ([`Tuning::for_radius`]), once without and once with the sponge factor. Each holds the fused
+/// kernel, the three passes and update, CPML, free surface, source/receiver and stream kernels.
+pub fn step_variants() -> Vec<Variant> {
+    let mut v = Vec::new();
+    for radius in 1..=8 {
+        for sponge in [false, true] {
+            v.push(Variant {
+                radius,
+                flavour: if sponge { "sponge" } else { "cpml/none" }.to_string(),
+                options: kernel_options(radius, &Tuning::for_radius(radius), sponge, false),
+            });
+        }
+    }
+    v
+}
+
+/// The -D options of the fused kernel's Laplacian-only build (the operator benchmark).
+pub fn laplacian_options(radius: usize) -> Vec<String> {
+    kernel_options(radius, &Tuning::for_radius(radius), false, true)
+}
+
+/// The -D options of the STREAM ceiling module, as `measure_ceiling` compiles it.
+pub fn stream_options() -> Vec<String> {
+    kernel_options(1, &Tuning { block_y: 8, vec: 4, window: 0 }, false, false)
+}
+
+/// The kernels in the order the report lists them.
+pub const KERNEL_ORDER: [&str; 13] = [
+    "fused_step",
+    "pass_x",
+    "pass_y",
+    "pass_z",
+    "update",
+    "cpml_psi",
+    "cpml_correct",
+    "free_surface",
+    "inject_source",
+    "record_receivers",
+    "stream_copy",
+    "stream_3r1w",
+    "stream_fill",
+];
 
 /// Resource usage of one kernel of one variant for one architecture.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -175,12 +225,9 @@ pub fn waves_per_simd(vgprs: u32, agprs: u32, sgprs: u32, lds_bytes: u32, workgr
     let unified = if agprs > 0 { align(vgprs.max(1), 4) + agprs } else { vgprs.max(1) };
     let by_vgpr = 512 / align(unified, 8);
     let by_sgpr = 800 / align(sgprs.max(1), 16);
-    let by_lds = if lds_bytes == 0 {
-        MAX_WAVES
-    } else {
-        let waves_per_group = workgroup.div_ceil(64).max(1);
-        let groups_per_cu = 65536 / lds_bytes;
-        groups_per_cu * waves_per_group / 4
+    let by_lds = match 65536u32.checked_div(lds_bytes) {
+        None => MAX_WAVES,
+        Some(groups_per_cu) => groups_per_cu * workgroup.div_ceil(64).max(1) / 4,
     };
     by_vgpr.min(by_sgpr).min(by_lds).min(MAX_WAVES)
 }
@@ -236,54 +283,130 @@ pub fn report(source: &str, variants: &[Variant], archs: &[&str], jobs: usize) -
     Ok(all)
 }
 
-/// Renders the usages as a markdown table, one row per (kernel, architecture, flavour) and run of
-/// radii whose numbers are identical, in the order kernels first appear in `order`.
+fn same_numbers(a: &KernelUsage, b: &KernelUsage) -> bool {
+    (a.vgprs, a.agprs, a.sgprs, a.lds_bytes, a.scratch_bytes, a.vgpr_spills, a.sgpr_spills, a.waves_per_simd)
+        == (b.vgprs, b.agprs, b.sgprs, b.lds_bytes, b.scratch_bytes, b.vgpr_spills, b.sgpr_spills, b.waves_per_simd)
+}
+
+/// One row of the table: a kernel and flavour over a run of radii, with one usage per architecture.
+struct Row<'a> {
+    kernel: &'a str,
+    flavour: String,
+    radii: (usize, usize),
+    per_arch: Vec<Option<&'a KernelUsage>>,
+}
+
+/// One radius's usages, one per architecture (None where that architecture was not compiled).
+type RadiusCells<'a> = (usize, Vec<Option<&'a KernelUsage>>);
+
+fn same_row(a: &[Option<&KernelUsage>], b: &[Option<&KernelUsage>]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(x, y)| match (x, y) {
+            (Some(x), Some(y)) => same_numbers(x, y),
+            (None, None) => true,
+            _ => false,
+        })
+}
+
+/// Renders the usages as a markdown table, kernels in the order of `order`, one column group per
+/// architecture. Flavours with identical numbers for a kernel and R are shown once as "any"; runs
+/// of radii with identical numbers share a row. AGPRs, when used, appear as "+Na" after the VGPRs.
 pub fn markdown_table(usages: &[KernelUsage], order: &[&str]) -> String {
     let rank = |k: &str| order.iter().position(|o| *o == k).unwrap_or(order.len());
-    let mut rows: Vec<&KernelUsage> = usages.iter().collect();
-    rows.sort_by(|a, b| {
-        (rank(&a.kernel), &a.kernel, &a.arch, &a.flavour, a.radius).cmp(&(
-            rank(&b.kernel),
-            &b.kernel,
-            &b.arch,
-            &b.flavour,
-            b.radius,
-        ))
-    });
-    let same = |a: &KernelUsage, b: &KernelUsage| {
-        (&a.kernel, &a.arch, &a.flavour, a.vgprs, a.agprs, a.sgprs, a.lds_bytes, a.scratch_bytes)
-            == (&b.kernel, &b.arch, &b.flavour, b.vgprs, b.agprs, b.sgprs, b.lds_bytes, b.scratch_bytes)
-            && (a.vgpr_spills, a.sgpr_spills, a.waves_per_simd) == (b.vgpr_spills, b.sgpr_spills, b.waves_per_simd)
-    };
-    let mut s = String::from(
-        "| kernel | R | boundary | arch | VGPRs | AGPRs | SGPRs | LDS bytes | scratch bytes | spills (VGPR/SGPR) | waves/SIMD |\n\
-         |---|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n",
-    );
-    let mut i = 0;
-    while i < rows.len() {
-        let first = rows[i];
-        let mut j = i;
-        while j + 1 < rows.len() && same(first, rows[j + 1]) && rows[j + 1].radius == rows[j].radius + 1 {
-            j += 1;
+    let mut archs: Vec<&str> = Vec::new();
+    let mut kernels: Vec<&str> = Vec::new();
+    let mut flavours: Vec<&str> = Vec::new();
+    let mut radii: Vec<usize> = Vec::new();
+    for u in usages {
+        for (list, v) in
+            [(&mut archs, u.arch.as_str()), (&mut kernels, u.kernel.as_str()), (&mut flavours, u.flavour.as_str())]
+        {
+            if !list.contains(&v) {
+                list.push(v);
+            }
         }
-        let radii = if i == j { first.radius.to_string() } else { format!("{}-{}", first.radius, rows[j].radius) };
-        let _ = writeln!(
-            s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{} | {} |",
-            first.kernel,
-            radii,
-            first.flavour,
-            first.arch,
-            first.vgprs,
-            first.agprs,
-            first.sgprs,
-            first.lds_bytes,
-            first.scratch_bytes,
-            first.vgpr_spills,
-            first.sgpr_spills,
-            first.waves_per_simd
-        );
-        i = j + 1;
+        if !radii.contains(&u.radius) {
+            radii.push(u.radius);
+        }
+    }
+    kernels.sort_by_key(|k| (rank(k), *k));
+    radii.sort_unstable();
+    let find = |k: &str, f: &str, r: usize, a: &str| {
+        usages.iter().find(|u| (u.kernel.as_str(), u.flavour.as_str(), u.radius, u.arch.as_str()) == (k, f, r, a))
+    };
+    let mut rows: Vec<Row> = Vec::new();
+    for &k in &kernels {
+        // Per radius: either one "any" entry or one entry per flavour.
+        let mut per_flavour: Vec<(String, Vec<RadiusCells>)> = Vec::new();
+        for &r in &radii {
+            let cells: Vec<(&str, Vec<Option<&KernelUsage>>)> = flavours
+                .iter()
+                .map(|&f| (f, archs.iter().map(|&a| find(k, f, r, a)).collect::<Vec<_>>()))
+                .filter(|(_, c)| c.iter().any(Option::is_some))
+                .collect();
+            if cells.is_empty() {
+                continue;
+            }
+            let collapse = cells.len() > 1 && cells.iter().all(|(_, c)| same_row(c, &cells[0].1));
+            let entries = if collapse { vec![("any", cells[0].1.clone())] } else { cells };
+            for (f, c) in entries {
+                match per_flavour.iter_mut().find(|(name, _)| name == f) {
+                    Some((_, list)) => list.push((r, c)),
+                    None => per_flavour.push((f.to_string(), vec![(r, c)])),
+                }
+            }
+        }
+        per_flavour.sort_by_key(|(f, list)| (list[0].0, flavours.iter().position(|x| x == f)));
+        for (f, list) in per_flavour {
+            for (r, c) in list {
+                if let Some(last) = rows.last_mut()
+                    && last.kernel == k
+                    && last.flavour == f
+                    && last.radii.1 + 1 == r
+                    && same_row(&last.per_arch, &c)
+                {
+                    last.radii.1 = r;
+                    continue;
+                }
+                rows.push(Row { kernel: k, flavour: f.clone(), radii: (r, r), per_arch: c });
+            }
+        }
+    }
+    let mut s = String::from("| kernel | R | boundary | LDS bytes |");
+    let mut rule = String::from("|---|---|---|---:|");
+    for a in &archs {
+        let _ = write!(s, " {a} VGPRs | {a} SGPRs | {a} scratch B | {a} spills | {a} waves/SIMD |");
+        rule.push_str("---:|---:|---:|---:|---:|");
+    }
+    s.push('\n');
+    s.push_str(&rule);
+    s.push('\n');
+    for row in &rows {
+        let radii = if row.radii.0 == row.radii.1 {
+            row.radii.0.to_string()
+        } else {
+            format!("{}-{}", row.radii.0, row.radii.1)
+        };
+        let lds = row.per_arch.iter().flatten().map(|u| u.lds_bytes).max().unwrap_or(0);
+        let _ = write!(s, "| {} | {} | {} | {} |", row.kernel, radii, row.flavour, lds);
+        for u in &row.per_arch {
+            match u {
+                Some(u) => {
+                    let agprs = if u.agprs > 0 { format!("+{}a", u.agprs) } else { String::new() };
+                    let _ = write!(
+                        s,
+                        " {}{agprs} | {} | {} | {} | {} |",
+                        u.vgprs,
+                        u.sgprs,
+                        u.scratch_bytes,
+                        u.vgpr_spills + u.sgpr_spills,
+                        u.waves_per_simd
+                    );
+                }
+                None => s.push_str(" - | - | - | - | - |"),
+            }
+        }
+        s.push('\n');
     }
     s
 }
@@ -329,7 +452,7 @@ mod tests {
     }
 
     #[test]
-    fn table_merges_identical_radii() {
+    fn table_merges_identical_radii_and_flavours() {
         let u = |r: usize, v: u32| KernelUsage {
             kernel: "update".into(),
             radius: r,
@@ -346,8 +469,20 @@ mod tests {
             waves_per_simd: 8,
         };
         let t = markdown_table(&[u(1, 27), u(2, 27), u(3, 27), u(4, 40)], &["update"]);
-        assert!(t.contains("| update | 1-3 | cpml/none | gfx90a | 27 |"), "{t}");
-        assert!(t.contains("| update | 4 | cpml/none | gfx90a | 40 |"), "{t}");
-        assert_eq!(t.lines().count(), 4);
+        assert!(t.contains("| update | 1-3 | cpml/none | 0 | 27 | 20 | 0 | 0 | 8 |"), "{t}");
+        assert!(t.contains("| update | 4 | cpml/none | 0 | 40 | 20 | 0 | 0 | 8 |"), "{t}");
+        assert_eq!(t.lines().count(), 4, "{t}");
+        let sponge = |r: usize, v: u32| KernelUsage { flavour: "sponge".into(), ..u(r, v) };
+        let t = markdown_table(&[u(1, 27), sponge(1, 27), u(2, 27), sponge(2, 30)], &["update"]);
+        assert!(t.contains("| update | 1 | any | 0 | 27 |"), "{t}");
+        assert!(t.contains("| update | 2 | cpml/none | 0 | 27 |"), "{t}");
+        assert!(t.contains("| update | 2 | sponge | 0 | 30 |"), "{t}");
+        assert_eq!(t.lines().count(), 5, "{t}");
+        // Two architectures side by side; a row merges only when both agree.
+        let other = |r: usize, v: u32| KernelUsage { arch: "gfx940".into(), ..u(r, v) };
+        let t = markdown_table(&[u(1, 27), other(1, 25), u(2, 27), other(2, 26)], &["update"]);
+        assert!(t.contains("gfx90a VGPRs") && t.contains("gfx940 VGPRs"), "{t}");
+        assert!(t.contains("| update | 1 | cpml/none | 0 | 27 | 20 | 0 | 0 | 8 | 25 | 20 | 0 | 0 | 8 |"), "{t}");
+        assert_eq!(t.lines().count(), 4, "{t}");
     }
 }

@@ -1,9 +1,142 @@
 //! HIP backend for AMD MI-series GPUs, layered like cudarc: [`sys`] (bindgen output), [`result`]
-//! (checked calls returning `Result`), [`safe`] (owning types that free on drop), and the
-//! runtime-trait implementation here. Kernels are compiled at run time by hipRTC for the device's
-//! gcnArchName; [`aot`] compiles them ahead of time with hipcc for the static resource report.
+//! (checked calls returning `Result`), [`safe`] (owning types that free on drop), and here
+//! [`HipRuntime`], the [`GpuRuntime`] that lets the vendor-neutral [`GpuSolver`](super::GpuSolver)
+//! run the same kernels as on NVIDIA. Kernels are compiled at run time by hipRTC for the device's
+//! full gcnArchName (target features included) and cached like the CUDA path; [`aot`] compiles
+//! them ahead of time with hipcc for the static resource report.
 
 pub mod aot;
 pub mod result;
 pub mod safe;
 pub mod sys;
+
+use super::{DevicePtr, GpuRuntime};
+use anyhow::{Context, Result};
+use safe::{Device, DeviceBuffer, Event, Function, Module, Stream};
+use std::ffi::c_void;
+
+/// One AMD GPU and the single in-order stream all of a run's work goes to.
+pub struct HipRuntime {
+    device: Device,
+    stream: Stream,
+}
+
+impl HipRuntime {
+    /// Opens device `ordinal` (errors clearly when no HIP driver or device is present).
+    pub fn new(ordinal: i32) -> Result<HipRuntime> {
+        let device = Device::open(ordinal).context("cannot open a HIP device (is the ROCm driver loaded?)")?;
+        let stream = Stream::new()?;
+        Ok(HipRuntime { device, stream })
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+}
+
+fn ptr(p: DevicePtr) -> *mut c_void {
+    p as usize as *mut c_void
+}
+
+impl GpuRuntime for HipRuntime {
+    type Module = Module;
+    type Function = Function;
+    type Event = Event;
+
+    fn vendor(&self) -> &'static str {
+        "hip"
+    }
+
+    fn device_name(&self) -> String {
+        self.device.name.clone()
+    }
+
+    /// The full gcnArchName ("gfx90a:sramecc+:xnack-"): code objects are specific to the target
+    /// features, so the kernel cache is keyed by all of it.
+    fn arch(&self) -> String {
+        self.device.arch_name.clone()
+    }
+
+    fn multiprocessors(&self) -> u32 {
+        self.device.compute_units
+    }
+
+    fn mem_info(&self) -> Result<(usize, usize)> {
+        self.device.bind()?;
+        Ok(result::mem_get_info()?)
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<DevicePtr> {
+        self.device.bind()?;
+        let buffer = DeviceBuffer::alloc(bytes).with_context(|| format!("cannot allocate {bytes} bytes on the GPU"))?;
+        Ok(buffer.into_raw() as usize as DevicePtr)
+    }
+
+    unsafe fn free(&self, p: DevicePtr) {
+        // SAFETY: `p` came from `alloc` (DeviceBuffer::into_raw) and is freed once (the caller's
+        // contract); dropping the buffer calls hipFree.
+        drop(unsafe { DeviceBuffer::from_raw(ptr(p), 0) });
+    }
+
+    fn zero(&self, p: DevicePtr, bytes: usize) -> Result<()> {
+        // SAFETY: `p` is an allocation of at least `bytes` bytes (the solver's contract).
+        unsafe { result::memset_async(ptr(p), 0, bytes, self.stream.raw()) }?;
+        Ok(())
+    }
+
+    fn upload(&self, dst: DevicePtr, src: &[u8]) -> Result<()> {
+        // SAFETY: `dst` holds at least src.len() bytes; `src` outlives the copy (we wait for it).
+        unsafe { result::memcpy_htod_async(ptr(dst), src.as_ptr().cast(), src.len(), self.stream.raw()) }?;
+        self.stream.synchronize()?;
+        Ok(())
+    }
+
+    fn download(&self, src: DevicePtr, dst: &mut [u8]) -> Result<()> {
+        // SAFETY: `src` holds at least dst.len() bytes; `dst` outlives the copy (we wait for it).
+        unsafe { result::memcpy_dtoh_async(dst.as_mut_ptr().cast(), ptr(src), dst.len(), self.stream.raw()) }?;
+        self.stream.synchronize()?;
+        Ok(())
+    }
+
+    fn compile(&self, source: &str, name: &str, options: &[String]) -> Result<Vec<u8>> {
+        Ok(safe::compile(source, name, &self.device.arch_name, options)?)
+    }
+
+    fn load_module(&self, image: &[u8]) -> Result<Module> {
+        self.device.bind()?;
+        Ok(Module::load(image)?)
+    }
+
+    fn function(&self, module: &Module, name: &str) -> Result<Function> {
+        Ok(module.function(name)?)
+    }
+
+    unsafe fn launch(
+        &self,
+        f: Function,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_bytes: u32,
+        args: &mut [*mut c_void],
+    ) -> Result<()> {
+        // SAFETY: the caller's contract (arguments match the kernel's parameters).
+        unsafe { f.launch(grid, block, shared_bytes, &self.stream, args) }?;
+        Ok(())
+    }
+
+    fn event(&self) -> Result<Event> {
+        Ok(Event::new()?)
+    }
+
+    fn record(&self, event: &Event) -> Result<()> {
+        Ok(event.record(&self.stream)?)
+    }
+
+    fn elapsed_ms(&self, start: &Event, end: &Event) -> Result<f32> {
+        Ok(start.elapsed_ms(end)?)
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        Ok(self.stream.synchronize()?)
+    }
+}
