@@ -1,0 +1,134 @@
+// fused.cu: one pass over the grid per time step. Each block owns an xy tile (32 threads x VEC
+// points in x, BLOCK_Y rows in y) and marches in z over `window` planes (2.5D blocking):
+// - z neighbours: each thread keeps its column of 2R+1 planes in a register queue; the plane z+R+1
+//   is fetched one iteration ahead, so its latency hides behind a whole plane's work;
+// - y and x neighbours: the current plane's tile, with R halo rows and ceil(R/VEC) halo vectors on
+//   each side, sits in shared memory (double-buffered: one barrier per plane);
+// - the leapfrog update (and the sponge factor) is applied in registers and p^{n+1} is written over
+//   p^{n-1} with streaming stores. Reads may overhang the grid (the allocation has slack); writes
+//   never do.
+// With LAPLACIAN_ONLY the kernel writes out = L p instead (the operator benchmark).
+
+namespace fused {
+constexpr int R = RADIUS;
+constexpr int FX = 32;
+constexpr int FY = BLOCK_Y;
+constexpr int HV = (R + VEC - 1) / VEC;  // halo vectors on each side in x
+constexpr int TWV = FX + 2 * HV;         // tile row, in vectors
+constexpr int TH = FY + 2 * R;           // tile rows
+constexpr int QN = 2 * R + 1;            // z queue length
+static_assert(FY >= R, "BLOCK_Y must be at least RADIUS (threads ty < R load the y halo rows)");
+static_assert(TH * 2 * HV <= FX * FY, "too few threads to load the x halo");
+}  // namespace fused
+
+extern "C" __global__ LAUNCH_BOUNDS(32 * BLOCK_Y) void fused_step(const float* RESTRICT cur, float* RESTRICT out,
+                                                                  const float* RESTRICT vel,
+                                                                  const float* RESTRICT gx,
+                                                                  const float* RESTRICT gy,
+                                                                  const float* RESTRICT gz, StencilWeights w,
+                                                                  int nx, int ny, int nz, i64 pitch, i64 plane,
+                                                                  int window) {
+    using namespace fused;
+    __shared__ Vf tile[2][TH][TWV];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int lt = ty * FX + tx;
+    const int ix = (blockIdx.x * FX + tx) * VEC;
+    const int iy = blockIdx.y * FY + ty;
+    const int z0 = blockIdx.z * window;
+    const int z1 = imin(z0 + window, nz);
+    const i64 col = (i64)iy * pitch + ix;
+    // Threads ty < R also fetch tile rows ty (grid row iy - R) and ty + FY + R (grid row iy + FY).
+    const bool yhalo = ty < R;
+    const i64 col_ylo = col - (i64)R * pitch;
+    const i64 col_yhi = col + (i64)FY * pitch;
+    // The first TH * 2 * HV threads fetch one halo vector each: left side tile columns 0..HV-1,
+    // right side FX+HV..FX+2HV-1.
+    const bool xhalo = lt < TH * 2 * HV;
+    const int xrow = lt / (2 * HV);
+    const int xside = lt % (2 * HV);
+    const int xcolv = xside < HV ? xside : FX + xside;
+    const i64 col_x = (i64)((int)blockIdx.y * FY + xrow - R) * pitch + ((int)blockIdx.x * FX - HV + xcolv) * VEC;
+
+    Vf q[QN];
+#pragma unroll
+    for (int i = 0; i < QN - 1; i++) q[i + 1] = vload(cur + (i64)(z0 - R + i) * plane + col);
+    Vf nq = vload(cur + (i64)(z0 + R) * plane + col);
+    Vf nylo, nyhi, nxh;
+    if (yhalo) {
+        nylo = vload(cur + (i64)z0 * plane + col_ylo);
+        nyhi = vload(cur + (i64)z0 * plane + col_yhi);
+    }
+    if (xhalo) nxh = vload(cur + (i64)z0 * plane + col_x);
+
+    for (int z = z0; z < z1; z++) {
+#pragma unroll
+        for (int i = 0; i < QN - 1; i++) q[i] = q[i + 1];
+        q[QN - 1] = nq;
+        const int b = (z - z0) & 1;
+        tile[b][ty + R][tx + HV] = q[R];
+        if (yhalo) {
+            tile[b][ty][tx + HV] = nylo;
+            tile[b][ty + FY + R][tx + HV] = nyhi;
+        }
+        if (xhalo) tile[b][xrow][xcolv] = nxh;
+        // Fetch the next plane's data now; it is not needed before the next barrier.
+        if (z + 1 < z1) {
+            const i64 pn = (i64)(z + 1) * plane;
+            nq = vload(cur + pn + (i64)R * plane + col);
+            if (yhalo) {
+                nylo = vload(cur + pn + col_ylo);
+                nyhi = vload(cur + pn + col_yhi);
+            }
+            if (xhalo) nxh = vload(cur + pn + col_x);
+        }
+        const i64 o = (i64)z * plane + col;
+#if !LAPLACIAN_ONLY
+        const Vf pm = vload(out + o);
+        const Vf vv = vload(vel + o);
+#endif
+        BLOCK_SYNC();
+
+        float lap[VEC];
+#pragma unroll
+        for (int j = 0; j < VEC; j++) lap[j] = w.centre * q[R].v[j];
+        {
+            float xr[(2 * HV + 1) * VEC];
+#pragma unroll
+            for (int s = 0; s < 2 * HV + 1; s++) {
+                const Vf t = tile[b][ty + R][tx + s];
+#pragma unroll
+                for (int j = 0; j < VEC; j++) xr[s * VEC + j] = t.v[j];
+            }
+#pragma unroll
+            for (int k = 1; k <= R; k++)
+#pragma unroll
+                for (int j = 0; j < VEC; j++) lap[j] += w.cx[k] * (xr[HV * VEC + j - k] + xr[HV * VEC + j + k]);
+        }
+#pragma unroll
+        for (int k = 1; k <= R; k++) {
+            const Vf lo = tile[b][ty + R - k][tx + HV];
+            const Vf hi = tile[b][ty + R + k][tx + HV];
+#pragma unroll
+            for (int j = 0; j < VEC; j++) lap[j] += w.cy[k] * (lo.v[j] + hi.v[j]);
+        }
+#pragma unroll
+        for (int k = 1; k <= R; k++)
+#pragma unroll
+            for (int j = 0; j < VEC; j++) lap[j] += w.cz[k] * (q[R - k].v[j] + q[R + k].v[j]);
+
+        Vf res;
+#if LAPLACIAN_ONLY
+#pragma unroll
+        for (int j = 0; j < VEC; j++) res.v[j] = lap[j];
+#else
+#pragma unroll
+        for (int j = 0; j < VEC; j++) res.v[j] = 2.0f * q[R].v[j] - pm.v[j] + vv.v[j] * lap[j];
+#if SPONGE
+        const float gyz = gy[iy] * gz[z];
+#pragma unroll
+        for (int j = 0; j < VEC; j++) res.v[j] = res.v[j] * gx[ix + j] * gyz;
+#endif
+#endif
+        if (iy < ny && ix < nx) vstore_guarded(out + o, res, nx - ix);
+    }
+}
