@@ -11,6 +11,8 @@
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
+#[cfg(feature = "hip")]
+pub mod hip;
 
 use super::{Backend, DeviceInfo};
 use crate::boundary::{Boundary, BoundaryKind};
@@ -1032,9 +1034,6 @@ pub fn bench_step<Rt: GpuRuntime>(
     })
 }
 
-#[cfg(feature = "hip")]
-pub mod hip;
-
 /// Opens the CUDA backend on device 0 for this problem (allocates everything once).
 #[cfg(feature = "cuda")]
 pub fn open_cuda(problem: &Problem, kernel: KernelChoice) -> Result<Box<dyn Backend>> {
@@ -1046,6 +1045,7 @@ pub fn open_cuda(problem: &Problem, kernel: KernelChoice) -> Result<Box<dyn Back
 /// Opens the HIP backend on device 0 for this problem (allocates everything once).
 #[cfg(feature = "hip")]
 pub fn open_hip(problem: &Problem, kernel: KernelChoice) -> Result<Box<dyn Backend>> {
-    let _ = (problem, kernel);
-    bail!("the HIP backend is not implemented yet")
+    let rt = hip::HipRuntime::new(0)?;
+    let tuning = Tuning::for_radius(problem.stencil.radius);
+    Ok(Box::new(GpuSolver::new(rt, problem, kernel, tuning)?))
 }
