@@ -10,6 +10,7 @@ use rayon::prelude::*;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The architectures of the static report: MI200 (MI210/MI250/MI250X) and MI300 (gfx940 is the
 /// first MI300 target; MI300A/X production parts are gfx942, which Debian's HIP 5.2 predates).
@@ -236,7 +237,10 @@ pub fn waves_per_simd(vgprs: u32, agprs: u32, sgprs: u32, lds_bytes: u32, workgr
 /// returns every kernel's usage, ordered by kernel, radius, flavour and architecture.
 pub fn report(source: &str, variants: &[Variant], archs: &[&str], jobs: usize) -> Result<Vec<KernelUsage>> {
     let hipcc = find_hipcc()?;
-    let dir = std::env::temp_dir().join(format!("seismic-hip-aot-{}", std::process::id()));
+    // One directory per call: concurrent reports in one process must not remove each other's files.
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("seismic-hip-aot-{}-{call}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let file = dir.join("kernels.hip");
     std::fs::write(&file, source).with_context(|| format!("cannot write {}", file.display()))?;
