@@ -70,6 +70,18 @@ fn hiprtc_compile_errors_carry_the_compiler_log() {
 }
 
 #[test]
+fn opening_the_backend_without_an_amd_gpu_is_a_clear_error() {
+    if matches!(result::device_count(), Ok(n) if n > 0) {
+        return; // a device is present: the ignored tests cover it
+    }
+    let err = match seismic_run::backend::gpu::hip::HipRuntime::new(0) {
+        Ok(_) => panic!("opened a HIP device although none is present"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(err.contains("HIP device") && err.contains("hipGetDeviceCount"), "unclear error: {err}");
+}
+
+#[test]
 #[ignore = "needs an AMD GPU"]
 fn module_loads_and_every_kernel_resolves_on_the_device() {
     use seismic_run::backend::gpu::GpuRuntime;
