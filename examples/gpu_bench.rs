@@ -42,6 +42,9 @@ fn main() -> Result<()> {
     if radii.is_empty() {
         radii.push(4);
     }
+    let defs = std::env::var("SEISMIC_KERNEL_DEFS").unwrap_or_default();
+    let fmad = std::env::var("SEISMIC_FMAD").unwrap_or_default();
+    println!("variant: SEISMIC_KERNEL_DEFS='{defs}' SEISMIC_FMAD='{fmad}'");
     let rt = CudaRuntime::new(0)?;
     let c = gpu::measure_ceiling(&rt, 1 << 30, 20)?;
     println!(
@@ -68,7 +71,7 @@ fn main() -> Result<()> {
                     Ok(b) => {
                         let ceiling = if op == Operator::Laplacian { c.copy_gbs } else { c.three_read_one_write_gbs };
                         let line = format!(
-                            "n={n:5} R={r} {:10} by={:2} vec={} window={:3}: {:8.3} ms {:7.0} GB/s = {:5.1}% of {} \
+                            "[{defs}|fma={fmad}] n={n:5} R={r} {:10} by={:2} vec={} window={:3}: {:8.3} ms {:7.0} GB/s = {:5.1}% of {} \
                              {:6.2} GPts/s",
                             b.operator,
                             b.block_y,
@@ -80,7 +83,7 @@ fn main() -> Result<()> {
                             if op == Operator::Laplacian { "copy" } else { "3R1W" },
                             b.gpts
                         );
-                        println!("{line}");
+                        println!("{line}  [{}]", b.kernel_info);
                         rows.push(line);
                     }
                     Err(e) => println!("n={n} R={r} {op:?} {t:?}: {e:#}"),

@@ -1,13 +1,29 @@
 // fused.cu: one pass over the grid per time step. Each block owns an xy tile (32 threads x VEC
 // points in x, BLOCK_Y rows in y) and marches in z over `window` planes (2.5D blocking):
 // - z neighbours: each thread keeps its column of 2R+1 planes in a register queue; the plane z+R+1
-//   is fetched one iteration ahead, so its latency hides behind a whole plane's work;
+//   is fetched DEPTH iterations ahead, so its latency hides behind whole planes of work;
 // - y and x neighbours: the current plane's tile, with R halo rows and ceil(R/VEC) halo vectors on
 //   each side, sits in shared memory (double-buffered: one barrier per plane);
 // - the leapfrog update (and the sponge factor) is applied in registers and p^{n+1} is written over
 //   p^{n-1} with streaming stores. Reads may overhang the grid (the allocation has slack); writes
 //   never do.
 // With LAPLACIAN_ONLY the kernel writes out = L p instead (the operator benchmark).
+
+#ifndef PREFETCH_PV
+#define PREFETCH_PV 1  // load p^{n-1} and c^2 dt^2 one plane ahead
+#endif
+#ifndef LOAD_ONCE_CS
+#define LOAD_ONCE_CS 1  // evict-first loads for p^{n-1} and c^2 dt^2
+#endif
+#if LOAD_ONCE_CS
+#define LOAD_ONCE(p) vload_once(p)
+#else
+#define LOAD_ONCE(p) vload(p)
+#endif
+
+#ifndef DEPTH
+#define DEPTH 1  // planes of p^n fetched ahead of their first use in the z queue
+#endif
 
 namespace fused {
 constexpr int R = RADIUS;
@@ -16,7 +32,8 @@ constexpr int FY = BLOCK_Y;
 constexpr int HV = (R + VEC - 1) / VEC;  // halo vectors on each side in x
 constexpr int TWV = FX + 2 * HV;         // tile row, in vectors
 constexpr int TH = FY + 2 * R;           // tile rows
-constexpr int QN = 2 * R + 1;            // z queue length
+constexpr int QN = 2 * R + 1;            // z stencil planes
+constexpr int QS = QN + DEPTH;           // z queue length, planes in flight included
 static_assert(FY >= R, "BLOCK_Y must be at least RADIUS (threads ty < R load the y halo rows)");
 static_assert(TH * 2 * HV <= FX * FY, "too few threads to load the x halo");
 }  // namespace fused
@@ -49,21 +66,32 @@ extern "C" __global__ LAUNCH_BOUNDS(32 * BLOCK_Y) void fused_step(const float* R
     const int xcolv = xside < HV ? xside : FX + xside;
     const i64 col_x = (i64)((int)blockIdx.y * FY + xrow - R) * pitch + ((int)blockIdx.x * FX - HV + xcolv) * VEC;
 
-    Vf q[QN];
+    // q[0..QN-1]: planes z-R..z+R of the current iteration; q[QN..QS-1]: the next DEPTH planes,
+    // already in flight. Planes past the last halo plane are never needed and not loaded.
+    Vf q[QS];
 #pragma unroll
-    for (int i = 0; i < QN - 1; i++) q[i + 1] = vload(cur + (i64)(z0 - R + i) * plane + col);
-    Vf nq = vload(cur + (i64)(z0 + R) * plane + col);
+    for (int i = 1; i < QS; i++) {
+        const int zp = z0 - R + i - 1;
+        if (zp < nz + R) q[i] = vload(cur + (i64)zp * plane + col);
+    }
     Vf nylo, nyhi, nxh;
     if (yhalo) {
         nylo = vload(cur + (i64)z0 * plane + col_ylo);
         nyhi = vload(cur + (i64)z0 * plane + col_yhi);
     }
     if (xhalo) nxh = vload(cur + (i64)z0 * plane + col_x);
+#if PREFETCH_PV && !LAPLACIAN_ONLY
+    Vf npm = LOAD_ONCE(out + (i64)z0 * plane + col);
+    Vf nvv = LOAD_ONCE(vel + (i64)z0 * plane + col);
+#endif
 
     for (int z = z0; z < z1; z++) {
 #pragma unroll
-        for (int i = 0; i < QN - 1; i++) q[i] = q[i + 1];
-        q[QN - 1] = nq;
+        for (int i = 0; i < QS - 1; i++) q[i] = q[i + 1];
+        {
+            const int zp = z + R + DEPTH;
+            if (zp < nz + R) q[QS - 1] = vload(cur + (i64)zp * plane + col);
+        }
         const int b = (z - z0) & 1;
         tile[b][ty + R][tx + HV] = q[R];
         if (yhalo) {
@@ -71,20 +99,27 @@ extern "C" __global__ LAUNCH_BOUNDS(32 * BLOCK_Y) void fused_step(const float* R
             tile[b][ty + FY + R][tx + HV] = nyhi;
         }
         if (xhalo) tile[b][xrow][xcolv] = nxh;
+#if PREFETCH_PV && !LAPLACIAN_ONLY
+        const Vf pm = npm;
+        const Vf vv = nvv;
+#endif
         // Fetch the next plane's data now; it is not needed before the next barrier.
         if (z + 1 < z1) {
             const i64 pn = (i64)(z + 1) * plane;
-            nq = vload(cur + pn + (i64)R * plane + col);
             if (yhalo) {
                 nylo = vload(cur + pn + col_ylo);
                 nyhi = vload(cur + pn + col_yhi);
             }
             if (xhalo) nxh = vload(cur + pn + col_x);
+#if PREFETCH_PV && !LAPLACIAN_ONLY
+            npm = LOAD_ONCE(out + pn + col);
+            nvv = LOAD_ONCE(vel + pn + col);
+#endif
         }
         const i64 o = (i64)z * plane + col;
-#if !LAPLACIAN_ONLY
-        const Vf pm = vload(out + o);
-        const Vf vv = vload(vel + o);
+#if !PREFETCH_PV && !LAPLACIAN_ONLY
+        const Vf pm = LOAD_ONCE(out + o);
+        const Vf vv = LOAD_ONCE(vel + o);
 #endif
         BLOCK_SYNC();
 

@@ -33,7 +33,15 @@
 
 #define RESTRICT __restrict__
 #define DEVICE __device__ __forceinline__
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 1
+#endif
+#if SEISMIC_HIP
 #define LAUNCH_BOUNDS(n) __launch_bounds__(n)
+#else
+// With MIN_BLOCKS > 1 the compiler caps registers so that many blocks fit on a multiprocessor.
+#define LAUNCH_BOUNDS(n) __launch_bounds__(n, MIN_BLOCKS)
+#endif
 #define BLOCK_SYNC() __syncthreads()
 
 typedef long long i64;
@@ -117,6 +125,39 @@ DEVICE void vstore_stream(float* p, const Vf& a) {
 }
 #else
 DEVICE void vstore_stream(float* p, const Vf& a) { store_stream(p, a.v[0]); }
+#endif
+#endif
+
+// Loads of data used once (p^{n-1}, c^2 dt^2): evict-first, so that the planes of p^n that
+// neighbouring blocks still need stay in L2.
+#if SEISMIC_HIP
+DEVICE Vf vload_once(const float* p) {
+    Vf r;
+#pragma unroll
+    for (int j = 0; j < VEC; j++) r.v[j] = __builtin_nontemporal_load(p + j);
+    return r;
+}
+#else
+#if VEC == 4
+DEVICE Vf vload_once(const float* p) {
+    Vf r;
+    asm volatile("ld.global.cs.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(r.v[0]), "=f"(r.v[1]), "=f"(r.v[2]), "=f"(r.v[3])
+                 : "l"(p));
+    return r;
+}
+#elif VEC == 2
+DEVICE Vf vload_once(const float* p) {
+    Vf r;
+    asm volatile("ld.global.cs.v2.f32 {%0, %1}, [%2];" : "=f"(r.v[0]), "=f"(r.v[1]) : "l"(p));
+    return r;
+}
+#else
+DEVICE Vf vload_once(const float* p) {
+    Vf r;
+    asm volatile("ld.global.cs.f32 %0, [%1];" : "=f"(r.v[0]) : "l"(p));
+    return r;
+}
 #endif
 #endif
 

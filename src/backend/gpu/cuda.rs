@@ -164,6 +164,18 @@ impl GpuRuntime for CudaRuntime {
         Ok(())
     }
 
+    fn compiler_flags(&self) -> Vec<String> {
+        // SEISMIC_FMAD=1 lets NVRTC contract a*b+c into FMAs. The CPU reference does not, so the
+        // results then differ from it by more rounding; the kernels are memory-bound either way.
+        let fmad = std::env::var("SEISMIC_FMAD").is_ok_and(|v| v == "1");
+        vec![
+            format!("--gpu-architecture={}", self.arch),
+            "--std=c++17".into(),
+            "-default-device".into(),
+            format!("--fmad={fmad}"),
+        ]
+    }
+
     fn compile(&self, source: &str, name: &str, options: &[String]) -> Result<Vec<u8>> {
         // SAFETY: only tries to open the library.
         let present = guarded("loading libnvrtc", || unsafe { nvrtc_sys::is_culib_present() })?;
@@ -173,8 +185,7 @@ impl GpuRuntime for CudaRuntime {
         let src = CString::new(source)?;
         let cname = CString::new(name)?;
         let prog = guarded("loading libnvrtc", || nvrtc::create_program(&src, Some(&cname)))??;
-        let mut opts: Vec<String> =
-            vec![format!("--gpu-architecture={}", self.arch), "--std=c++17".into(), "-default-device".into()];
+        let mut opts = self.compiler_flags();
         opts.extend(options.iter().cloned());
         // SAFETY: prog is live until destroy_program below.
         unsafe {
@@ -245,6 +256,18 @@ impl GpuRuntime for CudaRuntime {
     fn elapsed_ms(&self, start: &CudaEvent, end: &CudaEvent) -> Result<f32> {
         // SAFETY: both events are live and were recorded on this runtime's stream.
         Ok(unsafe { cu::event::elapsed(start.0, end.0) }?)
+    }
+
+    fn function_info(&self, f: sys::CUfunction) -> String {
+        use sys::CUfunction_attribute_enum::*;
+        // SAFETY: f is a loaded function.
+        let get = |a| unsafe { cu::function::get_function_attribute(f, a) }.unwrap_or(-1);
+        format!(
+            "{} registers, {} B local (spills), {} B static shared",
+            get(CU_FUNC_ATTRIBUTE_NUM_REGS),
+            get(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES),
+            get(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
+        )
     }
 
     fn synchronize(&self) -> Result<()> {
