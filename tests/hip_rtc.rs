@@ -4,7 +4,7 @@
 //! kernels. The launch itself needs an AMD GPU and is only in the ignored test at the end.
 #![cfg(feature = "hip")]
 
-use seismic_run::backend::gpu::hip::{aot, result, safe};
+use seismic_run::backend::gpu::hip::{self, aot, result, safe};
 use seismic_run::backend::gpu::sources;
 
 /// ELF, 64-bit, little-endian, e_machine EM_AMDGPU (0xe0).
@@ -33,7 +33,7 @@ fn hiprtc_compiles_every_step_module_variant_for_gfx90a() {
     let source = aot::step_source();
     for v in aot::step_variants() {
         let what = format!("step module R={} {} ({})", v.radius, v.flavour, v.options.join(" "));
-        let code = safe::compile(&source, "seismic_kernels.cu", "gfx90a", &v.options)
+        let code = hip::compile_for("gfx90a", &source, "seismic_kernels.cu", &v.options)
             .unwrap_or_else(|e| panic!("{what}: hipRTC failed: {e}"));
         assert_amdgpu_code_object(&code, &aot::KERNEL_ORDER, &what);
     }
@@ -43,20 +43,24 @@ fn hiprtc_compiles_every_step_module_variant_for_gfx90a() {
 fn hiprtc_compiles_the_benchmark_modules_for_gfx90a() {
     let fused = sources::assemble(&[sources::FUSED]);
     for radius in [1, 4, 8] {
-        let code = safe::compile(&fused, "laplacian.cu", "gfx90a", &aot::laplacian_options(radius))
+        let code = hip::compile_for("gfx90a", &fused, "laplacian.cu", &aot::laplacian_options(radius))
             .unwrap_or_else(|e| panic!("Laplacian-only R={radius}: {e}"));
         assert_amdgpu_code_object(&code, &["fused_step"], "Laplacian-only fused kernel");
     }
     let stream = sources::assemble(&[sources::STREAM]);
-    let code = safe::compile(&stream, "stream.cu", "gfx90a", &aot::stream_options()).expect("stream module");
-    assert_amdgpu_code_object(&code, &["stream_copy", "stream_3r1w", "stream_fill"], "stream module");
+    let code = hip::compile_for("gfx90a", &stream, "stream.cu", &aot::stream_options()).expect("stream module");
+    assert_amdgpu_code_object(
+        &code,
+        &["stream_copy", "stream_3r1w", "stream_fill", "stream_copy_x4", "stream_3r1w_x4"],
+        "stream module",
+    );
 }
 
 #[test]
 fn hiprtc_compiles_for_a_full_gcn_arch_name() {
     // Devices report target features too ("gfx90a:sramecc+:xnack-"); the backend passes them on.
     let v = &aot::step_variants()[0];
-    let code = safe::compile(&aot::step_source(), "seismic_kernels.cu", "gfx90a:sramecc+:xnack-", &v.options)
+    let code = hip::compile_for("gfx90a:sramecc+:xnack-", &aot::step_source(), "seismic_kernels.cu", &v.options)
         .expect("hipRTC with target features");
     assert_amdgpu_code_object(&code, &["fused_step"], "gfx90a:sramecc+:xnack-");
 }
@@ -64,7 +68,8 @@ fn hiprtc_compiles_for_a_full_gcn_arch_name() {
 #[test]
 fn hiprtc_compile_errors_carry_the_compiler_log() {
     let bad = "extern \"C\" __global__ void broken(float* p) { p[0] = undeclared_name; }";
-    let err = safe::compile(bad, "broken.cu", "gfx90a", &[]).expect_err("an undeclared name must not compile");
+    let err = safe::compile(bad, "broken.cu", &hip::compiler_flags("gfx90a"))
+        .expect_err("an undeclared name must not compile");
     assert!(err.log.contains("undeclared_name"), "log does not name the error: {err}");
     assert!(err.to_string().contains("hiprtcCompileProgram"), "{err}");
 }
@@ -92,4 +97,37 @@ fn module_loads_and_every_kernel_resolves_on_the_device() {
     for k in aot::KERNEL_ORDER {
         rt.function(&module, k).unwrap_or_else(|e| panic!("{k}: {e}"));
     }
+}
+
+/// llvm-objdump with the AMDGPU target (Debian's hipcc depends on llvm-15; ROCm ships its own).
+fn llvm_objdump() -> Option<std::path::PathBuf> {
+    let mut candidates = Vec::new();
+    if let Some(r) = std::env::var_os("ROCM_PATH") {
+        candidates.push(std::path::PathBuf::from(r).join("llvm/bin/llvm-objdump"));
+    }
+    candidates.push("/opt/rocm/llvm/bin/llvm-objdump".into());
+    candidates.push("/usr/lib/llvm-15/bin/llvm-objdump".into());
+    candidates.into_iter().find(|p| p.is_file())
+}
+
+#[test]
+fn hiprtc_keeps_multiply_and_add_separate_like_the_cpu_reference() {
+    if std::env::var("SEISMIC_FMAD").is_ok_and(|v| v == "1") {
+        return;
+    }
+    let kernel = "extern \"C\" __global__ void axpy(const float* a, const float* b, float* c) {\n\
+                  int i = threadIdx.x; c[i] = a[i] * b[i] + c[i]; }\n";
+    let code = hip::compile_for("gfx90a", kernel, "axpy.cu", &[]).expect("hipRTC compiles axpy");
+    let Some(objdump) = llvm_objdump() else {
+        eprintln!("no llvm-objdump with AMDGPU support found: disassembly check skipped");
+        return;
+    };
+    let path = std::env::temp_dir().join(format!("seismic-axpy-{}.co", std::process::id()));
+    std::fs::write(&path, &code).unwrap();
+    let out = std::process::Command::new(&objdump).args(["-d", "--mcpu=gfx90a"]).arg(&path).output().unwrap();
+    let _ = std::fs::remove_file(&path);
+    let asm = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && asm.contains("v_mul_f32"), "no separate multiply in:\n{asm}");
+    let fused = asm.lines().filter(|l| l.contains("v_fma") || l.contains("v_mac") || l.contains("v_mad")).count();
+    assert_eq!(fused, 0, "hipRTC contracted a*b+c into an FMA:\n{asm}");
 }

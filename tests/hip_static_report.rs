@@ -58,3 +58,24 @@ extern "C" __global__ __launch_bounds__(256) void clean(float* p) { p[threadIdx.
     assert!(by_name("uses_scratch").spills(), "{:?}", by_name("uses_scratch"));
     assert!(!by_name("clean").spills(), "{:?}", by_name("clean"));
 }
+
+#[test]
+fn kernels_are_compiled_without_fma_contraction_like_the_cpu_reference() {
+    // The backend's flags keep a*b+c as a multiply and an add (SEISMIC_FMAD=1 would contract it):
+    // the same rounding as the CPU reference and the CUDA path.
+    let hipcc = aot::find_hipcc().expect("hipcc");
+    let dir = std::env::temp_dir().join(format!("seismic-hip-fma-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("axpy.hip");
+    let kernel = "extern \"C\" __global__ void axpy(const float* a, const float* b, float* c) {\n\
+                  int i = threadIdx.x; c[i] = a[i] * b[i] + c[i]; }\n";
+    std::fs::write(&file, kernel).unwrap();
+    let asm = aot::compile_to_assembly(&hipcc, &file, "gfx90a", &[]).expect("hipcc compiles axpy");
+    let _ = std::fs::remove_dir_all(&dir);
+    if std::env::var("SEISMIC_FMAD").is_ok_and(|v| v == "1") {
+        return;
+    }
+    let fused = asm.lines().filter(|l| l.contains("v_fma") || l.contains("v_mac") || l.contains("v_mad")).count();
+    assert_eq!(fused, 0, "contracted multiply-add in:\n{asm}");
+    assert!(asm.contains("v_mul_f32"), "no separate multiply in:\n{asm}");
+}

@@ -59,7 +59,7 @@ pub fn stream_options() -> Vec<String> {
 }
 
 /// The kernels in the order the report lists them.
-pub const KERNEL_ORDER: [&str; 13] = [
+pub const KERNEL_ORDER: [&str; 15] = [
     "fused_step",
     "pass_x",
     "pass_y",
@@ -73,6 +73,8 @@ pub const KERNEL_ORDER: [&str; 13] = [
     "stream_copy",
     "stream_3r1w",
     "stream_fill",
+    "stream_copy_x4",
+    "stream_3r1w_x4",
 ];
 
 /// Resource usage of one kernel of one variant for one architecture.
@@ -121,14 +123,15 @@ pub fn find_hipcc() -> Result<PathBuf> {
     })
 }
 
-/// Compiles `source_file` (device code only) for `arch` with `options`; returns the assembly text.
+/// Compiles `source_file` (device code only) for `arch` with the run-time path's flags
+/// ([`super::compiler_flags`]) and `options`; returns the assembly text.
 pub fn compile_to_assembly(hipcc: &Path, source_file: &Path, arch: &str, options: &[String]) -> Result<String> {
     let stem = source_file.file_stem().and_then(|s| s.to_str()).unwrap_or("kernels");
     let tag: String = options.iter().flat_map(|o| o.chars()).filter(|c| c.is_ascii_alphanumeric()).collect::<String>();
     let out = source_file.with_file_name(format!("{stem}-{arch}-{tag}.s"));
     let output = Command::new(hipcc)
-        .args(["-x", "hip", "--cuda-device-only", "-S", "-O3"])
-        .arg(format!("--offload-arch={arch}"))
+        .args(["-x", "hip", "--cuda-device-only", "-S"])
+        .args(super::compiler_flags(arch))
         // hipRTC includes the HIP runtime header implicitly; hipcc needs it said.
         .args(["-include", "hip/hip_runtime.h", "-Wno-unused-command-line-argument"])
         .args(options)

@@ -15,6 +15,26 @@ use anyhow::{Context, Result};
 use safe::{Device, DeviceBuffer, Event, Function, Module, Stream};
 use std::ffi::c_void;
 
+/// The hipRTC / hipcc flags for `arch` (a gcnArchName such as "gfx90a" or "gfx90a:sramecc+:xnack-"),
+/// before the kernels' -D options. Like the CUDA path, a*b+c is not contracted into FMAs unless
+/// SEISMIC_FMAD=1, so that results stay within rounding of the CPU reference.
+pub fn compiler_flags(arch: &str) -> Vec<String> {
+    let fmad = std::env::var("SEISMIC_FMAD").is_ok_and(|v| v == "1");
+    vec![
+        format!("--offload-arch={arch}"),
+        "-O3".into(),
+        "-std=c++17".into(),
+        format!("-ffp-contract={}", if fmad { "fast" } else { "off" }),
+    ]
+}
+
+/// Compiles kernels with hipRTC for `arch` as the backend does: [`compiler_flags`], then `options`.
+pub fn compile_for(arch: &str, source: &str, name: &str, options: &[String]) -> Result<Vec<u8>> {
+    let mut all = compiler_flags(arch);
+    all.extend(options.iter().cloned());
+    Ok(safe::compile(source, name, &all)?)
+}
+
 /// One AMD GPU and the single in-order stream all of a run's work goes to.
 pub struct HipRuntime {
     device: Device,
@@ -98,8 +118,12 @@ impl GpuRuntime for HipRuntime {
         Ok(())
     }
 
+    fn compiler_flags(&self) -> Vec<String> {
+        compiler_flags(&self.device.arch_name)
+    }
+
     fn compile(&self, source: &str, name: &str, options: &[String]) -> Result<Vec<u8>> {
-        Ok(safe::compile(source, name, &self.device.arch_name, options)?)
+        compile_for(&self.device.arch_name, source, name, options)
     }
 
     fn load_module(&self, image: &[u8]) -> Result<Module> {
@@ -138,5 +162,16 @@ impl GpuRuntime for HipRuntime {
 
     fn synchronize(&self) -> Result<()> {
         Ok(self.stream.synchronize()?)
+    }
+
+    fn function_info(&self, f: Function) -> String {
+        use sys::hipFunction_attribute as A;
+        let get = |a| f.attribute(a).unwrap_or(-1);
+        format!(
+            "{} registers, {} B scratch (spills), {} B static LDS",
+            get(A::HIP_FUNC_ATTRIBUTE_NUM_REGS),
+            get(A::HIP_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES),
+            get(A::HIP_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
+        )
     }
 }

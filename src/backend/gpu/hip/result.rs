@@ -321,6 +321,20 @@ pub unsafe fn module_get_function(module: sys::hipModule_t, name: &CStr) -> Resu
     Ok(f)
 }
 
+/// One attribute of a loaded kernel (registers, scratch bytes, static LDS bytes, ...).
+///
+/// # Safety
+/// `f` is a function of a loaded module.
+pub unsafe fn func_get_attribute(
+    f: sys::hipFunction_t,
+    attribute: sys::hipFunction_attribute,
+) -> Result<i32, HipError> {
+    let mut v: c_int = 0;
+    // SAFETY: the caller's contract; writes one int.
+    check(unsafe { sys::hipFuncGetAttribute(&mut v, attribute, f) }, "hipFuncGetAttribute")?;
+    Ok(v)
+}
+
 /// Queues kernel `f` on `stream`.
 ///
 /// # Safety

@@ -231,6 +231,14 @@ impl Function {
     }
 }
 
+impl Function {
+    /// One attribute of this kernel as the runtime reports it.
+    pub fn attribute(&self, attribute: sys::hipFunction_attribute) -> Result<i32, HipError> {
+        // SAFETY: a function handle from a loaded module.
+        unsafe { result::func_get_attribute(self.0, attribute) }
+    }
+}
+
 /// A hipRTC program; destroyed on drop.
 #[derive(Debug)]
 pub struct Program(sys::hiprtcProgram);
@@ -290,14 +298,13 @@ impl Drop for Program {
     }
 }
 
-/// Compiles one HIP source with hipRTC for `arch` (a gcnArchName such as "gfx90a" or
-/// "gfx90a:sramecc+:xnack-"), returning the code object. Needs no GPU.
-pub fn compile(source: &str, name: &str, arch: &str, options: &[String]) -> Result<Vec<u8>, HiprtcError> {
+/// Compiles one HIP source with hipRTC; `options` are all of them, target included (see
+/// [`super::compiler_flags`]). Needs no GPU. Errors carry the compiler log; an empty code object is
+/// an error too.
+pub fn compile(source: &str, name: &str, options: &[String]) -> Result<Vec<u8>, HiprtcError> {
     let program = Program::new(source, name, &[])?;
-    let mut opts = vec![format!("--offload-arch={arch}"), "-O3".to_string(), "-std=c++17".to_string()];
-    opts.extend(options.iter().cloned());
-    program.compile(&opts).map_err(|mut e| {
-        e.message = format!("{} (options: {})", e.message, opts.join(" "));
+    program.compile(options).map_err(|mut e| {
+        e.message = format!("{} (options: {})", e.message, options.join(" "));
         e
     })?;
     let code = program.code()?;
@@ -305,7 +312,7 @@ pub fn compile(source: &str, name: &str, arch: &str, options: &[String]) -> Resu
         return Err(HiprtcError {
             call: "hiprtcGetCode",
             code: 0,
-            message: format!("hipRTC returned an empty code object for {name} ({arch})"),
+            message: format!("hipRTC returned an empty code object for {name} ({})", options.join(" ")),
             log: program.log().unwrap_or_default(),
         });
     }
