@@ -59,7 +59,7 @@ fn main() -> Result<()> {
             if sweep {
                 for by in [8u32, 16] {
                     for window in [0u32, 32, 64, 128] {
-                        let t = Tuning { block_y: by.max(r as u32), vec: 4, window };
+                        let t = Tuning { block_y: by.max(r as u32), window, ..Tuning::for_radius(r) };
                         if t != Tuning::for_radius(r) {
                             variants.push((Operator::Fused, t));
                         }
@@ -71,8 +71,10 @@ fn main() -> Result<()> {
                     Ok(b) => {
                         let ceiling = if op == Operator::Laplacian { c.copy_gbs } else { c.three_read_one_write_gbs };
                         let line = format!(
-                            "[{defs}|fma={fmad}] n={n:5} R={r} {:10} by={:2} vec={} window={:3}: {:8.3} ms {:7.0} GB/s = {:5.1}% of {} \
+                            "[{defs}|fma={fmad}|st={}|mb={}] n={n:5} R={r} {:10} by={:2} vec={} window={:3}: {:8.3} ms {:7.0} GB/s = {:5.1}% of {} \
                              {:6.2} GPts/s",
+                            b.stages,
+                            b.min_blocks,
                             b.operator,
                             b.block_y,
                             b.vec,

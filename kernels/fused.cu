@@ -22,8 +22,24 @@
 #endif
 
 #ifndef DEPTH
-#define DEPTH 1  // planes of p^n fetched ahead of their first use in the z queue
+#define DEPTH 1  // planes of p^n fetched ahead of their first use in the z queue (registers)
 #endif
+#ifndef STAGES
+#define STAGES 0  // > 0: the leading plane of p^n, p^{n-1} and c^2 dt^2 come STAGES planes ahead
+                  // through cp.async into a shared-memory ring (dynamic shared memory)
+#endif
+#if STAGES > 0
+#undef DEPTH
+#define DEPTH 0
+#undef PREFETCH_PV
+#define PREFETCH_PV 0
+#endif
+
+#ifndef UNROLL_Z
+#define UNROLL_Z 1  // z iterations unrolled (QN lets the compiler rename the queue instead of moving it)
+#endif
+#define SEISMIC_PRAGMA(x) _Pragma(#x)
+#define SEISMIC_UNROLL(n) SEISMIC_PRAGMA(unroll n)
 
 namespace fused {
 constexpr int R = RADIUS;
@@ -66,6 +82,25 @@ extern "C" __global__ LAUNCH_BOUNDS(32 * BLOCK_Y) void fused_step(const float* R
     const int xcolv = xside < HV ? xside : FX + xside;
     const i64 col_x = (i64)((int)blockIdx.y * FY + xrow - R) * pitch + ((int)blockIdx.x * FX - HV + xcolv) * VEC;
 
+#if STAGES > 0
+    static_assert(VEC == 4, "the asynchronous path copies 16-byte vectors");
+    // ring[slot][field][thread], field 0: plane z+R of p^n, 1: p^{n-1}, 2: c^2 dt^2 of plane z.
+    extern __shared__ Vf ring[];
+    constexpr int SLOTS = STAGES + 1;
+    auto slot = [&](int zz, int field) -> Vf* { return ring + (((zz - z0) % SLOTS) * 3 + field) * (FX * FY) + lt; };
+    auto issue = [&](int zz) {
+        if (zz < z1) {
+            cp_async16(slot(zz, 0), cur + (i64)(zz + R) * plane + col);
+#if !LAPLACIAN_ONLY
+            cp_async16(slot(zz, 1), out + (i64)zz * plane + col);
+            cp_async16(slot(zz, 2), vel + (i64)zz * plane + col);
+#endif
+        }
+        cp_async_commit();  // one group per plane, empty past the window, so the count stays right
+    };
+#pragma unroll
+    for (int i = 0; i < STAGES; i++) issue(z0 + i);
+#endif
     // q[0..QN-1]: planes z-R..z+R of the current iteration; q[QN..QS-1]: the next DEPTH planes,
     // already in flight. Planes past the last halo plane are never needed and not loaded.
     Vf q[QS];
@@ -85,13 +120,24 @@ extern "C" __global__ LAUNCH_BOUNDS(32 * BLOCK_Y) void fused_step(const float* R
     Vf nvv = LOAD_ONCE(vel + (i64)z0 * plane + col);
 #endif
 
+    SEISMIC_UNROLL(UNROLL_Z)
     for (int z = z0; z < z1; z++) {
 #pragma unroll
         for (int i = 0; i < QS - 1; i++) q[i] = q[i + 1];
+#if STAGES > 0
+        issue(z + STAGES);
+        CP_ASYNC_WAIT(STAGES);  // this plane's group has landed
+        q[QS - 1] = *slot(z, 0);
+#if !LAPLACIAN_ONLY
+        const Vf pm = *slot(z, 1);
+        const Vf vv = *slot(z, 2);
+#endif
+#else
         {
             const int zp = z + R + DEPTH;
             if (zp < nz + R) q[QS - 1] = vload(cur + (i64)zp * plane + col);
         }
+#endif
         const int b = (z - z0) & 1;
         tile[b][ty + R][tx + HV] = q[R];
         if (yhalo) {
@@ -117,7 +163,7 @@ extern "C" __global__ LAUNCH_BOUNDS(32 * BLOCK_Y) void fused_step(const float* R
 #endif
         }
         const i64 o = (i64)z * plane + col;
-#if !PREFETCH_PV && !LAPLACIAN_ONLY
+#if !PREFETCH_PV && !LAPLACIAN_ONLY && STAGES == 0
         const Vf pm = LOAD_ONCE(out + o);
         const Vf vv = LOAD_ONCE(vel + o);
 #endif

@@ -161,6 +161,26 @@ DEVICE Vf vload_once(const float* p) {
 #endif
 #endif
 
+// Asynchronous 16-byte copies global -> shared (sm_80+ cp.async): data in flight costs shared
+// memory instead of registers. The issuing thread alone reads what it copied, after
+// CP_ASYNC_WAIT(n) (at most n of its newest groups still pending). HIP: plain copies.
+#if SEISMIC_HIP
+DEVICE void cp_async16(void* s, const float* g) { *reinterpret_cast<float4*>(s) = *reinterpret_cast<const float4*>(g); }
+DEVICE void cp_async_commit() {}
+#define CP_ASYNC_WAIT(n)
+#else
+DEVICE unsigned smem_addr(const void* p) {
+    unsigned r;
+    asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
+    return r;
+}
+DEVICE void cp_async16(void* s, const float* g) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(s)), "l"(g) : "memory");
+}
+DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+#define CP_ASYNC_WAIT(n) asm volatile("cp.async.wait_group %0;" ::"n"(n) : "memory")
+#endif
+
 // Writes the first `valid` lanes of a vector (all of them when the vector lies inside the row):
 // points past the row's end are halo of the next step and must stay zero.
 DEVICE void vstore_guarded(float* p, const Vf& a, int valid) {

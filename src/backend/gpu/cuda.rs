@@ -258,6 +258,21 @@ impl GpuRuntime for CudaRuntime {
         Ok(unsafe { cu::event::elapsed(start.0, end.0) }?)
     }
 
+    fn allow_dynamic_shared(&self, f: sys::CUfunction, bytes: u32) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        // SAFETY: f is a loaded function.
+        unsafe {
+            cu::function::set_function_attribute(
+                f,
+                sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                bytes as i32,
+            )
+        }
+        .map_err(|e| anyhow!("cannot allow {bytes} B of dynamic shared memory: {e}"))
+    }
+
     fn function_info(&self, f: sys::CUfunction) -> String {
         use sys::CUfunction_attribute_enum::*;
         // SAFETY: f is a loaded function.

@@ -78,6 +78,11 @@ pub trait GpuRuntime {
     /// Milliseconds between two recorded events (both must have completed).
     fn elapsed_ms(&self, start: &Self::Event, end: &Self::Event) -> Result<f32>;
     fn synchronize(&self) -> Result<()>;
+    /// Lets a kernel use `bytes` of dynamic shared memory (beyond the default 48 KB where needed).
+    fn allow_dynamic_shared(&self, f: Self::Function, bytes: u32) -> Result<()> {
+        let _ = (f, bytes);
+        Ok(())
+    }
     /// Compiler resources of a kernel (registers, spills, shared memory), for reports.
     fn function_info(&self, f: Self::Function) -> String {
         let _ = f;
@@ -121,23 +126,37 @@ pub struct Tuning {
     pub vec: u32,
     /// z-planes per block of the fused kernel (0: chosen from the grid and the device).
     pub window: u32,
+    /// Planes the fused kernel fetches ahead through asynchronous copies into shared memory
+    /// (0: one plane ahead, through registers).
+    pub stages: u32,
+    /// Blocks per multiprocessor the compiler must leave room for (caps registers per thread).
+    pub min_blocks: u32,
 }
 
 impl Tuning {
-    /// The default shape, overridable for experiments with SEISMIC_BLOCK_Y, SEISMIC_VEC and
-    /// SEISMIC_WINDOW.
+    /// The default shape, overridable for experiments with SEISMIC_BLOCK_Y, SEISMIC_VEC,
+    /// SEISMIC_WINDOW, SEISMIC_STAGES and SEISMIC_MIN_BLOCKS.
     pub fn for_radius(radius: usize) -> Tuning {
         let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u32>().ok());
         Tuning {
             block_y: env("SEISMIC_BLOCK_Y").unwrap_or(8).max(radius as u32),
             vec: env("SEISMIC_VEC").unwrap_or(4),
             window: env("SEISMIC_WINDOW").unwrap_or(0),
+            stages: env("SEISMIC_STAGES").unwrap_or(0),
+            min_blocks: env("SEISMIC_MIN_BLOCKS").unwrap_or(if radius <= 4 { 2 } else { 1 }),
         }
+    }
+
+    /// Dynamic shared memory of the fused kernel: the ring of asynchronously copied planes.
+    pub fn dynamic_shared_bytes(&self) -> u32 {
+        if self.stages == 0 { 0 } else { (self.stages + 1) * 3 * 32 * self.block_y * 16 }
     }
 
     fn check(&self, radius: usize) -> Result<()> {
         let r = radius as u32;
         ensure!(matches!(self.vec, 1 | 2 | 4), "vector width must be 1, 2 or 4, got {}", self.vec);
+        ensure!(self.stages <= 8 && (self.stages == 0 || self.vec == 4), "stages must be 0..=8, with vector width 4");
+        ensure!((1..=8).contains(&self.min_blocks), "min_blocks must be in 1..=8");
         ensure!(self.block_y >= r && self.block_y <= 32, "block_y must be in {r}..=32, got {}", self.block_y);
         let hv = r.div_ceil(self.vec);
         ensure!(
@@ -227,6 +246,8 @@ fn kernel_options(radius: usize, t: &Tuning, sponge: bool, laplacian_only: bool)
         format!("-DVEC={}", t.vec),
         format!("-DSPONGE={}", sponge as u32),
         format!("-DLAPLACIAN_ONLY={}", laplacian_only as u32),
+        format!("-DSTAGES={}", t.stages),
+        format!("-DMIN_BLOCKS={}", t.min_blocks),
     ];
     if let Ok(extra) = std::env::var("SEISMIC_KERNEL_DEFS") {
         o.extend(extra.split_whitespace().filter(|d| d.starts_with("-D")).map(String::from));
@@ -403,8 +424,10 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let sponge = b.kind == BoundaryKind::Sponge;
         let module = load_kernels(&rt, &sources::STEP, &kernel_options(r, &tuning, sponge, false))?;
         let fun = |n: &str| rt.function(&module, n);
+        let fused = fun("fused_step")?;
+        rt.allow_dynamic_shared(fused, tuning.dynamic_shared_bytes())?;
         let f = Kernels {
-            fused: fun("fused_step")?,
+            fused,
             pass_x: fun("pass_x")?,
             pass_y: fun("pass_y")?,
             pass_z: fun("pass_z")?,
@@ -643,7 +666,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                     f,
                     grid,
                     block,
-                    0,
+                    self.tuning.dynamic_shared_bytes(),
                     kargs![cur, outp, vel, gx, gy, gz, w, nx, ny, nz, pitch, plane, window],
                 )
             }
@@ -790,6 +813,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 let m =
                     load_kernels(&self.rt, &[sources::FUSED], &kernel_options(self.radius, &self.tuning, false, true))?;
                 let f = self.rt.function(&m, "fused_step")?;
+                self.rt.allow_dynamic_shared(f, self.tuning.dynamic_shared_bytes())?;
                 self.laplacian = Some((m, f));
                 if self.lap == 0 {
                     self.lap = self.alloc_zeroed(self.field_len * 4)?;
@@ -898,11 +922,7 @@ pub fn measure_ceiling<Rt: GpuRuntime>(rt: &Rt, array_bytes: usize, reps: usize)
     let bytes = n4 as usize * 16;
     let (free, _) = rt.mem_info()?;
     ensure!(4 * bytes + (256 << 20) <= free, "not enough free GPU memory for 4 arrays of {bytes} bytes");
-    let m = load_kernels(
-        rt,
-        &[sources::STREAM],
-        &kernel_options(1, &Tuning { block_y: 8, vec: 4, window: 0 }, false, false),
-    )?;
+    let m = load_kernels(rt, &[sources::STREAM], &kernel_options(1, &Tuning::for_radius(1), false, false))?;
     let copy = [rt.function(&m, "stream_copy")?, rt.function(&m, "stream_copy_x4")?];
     let triad = [rt.function(&m, "stream_3r1w")?, rt.function(&m, "stream_3r1w_x4")?];
     let fill = rt.function(&m, "stream_fill")?;
@@ -1029,6 +1049,8 @@ pub struct BenchResult {
     pub block_y: u32,
     pub vec: u32,
     pub window: u32,
+    pub stages: u32,
+    pub min_blocks: u32,
     /// Median device seconds per application.
     pub seconds: f64,
     /// Effective bandwidth: `problem::step_bytes` over the median time, GB/s.
@@ -1063,6 +1085,8 @@ pub fn bench_step<Rt: GpuRuntime>(
         block_y: tu.block_y,
         vec: tu.vec,
         window: tu.window,
+        stages: tu.stages,
+        min_blocks: tu.min_blocks,
         seconds: sec,
         gbs: op.bytes(shape, radius) as f64 / sec / 1e9,
         gpts: points as f64 / sec / 1e9,
