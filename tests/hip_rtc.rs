@@ -57,6 +57,21 @@ fn hiprtc_compiles_the_benchmark_modules_for_gfx90a() {
 }
 
 #[test]
+fn hiprtc_compiles_the_fused_kernel_tuning_knobs() {
+    // SEISMIC_STAGES (a shared-memory ring; plain copies on AMD) and the register-cap knob.
+    let source = aot::step_source();
+    let base = aot::step_variants().into_iter().find(|v| v.radius == 4).expect("R = 4").options;
+    for (from, to) in [("-DSTAGES=", "-DSTAGES=2"), ("-DMIN_BLOCKS=", "-DMIN_BLOCKS=1")] {
+        let options: Vec<String> =
+            base.iter().map(|o| if o.starts_with(from) { to.to_string() } else { o.clone() }).collect();
+        assert!(options.iter().any(|o| o == to), "{from} is no longer a kernel option: {options:?}");
+        let code =
+            hip::compile_for("gfx90a", &source, "seismic_kernels.cu", &options).unwrap_or_else(|e| panic!("{to}: {e}"));
+        assert_amdgpu_code_object(&code, &["fused_step"], to);
+    }
+}
+
+#[test]
 fn hiprtc_compiles_for_a_full_gcn_arch_name() {
     // Devices report target features too ("gfx90a:sramecc+:xnack-"); the backend passes them on.
     let v = &aot::step_variants()[0];

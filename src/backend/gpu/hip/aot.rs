@@ -55,7 +55,7 @@ pub fn laplacian_options(radius: usize) -> Vec<String> {
 
 /// The -D options of the STREAM ceiling module, as `measure_ceiling` compiles it.
 pub fn stream_options() -> Vec<String> {
-    kernel_options(1, &Tuning { block_y: 8, vec: 4, window: 0 }, false, false)
+    kernel_options(1, &Tuning::for_radius(1), false, false)
 }
 
 /// The kernels in the order the report lists them.
