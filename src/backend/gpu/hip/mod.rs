@@ -164,6 +164,20 @@ impl GpuRuntime for HipRuntime {
         Ok(self.stream.synchronize()?)
     }
 
+    /// AMD GPUs need no opt-in for dynamic LDS; this only checks that static plus dynamic LDS fit
+    /// in a workgroup's share (64 KiB on MI200/MI300), so that a launch cannot fail later.
+    fn allow_dynamic_shared(&self, f: Function, bytes: u32) -> Result<()> {
+        let fixed = f.attribute(sys::hipFunction_attribute::HIP_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)?.max(0) as u32;
+        let limit = self.device.max_shared_per_block;
+        anyhow::ensure!(
+            fixed + bytes <= limit,
+            "the kernel needs {fixed} B static + {bytes} B dynamic LDS but {} allows {limit} B per workgroup \
+             (lower SEISMIC_STAGES or SEISMIC_BLOCK_Y)",
+            self.device.name
+        );
+        Ok(())
+    }
+
     fn function_info(&self, f: Function) -> String {
         use sys::hipFunction_attribute as A;
         let get = |a| f.attribute(a).unwrap_or(-1);

@@ -128,13 +128,17 @@ pub fn device_total_mem(device: i32) -> Result<usize, HipError> {
     Ok(bytes)
 }
 
+/// One integer attribute of `device`.
+pub fn device_attribute(device: i32, attribute: sys::hipDeviceAttribute_t) -> Result<i32, HipError> {
+    let mut v: c_int = 0;
+    // SAFETY: writes one int.
+    check(unsafe { sys::hipDeviceGetAttribute(&mut v, attribute, device) }, "hipDeviceGetAttribute")?;
+    Ok(v)
+}
+
 /// The number of compute units of `device`.
 pub fn multiprocessor_count(device: i32) -> Result<i32, HipError> {
-    let mut v: c_int = 0;
-    let attr = sys::hipDeviceAttribute_t::hipDeviceAttributeMultiprocessorCount;
-    // SAFETY: writes one int.
-    check(unsafe { sys::hipDeviceGetAttribute(&mut v, attr, device) }, "hipDeviceGetAttribute")?;
-    Ok(v)
+    device_attribute(device, sys::hipDeviceAttribute_t::hipDeviceAttributeMultiprocessorCount)
 }
 
 /// (free, total) global memory of the current device in bytes.

@@ -15,6 +15,8 @@ pub struct Device {
     /// Full gcnArchName with target features, e.g. "gfx90a:sramecc+:xnack-".
     pub arch_name: String,
     pub compute_units: u32,
+    /// Shared memory (LDS) a workgroup may use, static plus dynamic, in bytes.
+    pub max_shared_per_block: u32,
 }
 
 impl Device {
@@ -35,6 +37,11 @@ impl Device {
             name: result::device_name(ordinal)?,
             arch_name: result::device_arch_name(ordinal)?,
             compute_units: result::multiprocessor_count(ordinal)?.max(1) as u32,
+            max_shared_per_block: result::device_attribute(
+                ordinal,
+                sys::hipDeviceAttribute_t::hipDeviceAttributeMaxSharedMemoryPerBlock,
+            )?
+            .max(0) as u32,
         })
     }
 
