@@ -72,6 +72,26 @@ fn hiprtc_compiles_the_fused_kernel_tuning_knobs() {
 }
 
 #[test]
+fn hiprtc_compiles_the_step_module_for_gfx940_or_refuses_cleanly() {
+    let source = aot::step_source();
+    let version = result::runtime_version().expect("hipRuntimeGetVersion");
+    if version / 100_000 <= 502 {
+        // HIP 5.2's hipRTC aborts the process for gfx940; the wrapper must refuse before that.
+        let v = &aot::step_variants()[0];
+        let err = hip::compile_for("gfx940", &source, "seismic_kernels.cu", &v.options)
+            .expect_err("HIP 5.2's hipRTC cannot compile for gfx940");
+        assert!(err.to_string().contains("gfx940"), "{err}");
+        return;
+    }
+    for v in aot::step_variants().into_iter().filter(|v| v.radius == 4 || v.radius == 8) {
+        let what = format!("gfx940 R={} {}", v.radius, v.flavour);
+        let code = hip::compile_for("gfx940", &source, "seismic_kernels.cu", &v.options)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_amdgpu_code_object(&code, &aot::KERNEL_ORDER, &what);
+    }
+}
+
+#[test]
 fn hiprtc_compiles_for_a_full_gcn_arch_name() {
     // Devices report target features too ("gfx90a:sramecc+:xnack-"); the backend passes them on.
     let v = &aot::step_variants()[0];

@@ -28,8 +28,24 @@ pub fn compiler_flags(arch: &str) -> Vec<String> {
     ]
 }
 
+/// hipRTC of HIP 5.2 (Debian 12) aborts the whole process inside hiprtcCompileProgram
+/// ("munmap_chunk(): invalid pointer") for targets newer than it knows, such as gfx940 (MI300) or
+/// gfx1100, although the hipcc of the same release compiles for gfx940. Refuse those with an error.
+fn check_hiprtc_target(arch: &str) -> Result<()> {
+    let version = result::runtime_version()?;
+    let (major, minor) = (version / 10_000_000, version / 100_000 % 100);
+    let base = arch.split(':').next().unwrap_or(arch);
+    let too_new = ["gfx94", "gfx95", "gfx11", "gfx12"].iter().any(|p| base.starts_with(p));
+    anyhow::ensure!(
+        !((major, minor) <= (5, 2) && too_new),
+        "hipRTC of HIP {major}.{minor} cannot compile for {base} (it aborts the process): use ROCm 5.5 or newer"
+    );
+    Ok(())
+}
+
 /// Compiles kernels with hipRTC for `arch` as the backend does: [`compiler_flags`], then `options`.
 pub fn compile_for(arch: &str, source: &str, name: &str, options: &[String]) -> Result<Vec<u8>> {
+    check_hiprtc_target(arch)?;
     let mut all = compiler_flags(arch);
     all.extend(options.iter().cloned());
     Ok(safe::compile(source, name, &all)?)
