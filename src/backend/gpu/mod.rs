@@ -131,19 +131,26 @@ pub struct Tuning {
     pub stages: u32,
     /// Blocks per multiprocessor the compiler must leave room for (caps registers per thread).
     pub min_blocks: u32,
+    /// z iterations of the fused kernel unrolled (2R+1 lets the compiler rename the register
+    /// queue instead of moving it).
+    pub unroll_z: u32,
 }
 
 impl Tuning {
-    /// The default shape, overridable for experiments with SEISMIC_BLOCK_Y, SEISMIC_VEC,
-    /// SEISMIC_WINDOW, SEISMIC_STAGES and SEISMIC_MIN_BLOCKS.
+    /// The default shape (measured best on an H200, kernels/NOTES.md), overridable for experiments
+    /// with SEISMIC_BLOCK_Y, SEISMIC_VEC, SEISMIC_WINDOW, SEISMIC_STAGES, SEISMIC_MIN_BLOCKS and
+    /// SEISMIC_UNROLL_Z.
     pub fn for_radius(radius: usize) -> Tuning {
         let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u32>().ok());
+        let r = radius as u32;
+        let vec = env("SEISMIC_VEC").unwrap_or(4);
         Tuning {
-            block_y: env("SEISMIC_BLOCK_Y").unwrap_or(8).max(radius as u32),
-            vec: env("SEISMIC_VEC").unwrap_or(4),
+            block_y: env("SEISMIC_BLOCK_Y").unwrap_or(8).max(r),
+            vec,
             window: env("SEISMIC_WINDOW").unwrap_or(0),
-            stages: env("SEISMIC_STAGES").unwrap_or(0),
-            min_blocks: env("SEISMIC_MIN_BLOCKS").unwrap_or(if radius <= 4 { 2 } else { 1 }),
+            stages: env("SEISMIC_STAGES").unwrap_or(if vec == 4 { 2 } else { 0 }),
+            min_blocks: env("SEISMIC_MIN_BLOCKS").unwrap_or(2),
+            unroll_z: env("SEISMIC_UNROLL_Z").unwrap_or(if r <= 4 { 2 * r + 1 } else { 1 }),
         }
     }
 
@@ -157,6 +164,7 @@ impl Tuning {
         ensure!(matches!(self.vec, 1 | 2 | 4), "vector width must be 1, 2 or 4, got {}", self.vec);
         ensure!(self.stages <= 8 && (self.stages == 0 || self.vec == 4), "stages must be 0..=8, with vector width 4");
         ensure!((1..=8).contains(&self.min_blocks), "min_blocks must be in 1..=8");
+        ensure!((1..=32).contains(&self.unroll_z), "unroll_z must be in 1..=32");
         ensure!(self.block_y >= r && self.block_y <= 32, "block_y must be in {r}..=32, got {}", self.block_y);
         let hv = r.div_ceil(self.vec);
         ensure!(
@@ -248,6 +256,7 @@ fn kernel_options(radius: usize, t: &Tuning, sponge: bool, laplacian_only: bool)
         format!("-DLAPLACIAN_ONLY={}", laplacian_only as u32),
         format!("-DSTAGES={}", t.stages),
         format!("-DMIN_BLOCKS={}", t.min_blocks),
+        format!("-DUNROLL_Z={}", t.unroll_z),
     ];
     if let Ok(extra) = std::env::var("SEISMIC_KERNEL_DEFS") {
         o.extend(extra.split_whitespace().filter(|d| d.starts_with("-D")).map(String::from));
