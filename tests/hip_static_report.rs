@@ -52,7 +52,7 @@ extern "C" __global__ __launch_bounds__(256) void uses_scratch(float* p, int k) 
 }
 extern "C" __global__ __launch_bounds__(256) void clean(float* p) { p[threadIdx.x] += 1.0f; }
 "#;
-    let variant = aot::Variant { radius: 1, flavour: "probe".into(), options: vec![] };
+    let variant = aot::Variant { radius: 1, flavour: "probe".into(), options: vec![], fused_dynamic_lds: 0 };
     let usages = aot::report(source, &[variant], &["gfx90a"], 1).expect("hipcc compiles the probe");
     let by_name = |n: &str| usages.iter().find(|u| u.kernel == n).unwrap_or_else(|| panic!("{n} missing"));
     assert!(by_name("uses_scratch").spills(), "{:?}", by_name("uses_scratch"));

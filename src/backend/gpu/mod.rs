@@ -1115,6 +1115,6 @@ pub fn open_cuda(problem: &Problem, kernel: KernelChoice) -> Result<Box<dyn Back
 #[cfg(feature = "hip")]
 pub fn open_hip(problem: &Problem, kernel: KernelChoice) -> Result<Box<dyn Backend>> {
     let rt = hip::HipRuntime::new(0)?;
-    let tuning = Tuning::for_radius(problem.stencil.radius);
+    let tuning = hip::tuning(problem.stencil.radius);
     Ok(Box::new(GpuSolver::new(rt, problem, kernel, tuning)?))
 }

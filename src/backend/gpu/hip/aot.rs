@@ -24,6 +24,8 @@ pub struct Variant {
     pub flavour: String,
     /// -D options exactly as the run-time compilation gets them.
     pub options: Vec<String>,
+    /// Dynamic LDS the fused kernel is launched with (the STAGES ring; 0 by default on AMD).
+    pub fused_dynamic_lds: u32,
 }
 
 /// The step module's source exactly as the run-time path assembles it (prelude + every kernel).
@@ -31,17 +33,19 @@ pub fn step_source() -> String {
     sources::assemble(&sources::STEP)
 }
 
-/// Every variant of the step module a run can compile: R = 1..8, with the default launch shape
-/// ([`Tuning::for_radius`]), once without and once with the sponge factor. Each holds the fused
+/// Every variant of the step module a run can compile: R = 1..8, with the default launch shape on
+/// AMD ([`super::tuning`]), once without and once with the sponge factor. Each holds the fused
 /// kernel, the three passes and update, CPML, free surface, source/receiver and stream kernels.
 pub fn step_variants() -> Vec<Variant> {
     let mut v = Vec::new();
     for radius in 1..=8 {
         for sponge in [false, true] {
+            let tuning = super::tuning(radius);
             v.push(Variant {
                 radius,
                 flavour: if sponge { "sponge" } else { "cpml/none" }.to_string(),
-                options: kernel_options(radius, &Tuning::for_radius(radius), sponge, false),
+                options: kernel_options(radius, &tuning, sponge, false),
+                fused_dynamic_lds: tuning.dynamic_shared_bytes(),
             });
         }
     }
@@ -50,7 +54,7 @@ pub fn step_variants() -> Vec<Variant> {
 
 /// The -D options of the fused kernel's Laplacian-only build (the operator benchmark).
 pub fn laplacian_options(radius: usize) -> Vec<String> {
-    kernel_options(radius, &Tuning::for_radius(radius), false, true)
+    kernel_options(radius, &super::tuning(radius), false, true)
 }
 
 /// The -D options of the STREAM ceiling module, as `measure_ceiling` compiles it.
@@ -87,7 +91,7 @@ pub struct KernelUsage {
     pub vgprs: u32,
     pub agprs: u32,
     pub sgprs: u32,
-    /// Static LDS (group segment) bytes per workgroup.
+    /// LDS bytes per workgroup: static (group segment) plus the dynamic bytes it is launched with.
     pub lds_bytes: u32,
     /// Scratch (private segment) bytes per work-item: non-zero means spills or stack use.
     pub scratch_bytes: u32,
@@ -256,12 +260,16 @@ pub fn report(source: &str, variants: &[Variant], archs: &[&str], jobs: usize) -
                 let meta = parse_metadata(&asm).with_context(|| format!("{arch} {}", v.options.join(" ")))?;
                 Ok(meta
                     .into_iter()
-                    .map(|m| KernelUsage {
+                    .map(|m| {
+                        let dynamic = if m.name == "fused_step" { v.fused_dynamic_lds } else { 0 };
+                        (m, dynamic)
+                    })
+                    .map(|(m, dynamic)| KernelUsage {
                         waves_per_simd: waves_per_simd(
                             m.vgpr_count,
                             m.agpr_count,
                             m.sgpr_count,
-                            m.group_segment_fixed_size,
+                            m.group_segment_fixed_size + dynamic,
                             m.max_flat_workgroup_size,
                         ),
                         kernel: m.name,
@@ -271,7 +279,7 @@ pub fn report(source: &str, variants: &[Variant], archs: &[&str], jobs: usize) -
                         vgprs: m.vgpr_count,
                         agprs: m.agpr_count,
                         sgprs: m.sgpr_count,
-                        lds_bytes: m.group_segment_fixed_size,
+                        lds_bytes: m.group_segment_fixed_size + dynamic,
                         scratch_bytes: m.private_segment_fixed_size,
                         vgpr_spills: m.vgpr_spill_count,
                         sgpr_spills: m.sgpr_spill_count,

@@ -10,7 +10,7 @@ pub mod result;
 pub mod safe;
 pub mod sys;
 
-use super::{DevicePtr, GpuRuntime};
+use super::{DevicePtr, GpuRuntime, Tuning};
 use anyhow::{Context, Result};
 use safe::{Device, DeviceBuffer, Event, Function, Module, Stream};
 use std::ffi::c_void;
@@ -49,6 +49,19 @@ pub fn compile_for(arch: &str, source: &str, name: &str, options: &[String]) -> 
     let mut all = compiler_flags(arch);
     all.extend(options.iter().cloned());
     Ok(safe::compile(source, name, &all)?)
+}
+
+/// The launch shape on AMD: [`Tuning::for_radius`] (measured best on NVIDIA), except that the
+/// shared-memory ring of asynchronous copies is off unless SEISMIC_STAGES asks for it. On AMD the
+/// kernels' `cp_async16` is a plain load and store through registers, so the ring only adds LDS:
+/// at R = 4 it would take a workgroup from 17 KiB to 53 KiB of the CU's 64 KiB, one workgroup
+/// (one wave per SIMD) per CU.
+pub fn tuning(radius: usize) -> Tuning {
+    let mut t = Tuning::for_radius(radius);
+    if std::env::var_os("SEISMIC_STAGES").is_none() {
+        t.stages = 0;
+    }
+    t
 }
 
 /// One AMD GPU and the single in-order stream all of a run's work goes to.
