@@ -32,6 +32,10 @@ pub struct CudaRuntime {
 
 pub struct CudaModule(sys::CUmodule);
 
+/// A kernel of a loaded [`CudaModule`] (valid while the module is).
+#[derive(Clone, Copy, Debug)]
+pub struct CudaFunction(sys::CUfunction);
+
 pub struct CudaEvent(sys::CUevent);
 
 impl Drop for CudaEvent {
@@ -98,7 +102,7 @@ impl Drop for CudaRuntime {
 
 impl GpuRuntime for CudaRuntime {
     type Module = CudaModule;
-    type Function = sys::CUfunction;
+    type Function = CudaFunction;
     type Event = CudaEvent;
 
     fn vendor(&self) -> &'static str {
@@ -214,15 +218,16 @@ impl GpuRuntime for CudaRuntime {
         Ok(CudaModule(m))
     }
 
-    fn function(&self, module: &CudaModule, name: &str) -> Result<sys::CUfunction> {
+    fn function(&self, module: &CudaModule, name: &str) -> Result<CudaFunction> {
         // SAFETY: module is loaded.
         unsafe { cu::module::get_function(module.0, CString::new(name)?) }
+            .map(CudaFunction)
             .map_err(|e| anyhow!("kernel {name} not found in module: {e}"))
     }
 
     unsafe fn launch(
         &self,
-        f: sys::CUfunction,
+        f: CudaFunction,
         grid: [u32; 3],
         block: [u32; 3],
         shared_bytes: u32,
@@ -231,7 +236,7 @@ impl GpuRuntime for CudaRuntime {
         // SAFETY: the caller matches args to the kernel's parameters.
         unsafe {
             cu::launch_kernel(
-                f,
+                f.0,
                 (grid[0], grid[1], grid[2]),
                 (block[0], block[1], block[2]),
                 shared_bytes,
@@ -258,14 +263,14 @@ impl GpuRuntime for CudaRuntime {
         Ok(unsafe { cu::event::elapsed(start.0, end.0) }?)
     }
 
-    fn allow_dynamic_shared(&self, f: sys::CUfunction, bytes: u32) -> Result<()> {
+    fn allow_dynamic_shared(&self, f: CudaFunction, bytes: u32) -> Result<()> {
         if bytes == 0 {
             return Ok(());
         }
         // SAFETY: f is a loaded function.
         unsafe {
             cu::function::set_function_attribute(
-                f,
+                f.0,
                 sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 bytes as i32,
             )
@@ -273,10 +278,10 @@ impl GpuRuntime for CudaRuntime {
         .map_err(|e| anyhow!("cannot allow {bytes} B of dynamic shared memory: {e}"))
     }
 
-    fn function_info(&self, f: sys::CUfunction) -> String {
+    fn function_info(&self, f: CudaFunction) -> String {
         use sys::CUfunction_attribute_enum::*;
         // SAFETY: f is a loaded function.
-        let get = |a| unsafe { cu::function::get_function_attribute(f, a) }.unwrap_or(-1);
+        let get = |a| unsafe { cu::function::get_function_attribute(f.0, a) }.unwrap_or(-1);
         format!(
             "{} registers, {} B local (spills), {} B static shared",
             get(CU_FUNC_ATTRIBUTE_NUM_REGS),

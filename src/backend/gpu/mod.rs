@@ -454,17 +454,16 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         });
         let mut weights =
             StencilWeights { centre: (0..3).map(|a| c2[a][0] as f64).sum::<f64>() as f32, ..Default::default() };
-        for k in 1..=r {
-            weights.cx[k] = c2[0][k];
-            weights.cy[k] = c2[1][k];
-            weights.cz[k] = c2[2][k];
-        }
+        // Index 0 stays unused per axis: the kernels take the centres summed in `centre`.
+        weights.cx[1..=r].copy_from_slice(&c2[0][1..=r]);
+        weights.cy[1..=r].copy_from_slice(&c2[1][1..=r]);
+        weights.cz[1..=r].copy_from_slice(&c2[2][1..=r]);
         let axis_weights = std::array::from_fn(|a| {
             let mut w = AxisWeights::default();
-            for k in 0..=r {
-                w.c1[k] = (problem.stencil.first[k] / problem.spacing[a]) as f32;
-                w.c2[k] = c2[a][k];
+            for (c1, first) in w.c1.iter_mut().zip(&problem.stencil.first) {
+                *c1 = (first / problem.spacing[a]) as f32;
             }
+            w.c2[..=r].copy_from_slice(&c2[a][..=r]);
             w
         });
 
@@ -520,8 +519,8 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
 
         if sponge {
             // Padded with ones so that lanes and rows past the grid read defined values.
-            for a in 0..3 {
-                let mut g: Vec<f32> = b.profiles[a].damp.iter().map(|&v| v as f32).collect();
+            for (a, profile) in b.profiles.iter().enumerate() {
+                let mut g: Vec<f32> = profile.damp.iter().map(|&v| v as f32).collect();
                 g.resize(shape[a] + 256, 1.0);
                 s.damp[a] = s.alloc_upload(&g)?;
             }
@@ -949,8 +948,8 @@ pub fn measure_ceiling<Rt: GpuRuntime>(rt: &Rt, array_bytes: usize, reps: usize)
             let f = if three { triad[variant] } else { copy[variant] };
             let grid = if variant == 0 { blocks } else { n4.div_ceil(1024) as u32 };
             let ev: Vec<Rt::Event> = (0..=reps + 1).map(|_| rt.event()).collect::<Result<_>>()?;
-            for i in 0..=reps {
-                rt.record(&ev[i])?;
+            for e in &ev[..=reps] {
+                rt.record(e)?;
                 // SAFETY: matches the stream kernels' parameters.
                 unsafe {
                     if three {
