@@ -1,7 +1,13 @@
 //! The input file: a TOML document, parsed strictly (unknown keys are errors with line and column).
+//!
+//! Parsing catches unknown keys and wrong types; the checks that need no model or discretisation
+//! (grid shape and spacing, the output directory) live here too, so a run can stop before it
+//! allocates or writes anything. Checks that need the velocity (dt against the CFL limit, source
+//! and receivers inside the grid) are in `problem::Problem::build`.
 
+use anyhow::{Context, Result, bail, ensure};
 use serde::Deserialize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Deserialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]
@@ -34,8 +40,10 @@ pub struct GridConfig {
     pub origin: [f64; 3],
 }
 
-#[derive(Deserialize, Debug, Clone)]
-#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+/// `[model]`, by `kind`. Parsed through [`ModelTable`] so that wrong types and unknown keys are
+/// reported at their own line (an internally tagged enum would buffer the table and lose it).
+#[derive(Deserialize, Debug, Clone, PartialEq)]
+#[serde(try_from = "ModelTable")]
 pub enum ModelConfig {
     Constant {
         vp: f64,
@@ -45,29 +53,118 @@ pub enum ModelConfig {
         depths: Vec<f64>,
         velocities: Vec<f64>,
     },
+    /// A gridded model in a file. Its first sample sits at coordinate 0 of every axis, in the
+    /// grid's coordinates (origin included); 2D files (axes x and z) are extruded along y.
     File {
+        /// Relative to the input file's directory.
         path: PathBuf,
-        #[serde(default)]
         format: FileFormat,
-        /// Shape of the stored array in the axes of `axis_order`.
+        /// Shape of the stored array in the axes of `axis_order` (slowest first).
         shape: Vec<usize>,
+        /// Sample spacing (m) in the axes of `axis_order`.
         spacing: Vec<f64>,
-        #[serde(default)]
         units: Units,
         /// Storage order, slowest axis first, e.g. "zyx" (x fastest) or "xz" (2D, depth fastest).
-        #[serde(default = "default_axis_order")]
         axis_order: String,
+        /// Optional SHA-256 (hex) of the whole file, checked before use.
+        sha256: Option<String>,
     },
     /// A named data set from `models/`, resampled to the grid (2D models are extruded along y).
     Marmousi {
         /// Horizontal position (m) in the model where the grid's x = 0 falls.
-        #[serde(default)]
         x_offset: f64,
     },
 }
 
 fn default_axis_order() -> String {
     "zyx".into()
+}
+
+#[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelKind {
+    Constant,
+    Layered,
+    File,
+    Marmousi,
+}
+
+/// Every key any model kind takes; [`ModelConfig`] checks that the kind's keys, and only those,
+/// are given.
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct ModelTable {
+    pub kind: ModelKind,
+    pub vp: Option<f64>,
+    pub depths: Option<Vec<f64>>,
+    pub velocities: Option<Vec<f64>>,
+    pub path: Option<PathBuf>,
+    pub format: Option<FileFormat>,
+    pub shape: Option<Vec<usize>>,
+    pub spacing: Option<Vec<f64>>,
+    pub units: Option<Units>,
+    pub axis_order: Option<String>,
+    pub sha256: Option<String>,
+    pub x_offset: Option<f64>,
+}
+
+impl TryFrom<ModelTable> for ModelConfig {
+    type Error = String;
+
+    fn try_from(t: ModelTable) -> Result<ModelConfig, String> {
+        let given: Vec<&str> = [
+            ("vp", t.vp.is_some()),
+            ("depths", t.depths.is_some()),
+            ("velocities", t.velocities.is_some()),
+            ("path", t.path.is_some()),
+            ("format", t.format.is_some()),
+            ("shape", t.shape.is_some()),
+            ("spacing", t.spacing.is_some()),
+            ("units", t.units.is_some()),
+            ("axis_order", t.axis_order.is_some()),
+            ("sha256", t.sha256.is_some()),
+            ("x_offset", t.x_offset.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(k, g)| g.then_some(k))
+        .collect();
+        let (name, allowed, required): (&str, &[&str], &[&str]) = match t.kind {
+            ModelKind::Constant => ("constant", &["vp"], &["vp"]),
+            ModelKind::Layered => ("layered", &["depths", "velocities"], &["depths", "velocities"]),
+            ModelKind::File => (
+                "file",
+                &["path", "format", "shape", "spacing", "units", "axis_order", "sha256"],
+                &["path", "shape", "spacing"],
+            ),
+            ModelKind::Marmousi => ("marmousi", &["x_offset"], &[]),
+        };
+        if let Some(k) = given.iter().find(|k| !allowed.contains(k)) {
+            return Err(format!(
+                "model.{k} does not apply to kind = \"{name}\" (its keys: {})",
+                if allowed.is_empty() { "none".to_string() } else { allowed.join(", ") }
+            ));
+        }
+        if let Some(k) = required.iter().find(|k| !given.contains(k)) {
+            return Err(format!("model.{k} is required for kind = \"{name}\""));
+        }
+        Ok(match t.kind {
+            ModelKind::Constant => ModelConfig::Constant { vp: t.vp.expect("required") },
+            ModelKind::Layered => ModelConfig::Layered {
+                depths: t.depths.expect("required"),
+                velocities: t.velocities.expect("required"),
+            },
+            ModelKind::File => ModelConfig::File {
+                path: t.path.expect("required"),
+                format: t.format.unwrap_or_default(),
+                shape: t.shape.expect("required"),
+                spacing: t.spacing.expect("required"),
+                units: t.units.unwrap_or_default(),
+                axis_order: t.axis_order.unwrap_or_else(default_axis_order),
+                sha256: t.sha256,
+            },
+            ModelKind::Marmousi => ModelConfig::Marmousi { x_offset: t.x_offset.unwrap_or(0.0) },
+        })
+    }
 }
 
 #[derive(Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -273,7 +370,85 @@ pub enum KernelChoice {
 }
 
 impl Config {
+    /// Parses a TOML document. Errors (unknown key, wrong type, missing key) carry the line,
+    /// column and key.
     pub fn from_toml(text: &str) -> Result<Config, toml::de::Error> {
         toml::from_str(text)
     }
+
+    /// Reads and parses an input file; errors name the file, then the line, column and key.
+    pub fn from_file(path: &Path) -> Result<Config> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("cannot read input file {}", path.display()))?;
+        Config::from_toml(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+    }
+
+    /// The checks that need neither the model nor the discretisation: the grid, then the
+    /// output directory (`base_dir` resolves a relative `output.path`; see [`check_output_writable`]).
+    pub fn validate(&self, base_dir: &Path) -> Result<()> {
+        self.grid.validate()?;
+        check_output_writable(&base_dir.join(&self.output.path))
+    }
+}
+
+impl GridConfig {
+    /// Shape and spacing positive, spacing and origin finite; errors name `grid.shape[i]`, ...
+    pub fn validate(&self) -> Result<()> {
+        for a in 0..3 {
+            ensure!(self.shape[a] > 0, "grid.shape[{a}] must be positive, got {}", self.shape[a]);
+            ensure!(
+                self.spacing[a] > 0.0 && self.spacing[a].is_finite(),
+                "grid.spacing[{a}] must be positive and finite, got {}",
+                self.spacing[a]
+            );
+            ensure!(self.origin[a].is_finite(), "grid.origin[{a}] must be finite, got {}", self.origin[a]);
+        }
+        Ok(())
+    }
+
+    /// Interior points, or an error naming `grid.shape` when the count overflows.
+    pub fn points(&self) -> Result<usize> {
+        let [nx, ny, nz] = self.shape;
+        nx.checked_mul(ny)
+            .and_then(|n| n.checked_mul(nz))
+            .with_context(|| format!("grid.shape = {:?} has more points than this machine can address", self.shape))
+    }
+}
+
+/// Checks, before any work, that the output file can be created: its directory exists, is a
+/// directory and accepts a new file (a probe file is created and removed again), and the path
+/// itself is not a directory. Errors name `output.path` and the directory.
+pub fn check_output_writable(path: &Path) -> Result<()> {
+    if path.is_dir() {
+        bail!(
+            "output.path = {} is a directory; give a file name such as {}",
+            path.display(),
+            path.join("output.h5").display()
+        );
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let meta = match std::fs::metadata(&dir) {
+        Ok(m) => m,
+        Err(e) => bail!("output.path = {}: directory {} cannot be used: {e}", path.display(), dir.display()),
+    };
+    if !meta.is_dir() {
+        bail!("output.path = {}: {} is not a directory", path.display(), dir.display());
+    }
+    let probe = dir.join(format!(".seismic-run-write-probe-{}", std::process::id()));
+    match std::fs::OpenOptions::new().write(true).create_new(true).open(&probe) {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+        }
+        Err(e) => bail!("output.path = {}: cannot write in directory {}: {e}", path.display(), dir.display()),
+    }
+    if path.exists() {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .with_context(|| format!("output.path = {}: the existing file cannot be overwritten", path.display()))?;
+    }
+    Ok(())
 }

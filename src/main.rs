@@ -1,3 +1,242 @@
-fn main() {
-    println!("seismic-run: under construction");
+//! The `seismic-run` command: reads an input TOML, runs it on a CPU or GPU backend and writes an
+//! HDF5 result file (plus pictures with `--plot`). `seismic-run --help` lists every option.
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+use seismic_run::config::{BackendChoice, Config, KernelChoice};
+use seismic_run::output::hdf5::{self, Hdf5Writer, RunMetadata};
+use seismic_run::output::{plot, progress::Progress};
+use seismic_run::problem::Problem;
+use seismic_run::solver::{self, OutputPlan, StepStats};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// 3D acoustic seismic wave propagation on GPUs (CUDA, HIP) with a rayon CPU reference.
+///
+/// `seismic-run INPUT.toml` runs an input file (the same as `seismic-run run INPUT.toml`).
+#[derive(Parser, Debug)]
+#[command(version, args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run an input file (the default command).
+    Run(RunArgs),
+    /// Download a named velocity model (e.g. marmousi) and check its SHA-256.
+    FetchModel(FetchArgs),
+    // Further subcommands (e.g. a benchmark) go here, each with its own Args struct.
+}
+
+#[derive(Args, Debug, Clone)]
+struct FetchArgs {
+    /// Data set name (see models/).
+    name: String,
+    /// Folder to put it in (default: $SEISMIC_DATA_DIR when set, else ./data).
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+struct RunArgs {
+    /// The input file (TOML; README "Configuration reference").
+    #[arg(value_name = "INPUT.toml", required = true)]
+    input: Option<PathBuf>,
+    /// Compute backend: auto uses a GPU if one works, else the CPU (with a one-line notice).
+    /// Overrides [run] backend.
+    #[arg(long, value_enum)]
+    backend: Option<BackendChoice>,
+    /// GPU kernel variant: one fused xyz pass or three passes. Overrides [run] kernel; the CPU
+    /// backend has one kernel and ignores it.
+    #[arg(long, value_enum)]
+    kernel: Option<KernelChoice>,
+    /// Result file (HDF5). Overrides [output] path; relative paths are taken from the current
+    /// directory.
+    #[arg(long, short, value_name = "PATH")]
+    output: Option<PathBuf>,
+    /// Number of time steps. Overrides [time] steps and duration.
+    #[arg(long, value_name = "N")]
+    steps: Option<usize>,
+    /// Also write PNG pictures beside the result file (last xz snapshot over the model, shot
+    /// gather). Same as [output] plot = true.
+    #[arg(long)]
+    plot: bool,
+    /// Print nothing but warnings and errors (no header, progress bar or summary).
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Some(Command::Run(args)) => run(&args),
+        Some(Command::FetchModel(args)) => fetch_model(&args),
+        None => run(&cli.run),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn fetch_model(args: &FetchArgs) -> Result<()> {
+    let dir = args.dir.clone().unwrap_or_else(seismic_run::model::default_fetch_dir);
+    let path = seismic_run::model::fetch(&args.name, &dir)?;
+    println!("{}", path.display());
+    Ok(())
+}
+
+/// Number of snapshot buffers in flight: one being filled while one is written.
+const SNAPSHOT_BUFFERS: usize = 2;
+
+fn run(args: &RunArgs) -> Result<()> {
+    let input = args.input.as_deref().expect("clap requires INPUT");
+    let text = std::fs::read_to_string(input).with_context(|| format!("cannot read input file {}", input.display()))?;
+    let mut cfg = Config::from_toml(&text).map_err(|e| anyhow::anyhow!("{}: {e}", input.display()))?;
+    let input_dir = input.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
+
+    if let Some(b) = args.backend {
+        cfg.run.backend = b;
+    }
+    if let Some(k) = args.kernel {
+        cfg.run.kernel = k;
+    }
+    if let Some(n) = args.steps {
+        cfg.time.steps = Some(n);
+        cfg.time.duration = None;
+    }
+    let (out_path, out_key) = match &args.output {
+        Some(p) => (p.clone(), "--output"),
+        None => (cfg.output.path.clone(), "output.path"),
+    };
+    let want_plot = args.plot || cfg.output.plot;
+
+    // Cheap checks before the model is loaded: the output can be written, the grid fits.
+    hdf5::check_writable(&out_path, out_key)?;
+    let buffers = if cfg.output.snapshot_every > 0 { SNAPSHOT_BUFFERS } else { 0 };
+    solver::check_host_bytes(
+        cfg.grid.shape,
+        solver::base_host_bytes(cfg.grid.shape, buffers),
+        "the velocity model and snapshot buffers",
+    )?;
+
+    let vp = seismic_run::model::load(&cfg, &input_dir).context("model")?;
+    let problem = Problem::build(&cfg, vp)?;
+    for w in &problem.warnings {
+        eprintln!("warning: {w}");
+    }
+    let plan = OutputPlan::from_config(&cfg, &problem)?;
+    let mut backend = solver::open_backend(&problem, cfg.run.backend, cfg.run.kernel, &mut |n| {
+        eprintln!("notice: {n}");
+    })?;
+    let device = backend.info();
+    if !args.quiet {
+        print_header(input, &problem, &plan, &device, &out_path);
+    }
+
+    let meta = RunMetadata { input_toml: text.clone(), version: env!("CARGO_PKG_VERSION").into(), device };
+    let mut bar = Progress::new(problem.steps, problem.layout.points(), args.quiet);
+    let (record, stats, written) = std::thread::scope(|scope| -> Result<_> {
+        let mut writer = Hdf5Writer::start(scope, &out_path, &problem, &plan, meta, SNAPSHOT_BUFFERS)?;
+        let record = solver::run(&problem, backend.as_mut(), &plan, &mut writer, &mut |done| bar.update(done));
+        bar.finish();
+        let record = record?;
+        let stats = StepStats::new(&record.step_seconds, problem.step_bytes(), problem.layout.points());
+        let written = writer.finish(record.clone(), stats.clone())?;
+        Ok((record, stats, written))
+    })?;
+
+    let mut pictures = Vec::new();
+    if want_plot {
+        pictures = draw_pictures(&problem, &written, &record.traces)?;
+    }
+    if !args.quiet {
+        println!(
+            "done: {} steps in {:.2} s wall ({:.2} s in steps)",
+            problem.steps,
+            record.wall_seconds,
+            stats.seconds.iter().sum::<f64>()
+        );
+        println!("  effective bandwidth  mean {:.2} GB/s, median {:.2} GB/s", stats.mean_gbps, stats.median_gbps);
+        println!("  throughput           mean {:.4} GPts/s, median {:.4} GPts/s", stats.mean_gpts, stats.median_gpts);
+        println!("  wrote {}", written.path.display());
+        for p in &pictures {
+            println!("  wrote {}", p.display());
+        }
+    }
+    Ok(())
+}
+
+fn print_header(
+    input: &Path,
+    problem: &Problem,
+    plan: &OutputPlan,
+    device: &seismic_run::backend::DeviceInfo,
+    out: &Path,
+) {
+    let [nx, ny, nz] = problem.shape();
+    let [dx, dy, dz] = problem.spacing;
+    let b = &problem.boundary;
+    println!("seismic-run {}: {}", env!("CARGO_PKG_VERSION"), input.display());
+    println!(
+        "  grid      {nx} x {ny} x {nz} = {:.2} M points, spacing {dx} x {dy} x {dz} m, stencil radius {}",
+        problem.layout.points() as f64 / 1e6,
+        problem.stencil.radius
+    );
+    println!(
+        "  time      dt = {:.4e} s ({:.0}% of the CFL limit), {} steps, {:.3} s",
+        problem.dt,
+        100.0 * problem.dt / problem.dt_limit(),
+        problem.steps,
+        problem.dt * problem.steps as f64
+    );
+    println!(
+        "  boundary  {}, {} points{}",
+        format!("{:?}", b.kind).to_lowercase(),
+        b.width,
+        if b.free_surface { ", free surface at z = 0" } else { "" }
+    );
+    println!("  backend   {}: {}, kernel {}", device.backend, device.name, device.kernel);
+    println!(
+        "  output    {} ({} receivers, {} snapshots of {})",
+        out.display(),
+        problem.receivers.len(),
+        plan.snapshot_steps.len(),
+        if plan.snapshots.is_empty() {
+            "nothing".to_string()
+        } else {
+            plan.snapshots.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+        }
+    );
+}
+
+fn draw_pictures(problem: &Problem, written: &hdf5::Written, traces: &[f32]) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let [nx, ny, nz] = problem.shape();
+    if let Some(plane) = &written.last_xz {
+        let iy = plane.iy;
+        let mut model = Vec::with_capacity(nz * nx);
+        for iz in 0..nz {
+            let row = (iz * ny + iy) * nx;
+            model.extend_from_slice(&problem.vp[row..row + nx]);
+        }
+        let path = plot::picture_path(&written.path, "snapshot");
+        plot::wavefield_over_model(&path, &plane.data, &model, plane.rows, plane.cols)?;
+        out.push(path);
+    } else {
+        eprintln!("notice: no xz or volume snapshot to picture (set [output] snapshot_every)");
+    }
+    if !problem.receivers.is_empty() {
+        let path = plot::picture_path(&written.path, "gather");
+        plot::shot_gather(&path, traces, problem.receivers.len(), problem.steps)?;
+        out.push(path);
+    }
+    Ok(out)
 }

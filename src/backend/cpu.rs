@@ -48,12 +48,13 @@ impl Real for f64 {
 /// Width of the x chunks the inner loops work on (a stack buffer, so the step allocates nothing).
 const CHUNK: usize = 64;
 
+/// Per axis, the CPML coefficients (a, b) over that axis's grid index.
+type CpmlProfiles<T> = [(Vec<T>, Vec<T>); 3];
+
 struct CpmlAxis<T> {
     slab: Slab,
     psi: Vec<T>,
     zeta: Vec<T>,
-    /// Scratch: this step's correction dpsi/dx + zeta per layer point.
-    corr: Vec<T>,
 }
 
 pub struct CpuSolver<T: Real> {
@@ -66,7 +67,7 @@ pub struct CpuSolver<T: Real> {
     c1: [Vec<T>; 3],
     vel2dt2: Vec<T>,
     damp: Option<[Vec<T>; 3]>,
-    cpml: Option<([CpmlAxis<T>; 3], [(Vec<T>, Vec<T>); 3])>,
+    cpml: Option<([CpmlAxis<T>; 3], CpmlProfiles<T>)>,
     free_surface: bool,
     cur: Vec<T>,
     prev: Vec<T>,
@@ -100,7 +101,6 @@ impl<T: Real> CpuSolver<T> {
                 slab,
                 psi: vec![T::default(); slab.len()],
                 zeta: vec![T::default(); slab.len()],
-                corr: vec![T::default(); slab.len()],
             });
             let coef = std::array::from_fn(|a| {
                 let p = &b.profiles[a];
@@ -206,18 +206,32 @@ impl<T: Real> CpuSolver<T> {
     }
 
     fn update_interior(&mut self) {
+        match self.radius {
+            1 => self.interior::<1>(),
+            2 => self.interior::<2>(),
+            3 => self.interior::<3>(),
+            4 => self.interior::<4>(),
+            5 => self.interior::<5>(),
+            6 => self.interior::<6>(),
+            7 => self.interior::<7>(),
+            8 => self.interior::<8>(),
+            r => unreachable!("stencil radius {r} outside 1..=8"),
+        }
+    }
+
+    /// The interior update for radius R known at compile time: the tap loop unrolls and the loop
+    /// over a chunk of x vectorises, with one store per point.
+    fn interior<const R: usize>(&mut self) {
         let l = self.layout;
-        let r = self.radius;
-        let (cur, vel) = (&self.cur, &self.vel2dt2);
-        let (c2, centre, damp) = (&self.c2, self.centre, &self.damp);
+        let (cur, vel, damp, centre) = (&self.cur, &self.vel2dt2, &self.damp, self.centre);
+        let coef: [[T; R]; 3] = std::array::from_fn(|a| std::array::from_fn(|k| self.c2[a][k + 1]));
         let two = T::of(2.0);
-        let strides = [1usize, l.pitch, l.plane];
-        // Plane iz of the interior starts at chunk iz + halo of the plane-sized chunks.
+        // Plane iz of the interior is chunk iz + R of the plane-sized chunks.
         self.prev.par_chunks_mut(l.plane).enumerate().for_each(|(pz, plane)| {
-            if pz < r || pz >= r + l.nz {
+            if pz < R || pz >= R + l.nz {
                 return;
             }
-            let iz = pz - r;
+            let iz = pz - R;
             let base = pz * l.plane;
             for iy in 0..l.ny {
                 let row = l.row(iy, iz);
@@ -226,47 +240,24 @@ impl<T: Real> CpuSolver<T> {
                     let w = CHUNK.min(l.nx - x0);
                     let o = row + x0;
                     let mut lap = [T::default(); CHUNK];
-                    for (i, acc) in lap[..w].iter_mut().enumerate() {
-                        *acc = centre * cur[o + i];
-                    }
-                    for (axis, &s) in strides.iter().enumerate() {
-                        for k in 1..=r {
-                            let c = c2[axis][k];
-                            let (lo, hi) = (&cur[o - k * s..o - k * s + w], &cur[o + k * s..o + k * s + w]);
-                            for i in 0..w {
-                                lap[i] += c * (lo[i] + hi[i]);
-                            }
-                        }
-                    }
+                    laplacian_chunk::<T, R>(cur, o, [l.pitch, l.plane], &coef, centre, &mut lap);
                     let out = &mut plane[o - base..o - base + w];
-                    for i in 0..w {
-                        let mut v = two * cur[o + i] - out[i] + vel[o + i] * lap[i];
-                        if let Some(g) = damp {
-                            v = v * g[0][x0 + i] * g[1][iy] * g[2][iz];
+                    let (c, v) = (&cur[o..o + w], &vel[o..o + w]);
+                    if let Some(g) = damp {
+                        // Sponge: p^{n-1} is damped too, so the factor acts as a friction term
+                        // (~ -2 (1 - g) dp/dt) rather than a restoring force that would reflect.
+                        let gyz = g[1][iy] * g[2][iz];
+                        let gx = &g[0][x0..x0 + w];
+                        for i in 0..w {
+                            let gi = gx[i] * gyz;
+                            out[i] = gi * (two * c[i] - gi * out[i] + v[i] * lap[i]);
                         }
-                        out[i] = v;
+                    } else {
+                        for i in 0..w {
+                            out[i] = two * c[i] - out[i] + v[i] * lap[i];
+                        }
                     }
                     x0 += w;
-                }
-            }
-        });
-    }
-
-    /// Calls f(point, slab offset, field offset) for every point of an axis's layers, in parallel
-    /// over the slab's slowest index.
-    fn for_slab<F>(layout: &Layout, slab: &Slab, mem: &mut [T], f: F)
-    where
-        F: Fn(usize, &mut [T], [usize; 3], usize) + Sync,
-    {
-        let e = slab.extent();
-        let (ex, ey) = (e[0], e[1]);
-        mem.par_chunks_mut(ex * ey).enumerate().for_each(|(sz, chunk)| {
-            for sy in 0..ey {
-                for sx in 0..ex {
-                    let mut p = [sx, sy, sz];
-                    p[slab.axis] = slab.grid_coord(p[slab.axis]);
-                    let o = layout.index(p[0] as isize, p[1] as isize, p[2] as isize);
-                    f(sy * ex + sx, chunk, p, o);
                 }
             }
         });
@@ -275,77 +266,224 @@ impl<T: Real> CpuSolver<T> {
     fn update_psi(&mut self) {
         let (axes, coef) = self.cpml.as_mut().expect("cpml");
         let l = self.layout;
-        let strides = [1usize, l.pitch, l.plane];
+        let r = self.radius;
+        let cur = &self.cur;
         for (axis, ax) in axes.iter_mut().enumerate() {
-            let (a, b) = (&coef[axis].0, &coef[axis].1);
-            let (c1, cur, s, r) = (&self.c1[axis], &self.cur, strides[axis], self.radius);
-            Self::for_slab(&l, &ax.slab, &mut ax.psi, |i, psi, p, o| {
-                let mut d = T::default();
-                for k in 1..=r {
-                    d += c1[k] * (cur[o + k * s] - cur[o - k * s]);
-                }
-                let q = p[axis];
-                psi[i] = b[q] * psi[i] + a[q] * d;
-            });
-        }
-    }
-
-    fn apply_cpml(&mut self) {
-        let (axes, coef) = self.cpml.as_mut().expect("cpml");
-        let l = self.layout;
-        let strides = [1usize, l.pitch, l.plane];
-        for (axis, ax) in axes.iter_mut().enumerate() {
-            let (a, b) = (&coef[axis].0, &coef[axis].1);
-            let (c1, c2, cur, s, r) = (&self.c1[axis], &self.c2[axis], &self.cur, strides[axis], self.radius);
-            let slab = ax.slab;
-            let psi = &ax.psi;
-            let n = slab.shape[axis];
-            // dpsi/dx along the axis; psi is zero outside the layers (and beyond the grid).
-            let psi_at = |p: [usize; 3], k: isize| -> T {
-                let q = p[axis] as isize + k;
-                if q < 0 || q >= n as isize {
-                    return T::default();
-                }
-                let mut pp = p;
-                pp[axis] = q as usize;
-                slab.offset(pp).map_or(T::default(), |o| psi[o])
-            };
-            // Corrections first (parallel over the slab), then added to p^{n+1} serially by slab.
-            let (zeta, corr) = (&mut ax.zeta, &mut ax.corr);
-            corr.par_chunks_mut(slab.extent()[0] * slab.extent()[1])
-                .zip(zeta.par_chunks_mut(slab.extent()[0] * slab.extent()[1]))
-                .enumerate()
-                .for_each(|(sz, (cchunk, zchunk))| {
-                    let e = slab.extent();
-                    for sy in 0..e[1] {
-                        for sx in 0..e[0] {
-                            let mut p = [sx, sy, sz];
-                            p[axis] = slab.grid_coord(p[axis]);
-                            let o = l.index(p[0] as isize, p[1] as isize, p[2] as isize);
-                            let mut dpsi = T::default();
-                            let mut d2 = c2[0] * cur[o];
+            let (a, b, c1, slab) = (&coef[axis].0, &coef[axis].1, &self.c1[axis], ax.slab);
+            let w = slab.width;
+            if w == 0 {
+                continue;
+            }
+            let e = slab.extent();
+            if axis == 0 {
+                // x layers: slab (nz, ny, 2w); short segments along x, one point at a time.
+                ax.psi.par_chunks_mut(e[0] * e[1]).enumerate().for_each(|(iz, psi)| {
+                    for iy in 0..l.ny {
+                        let row = l.row(iy, iz);
+                        for (sx, v) in psi[iy * 2 * w..(iy + 1) * 2 * w].iter_mut().enumerate() {
+                            let ix = slab.grid_coord(sx);
+                            let o = row + ix;
+                            let mut d = T::default();
                             for k in 1..=r {
-                                dpsi += c1[k] * (psi_at(p, k as isize) - psi_at(p, -(k as isize)));
-                                d2 += c2[k] * (cur[o + k * s] + cur[o - k * s]);
+                                d += c1[k] * (cur[o + k] - cur[o - k]);
                             }
-                            let i = sy * e[0] + sx;
-                            let q = p[axis];
-                            zchunk[i] = b[q] * zchunk[i] + a[q] * (d2 + dpsi);
-                            cchunk[i] = dpsi + zchunk[i];
+                            *v = b[ix] * *v + a[ix] * d;
                         }
                     }
                 });
+            } else {
+                // y and z layers: whole x-rows, in chunks the compiler vectorises.
+                let s = if axis == 1 { l.pitch } else { l.plane };
+                ax.psi.par_chunks_mut(e[0] * e[1]).enumerate().for_each(|(outer, psi)| {
+                    for (inner, prow) in psi.chunks_mut(l.nx).enumerate() {
+                        let (iy, iz, q) = Self::layer_row(&slab, axis, inner, outer);
+                        let (aq, bq) = (a[q], b[q]);
+                        let row = l.row(iy, iz);
+                        for (ci, pchunk) in prow.chunks_mut(CHUNK).enumerate() {
+                            let o = row + ci * CHUNK;
+                            let n = pchunk.len();
+                            let mut d = [T::default(); CHUNK];
+                            for k in 1..=r {
+                                let (lo, hi) = (&cur[o - k * s..o - k * s + n], &cur[o + k * s..o + k * s + n]);
+                                for i in 0..n {
+                                    d[i] += c1[k] * (hi[i] - lo[i]);
+                                }
+                            }
+                            for (v, di) in pchunk.iter_mut().zip(&d[..n]) {
+                                *v = bq * *v + aq * *di;
+                            }
+                        }
+                    }
+                });
+            }
+        }
+    }
+
+    /// Grid (iy, iz) of x-row `inner` of slab chunk `outer` for the y or z slab, and the grid index
+    /// along the slab's axis (which selects the profile coefficient).
+    fn layer_row(slab: &Slab, axis: usize, inner: usize, outer: usize) -> (usize, usize, usize) {
+        if axis == 1 {
+            let iy = slab.grid_coord(inner);
+            (iy, outer, iy)
+        } else {
+            let iz = slab.grid_coord(outer);
+            (inner, iz, iz)
+        }
+    }
+
+    /// zeta_i <- b zeta_i + a (d2p/dx_i2 + dpsi_i/dx_i) and p^{n+1} += c^2 dt^2 (dpsi_i/dx_i + zeta_i)
+    /// in each axis's layers. psi is zero outside its layers (and beyond the grid), so the
+    /// derivative of psi only takes neighbours in the same layer. Parallel over z-planes of
+    /// p^{n+1}; the axes run one after the other, so no point is written twice at once.
+    fn apply_cpml(&mut self) {
+        let (axes, coef) = self.cpml.as_mut().expect("cpml");
+        let l = self.layout;
+        let r = self.radius;
+        let (cur, vel) = (&self.cur, &self.vel2dt2);
+        for (axis, ax) in axes.iter_mut().enumerate() {
+            let (a, b, slab) = (&coef[axis].0, &coef[axis].1, ax.slab);
+            let (c1, c2) = (&self.c1[axis], &self.c2[axis]);
+            let w = slab.width;
+            if w == 0 {
+                continue;
+            }
             let e = slab.extent();
-            for sz in 0..e[2] {
-                for sy in 0..e[1] {
-                    for sx in 0..e[0] {
-                        let mut p = [sx, sy, sz];
-                        p[axis] = slab.grid_coord(p[axis]);
-                        let o = l.index(p[0] as isize, p[1] as isize, p[2] as isize);
-                        self.prev[o] += self.vel2dt2[o] * corr[(sz * e[1] + sy) * e[0] + sx];
+            let chunk_len = e[0] * e[1];
+            let psi = &ax.psi;
+            let planes = self.prev.par_chunks_mut(l.plane).skip(r);
+            if axis == 0 {
+                planes.zip(ax.zeta.par_chunks_mut(chunk_len)).enumerate().for_each(|(iz, (plane, zeta))| {
+                    let base = (iz + r) * l.plane;
+                    let psi = &psi[iz * chunk_len..(iz + 1) * chunk_len];
+                    for iy in 0..l.ny {
+                        for half in 0..2 {
+                            let x0 = if half == 0 { 0 } else { l.nx - w };
+                            let so = iy * 2 * w + half * w;
+                            let o = l.row(iy, iz) + x0;
+                            for i in 0..w {
+                                let mut dpsi = T::default();
+                                let mut d2 = c2[0] * cur[o + i];
+                                for k in 1..=r {
+                                    let plus = if i + k < w { psi[so + i + k] } else { T::default() };
+                                    let minus = if i >= k { psi[so + i - k] } else { T::default() };
+                                    dpsi += c1[k] * (plus - minus);
+                                    d2 += c2[k] * (cur[o + i + k] + cur[o + i - k]);
+                                }
+                                let q = x0 + i;
+                                let z = &mut zeta[so + i];
+                                *z = b[q] * *z + a[q] * (d2 + dpsi);
+                                plane[o + i - base] += vel[o + i] * (dpsi + *z);
+                            }
+                        }
+                    }
+                });
+                continue;
+            }
+            // y and z: slab coordinate t along the axis; neighbours t +- k must stay in its half.
+            let (s, ps) = if axis == 1 { (l.pitch, l.nx) } else { (l.plane, l.nx * l.ny) };
+            let row_op = |plane: &mut [T], zeta: &mut [T], inner: usize, outer: usize| {
+                let (iy, iz, q) = Self::layer_row(&slab, axis, inner, outer);
+                let t = if axis == 1 { inner } else { outer };
+                let lo = if t < w { 0 } else { w };
+                let (aq, bq) = (a[q], b[q]);
+                let row = l.row(iy, iz);
+                let base = (iz + r) * l.plane;
+                let prow = (outer * e[1] + inner) * l.nx;
+                let zrow = &mut zeta[inner * l.nx..(inner + 1) * l.nx];
+                for (ci, zchunk) in zrow.chunks_mut(CHUNK).enumerate() {
+                    let x0 = ci * CHUNK;
+                    let (o, n, po) = (row + x0, zchunk.len(), prow + x0);
+                    let mut dpsi = [T::default(); CHUNK];
+                    let mut d2 = [T::default(); CHUNK];
+                    for i in 0..n {
+                        d2[i] = c2[0] * cur[o + i];
+                    }
+                    for k in 1..=r {
+                        if t + k < lo + w {
+                            let p = &psi[po + k * ps..po + k * ps + n];
+                            for i in 0..n {
+                                dpsi[i] += c1[k] * p[i];
+                            }
+                        }
+                        if t >= lo + k {
+                            let p = &psi[po - k * ps..po - k * ps + n];
+                            for i in 0..n {
+                                dpsi[i] = dpsi[i] - c1[k] * p[i];
+                            }
+                        }
+                        let (fl, fh) = (&cur[o - k * s..o - k * s + n], &cur[o + k * s..o + k * s + n]);
+                        for i in 0..n {
+                            d2[i] += c2[k] * (fl[i] + fh[i]);
+                        }
+                    }
+                    let out = &mut plane[o - base..o - base + n];
+                    let v = &vel[o..o + n];
+                    for i in 0..n {
+                        zchunk[i] = bq * zchunk[i] + aq * (d2[i] + dpsi[i]);
+                        out[i] += v[i] * (dpsi[i] + zchunk[i]);
                     }
                 }
+            };
+            if axis == 1 {
+                planes.zip(ax.zeta.par_chunks_mut(chunk_len)).enumerate().for_each(|(iz, (plane, zeta))| {
+                    for sy in 0..2 * w {
+                        row_op(plane, zeta, sy, iz);
+                    }
+                });
+            } else {
+                // The z slab's chunk sz is grid plane grid_coord(sz): its low half, then its high half.
+                let (zlow, zhigh) = ax.zeta.split_at_mut(w * chunk_len);
+                planes.take(w).zip(zlow.par_chunks_mut(chunk_len)).enumerate().for_each(|(sz, (plane, zeta))| {
+                    for iy in 0..l.ny {
+                        row_op(plane, zeta, iy, sz);
+                    }
+                });
+                let high = self.prev.par_chunks_mut(l.plane).skip(r + l.nz - w).take(w);
+                high.zip(zhigh.par_chunks_mut(chunk_len)).enumerate().for_each(|(j, (plane, zeta))| {
+                    for iy in 0..l.ny {
+                        row_op(plane, zeta, iy, w + j);
+                    }
+                });
             }
+        }
+    }
+}
+
+/// The star-stencil Laplacian at the CHUNK points from offset `o` of field `f` (strides 1, pitch,
+/// plane). Points past the row's end are computed from padding and discarded by the caller; the
+/// layout's tail slack keeps every read inside the allocation.
+#[inline(always)]
+fn laplacian_chunk<T: Real, const R: usize>(
+    f: &[T],
+    o: usize,
+    [py, pz]: [usize; 2],
+    coef: &[[T; R]; 3],
+    centre: T,
+    lap: &mut [T; CHUNK],
+) {
+    let at = |off: usize| -> &[T; CHUNK] { f[off..off + CHUNK].try_into().expect("chunk in bounds") };
+    let c = at(o);
+    let xm: [&[T; CHUNK]; R] = std::array::from_fn(|k| at(o - k - 1));
+    let xp: [&[T; CHUNK]; R] = std::array::from_fn(|k| at(o + k + 1));
+    let ym: [&[T; CHUNK]; R] = std::array::from_fn(|k| at(o - (k + 1) * py));
+    let yp: [&[T; CHUNK]; R] = std::array::from_fn(|k| at(o + (k + 1) * py));
+    let zm: [&[T; CHUNK]; R] = std::array::from_fn(|k| at(o - (k + 1) * pz));
+    let zp: [&[T; CHUNK]; R] = std::array::from_fn(|k| at(o + (k + 1) * pz));
+    // One pass per axis keeps the live streams (2R + 1) within the vector registers for R = 8.
+    for i in 0..CHUNK {
+        let mut acc = centre * c[i];
+        for k in 0..R {
+            acc += coef[0][k] * (xm[k][i] + xp[k][i]);
+        }
+        lap[i] = acc;
+    }
+    for (axis, (m, p)) in [(1, (&ym, &yp)), (2, (&zm, &zp))] {
+        for i in 0..CHUNK {
+            let mut acc = lap[i];
+            for k in 0..R {
+                acc += coef[axis][k] * (m[k][i] + p[k][i]);
+            }
+            lap[i] = acc;
         }
     }
 }

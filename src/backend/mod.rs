@@ -4,8 +4,8 @@
 //! Every step, in this order (CPU and GPU alike):
 //! 1. free surface: mirror p^n antisymmetrically into the halo above z = 0;
 //! 2. CPML: psi_i <- b_i psi_i + a_i dp^n/dx_i in each axis's layers;
-//! 3. interior: p^{n+1} = g (2 p^n - p^{n-1} + c^2 dt^2 L p^n), written over p^{n-1}
-//!    (g is the sponge factor, 1 otherwise);
+//! 3. interior: p^{n+1} = g (2 p^n - g p^{n-1} + c^2 dt^2 L p^n), written over p^{n-1}
+//!    (g is the sponge factor, 1 otherwise; damping p^{n-1} too makes it friction, not a mirror);
 //! 4. CPML: zeta_i <- b_i zeta_i + a_i (d2p^n/dx_i2 + dpsi_i/dx_i);
 //!    p^{n+1} += c^2 dt^2 (dpsi_i/dx_i + zeta_i), axis by axis;
 //! 5. source: p^{n+1} += c^2 dt^2 w s(n dt) / (dx dy dz) at each tap;

@@ -1,16 +1,125 @@
 //! Velocity models: built-in kinds, files and named data sets, sampled onto the run grid.
+//!
+//! `[model] kind` picks one of:
+//! - `constant`: `vp` everywhere;
+//! - `layered`: horizontal layers, `velocities[i]` from the previous depth down to `depths[i]`
+//!   (a point exactly at `depths[i]` belongs to the layer below), `velocities` one longer than
+//!   `depths`; depth is the grid's z coordinate (origin included);
+//! - `file`: a gridded model in a file ([`file`]), its first sample at coordinate 0 of each axis
+//!   in the grid's coordinates, resampled trilinearly (bilinearly for 2D files, extruded along y);
+//! - `marmousi`: the named data set ([`dataset`]); the grid's x coordinate plus `x_offset` is the
+//!   model's horizontal position, its z coordinate the depth; extruded along y.
+//!
+//! Grid points beyond a gridded model's extent take the velocity at its edge, with a warning.
+//! Every error names the key or file at fault.
 
-use crate::config::{Config, ModelConfig};
-use anyhow::{Result, bail};
+pub mod dataset;
+pub mod file;
+pub mod npy;
+pub mod volume;
+
+pub use dataset::{Descriptor, data_dirs, default_fetch_dir, descriptor, descriptors, fetch};
+
+use crate::config::{Config, GridConfig, ModelConfig};
+use anyhow::{Result, ensure};
 use std::path::Path;
+use volume::alloc_grid;
+
+/// Velocity on the run grid and what the user should know about how it was made.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Model {
+    /// m/s, dense (nz, ny, nx), x fastest.
+    pub vp: Vec<f32>,
+    /// e.g. the grid reaching beyond a file model's extent.
+    pub warnings: Vec<String>,
+}
 
 /// Velocity (m/s) on the run grid, dense (nz, ny, nx), x fastest. Relative paths in the model
-/// section are taken relative to `input_dir` (the directory of the input file).
+/// section are taken relative to `input_dir` (the directory of the input file). Warnings go to
+/// stderr; [`sample`] returns them instead.
 pub fn load(cfg: &Config, input_dir: &Path) -> Result<Vec<f32>> {
-    let [nx, ny, nz] = cfg.grid.shape;
-    let _ = input_dir;
-    match &cfg.model {
-        ModelConfig::Constant { vp } => Ok(vec![*vp as f32; nx * ny * nz]),
-        _ => bail!("model kind not implemented yet"),
+    let model = sample(cfg, input_dir)?;
+    for w in &model.warnings {
+        eprintln!("warning: {w}");
     }
+    Ok(model.vp)
+}
+
+/// As [`load`], with data sets looked for in [`data_dirs`] and warnings returned.
+pub fn sample(cfg: &Config, input_dir: &Path) -> Result<Model> {
+    sample_with_data_dirs(cfg, input_dir, &data_dirs())
+}
+
+/// As [`sample`], with data sets looked for in `dirs`.
+pub fn sample_with_data_dirs(cfg: &Config, input_dir: &Path, dirs: &[std::path::PathBuf]) -> Result<Model> {
+    let grid = &cfg.grid;
+    grid.validate()?;
+    let mut warnings = Vec::new();
+    let vp = match &cfg.model {
+        ModelConfig::Constant { vp } => {
+            ensure!(vp.is_finite() && *vp > 0.0, "model.vp must be positive and finite, got {vp}");
+            filled(grid, *vp as f32)?
+        }
+        ModelConfig::Layered { depths, velocities } => layered(grid, depths, velocities)?,
+        ModelConfig::File { path, format, shape, spacing, units, axis_order, sha256 } => {
+            let path = input_dir.join(path);
+            let spec = file::FileSpec {
+                path: &path,
+                format: *format,
+                shape,
+                spacing,
+                units: *units,
+                axis_order,
+                sha256: sha256.as_deref(),
+                key: "model",
+            };
+            let volume = spec.read()?;
+            volume.resample(grid, [0.0; 3], &format!("model file {}", path.display()), &mut warnings)?
+        }
+        ModelConfig::Marmousi { x_offset } => {
+            ensure!(x_offset.is_finite(), "model.x_offset must be finite, got {x_offset}");
+            let d = descriptor("marmousi")?;
+            let volume = d.load(dirs)?;
+            volume.resample(grid, [*x_offset, 0.0, 0.0], "model marmousi", &mut warnings)?
+        }
+    };
+    Ok(Model { vp, warnings })
+}
+
+fn filled(grid: &GridConfig, v: f32) -> Result<Vec<f32>> {
+    let mut out = alloc_grid(grid)?;
+    out.resize(grid.points()?, v);
+    Ok(out)
+}
+
+fn layered(grid: &GridConfig, depths: &[f64], velocities: &[f64]) -> Result<Vec<f32>> {
+    ensure!(
+        velocities.len() == depths.len() + 1,
+        "model.velocities has {} entries but model.depths has {}: give one velocity more than depths \
+         (the last is the half-space below the last depth)",
+        velocities.len(),
+        depths.len()
+    );
+    for (i, d) in depths.iter().enumerate() {
+        ensure!(d.is_finite(), "model.depths[{i}] must be finite, got {d}");
+        if i > 0 {
+            ensure!(
+                *d > depths[i - 1],
+                "model.depths must increase: depths[{i}] = {d} follows depths[{}] = {}",
+                i - 1,
+                depths[i - 1]
+            );
+        }
+    }
+    for (i, v) in velocities.iter().enumerate() {
+        ensure!(v.is_finite() && *v > 0.0, "model.velocities[{i}] must be positive and finite, got {v}");
+    }
+    let [nx, ny, nz] = grid.shape;
+    let mut out = alloc_grid(grid)?;
+    for iz in 0..nz {
+        let z = grid.origin[2] + iz as f64 * grid.spacing[2];
+        let layer = depths.iter().position(|&d| z < d).unwrap_or(depths.len());
+        out.resize(out.len() + nx * ny, velocities[layer] as f32);
+    }
+    Ok(out)
 }

@@ -1,0 +1,365 @@
+//! The HDF5 result file, the one place that talks to rust-hdf5.
+//!
+//! A [`Hdf5Writer`] owns a thread that owns the file: the model and the layout go in while the
+//! first steps run, snapshots arrive through a bounded channel (their buffers come back for the
+//! next one), and the traces and statistics come at the end. The file is written under
+//! `<path>.partial` and renamed to `<path>` only once it is complete and closed, so an interrupted
+//! or failed run never leaves a file that looks finished. Layout (README "Output file"):
+//!
+//! - root attributes: input (the TOML text), version, backend, device, kernel, radius, dt, steps,
+//!   shape, spacing, origin;
+//! - /model/vp (nz, ny, nx) f32 with attributes spacing, origin (x, y, z order, m), axes = "zyx";
+//! - /snapshots/pressure (nsnap, nz, ny, nx) or /snapshots/pressure_xz (nsnap, nz, nx) and
+//!   friends, /snapshots/step, /snapshots/time;
+//! - /receivers/pressure (nreceivers, nt), /receivers/position (nreceivers, 3), attributes dt, t0;
+//! - /source (attributes: position, frequency, amplitude, delay, wavelet, injection taps);
+//! - /stats/step, /stats/seconds, /stats/effective_gbps, /stats/gpts_per_s with summary attributes.
+
+use crate::backend::DeviceInfo;
+use crate::problem::Problem;
+use crate::solver::{OutputPlan, RunRecord, Section, SnapshotSink, StepStats};
+use anyhow::{Context, Result, anyhow, bail};
+use rust_hdf5::{H5Dataset, H5File, H5Group, VarLenUnicode};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::thread::{Scope, ScopedJoinHandle};
+
+/// Everything the file says about the run besides the fields.
+#[derive(Clone, Debug)]
+pub struct RunMetadata {
+    /// The input file's text, stored verbatim.
+    pub input_toml: String,
+    pub version: String,
+    pub device: DeviceInfo,
+}
+
+/// An xz-plane of the last snapshot, kept for the picture: (nz, nx) row-major.
+#[derive(Clone, Debug)]
+pub struct PlaneImage {
+    /// y index of the plane.
+    pub iy: usize,
+    pub data: Vec<f32>,
+    pub rows: usize,
+    pub cols: usize,
+}
+
+/// What the writer reports once the file is complete.
+#[derive(Debug)]
+pub struct Written {
+    pub path: PathBuf,
+    pub last_xz: Option<PlaneImage>,
+}
+
+enum Message {
+    Snapshot { index: usize, step: usize, field: Vec<f32> },
+    Finish(Box<(RunRecord, StepStats)>),
+}
+
+/// The temporary name a file is written under.
+pub fn partial_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(".partial");
+    path.with_file_name(name)
+}
+
+/// Makes sure `path` can be written before anything expensive happens: creates missing parent
+/// directories and a scratch file next to it (removed again). Errors name the key and the path.
+pub fn check_writable(path: &Path, key: &str) -> Result<()> {
+    if path.file_name().is_none() || path.is_dir() {
+        bail!("{key} = {}: not a file name", path.display());
+    }
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("{key} = {}: cannot create the directory {}", path.display(), dir.display()))?;
+    let scratch = partial_path(path);
+    std::fs::File::create(&scratch)
+        .with_context(|| format!("{key} = {}: cannot write in the directory {}", path.display(), dir.display()))?;
+    std::fs::remove_file(&scratch).ok();
+    Ok(())
+}
+
+/// The writer thread's handle; also the run's [`SnapshotSink`].
+pub struct Hdf5Writer<'scope> {
+    messages: Option<SyncSender<Message>>,
+    free: Receiver<Vec<f32>>,
+    thread: Option<ScopedJoinHandle<'scope, Result<Written>>>,
+}
+
+impl<'scope> Hdf5Writer<'scope> {
+    /// Creates `<path>.partial` (errors come back here, before the run starts) and starts the
+    /// writer thread in `scope`. `snapshot_buffers` dense buffers are allocated now, once.
+    pub fn start<'env>(
+        scope: &'scope Scope<'scope, 'env>,
+        path: &Path,
+        problem: &'env Problem,
+        plan: &'env OutputPlan,
+        meta: RunMetadata,
+        snapshot_buffers: usize,
+    ) -> Result<Hdf5Writer<'scope>> {
+        let path = path.to_path_buf();
+        let (messages, inbox) = sync_channel::<Message>(snapshot_buffers.max(1));
+        let buffers = if plan.snapshot_steps.is_empty() { 0 } else { snapshot_buffers.max(1) };
+        let (free_tx, free) = sync_channel::<Vec<f32>>(buffers.max(1));
+        for _ in 0..buffers {
+            free_tx.send(vec![0.0f32; problem.layout.points()]).expect("receiver alive");
+        }
+        let (ready_tx, ready) = sync_channel::<Result<()>>(1);
+        let thread = scope.spawn(move || {
+            let tmp = partial_path(&path);
+            let file = match H5File::create(&tmp) {
+                Ok(f) => f,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(anyhow!("output.path: cannot create {}: {e}", tmp.display())));
+                    bail!("not started");
+                }
+            };
+            let _ = ready_tx.send(Ok(()));
+            let result = write_file(file, problem, plan, &meta, inbox, free_tx);
+            match result {
+                Ok(last_xz) => {
+                    std::fs::rename(&tmp, &path)
+                        .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
+                    Ok(Written { path, last_xz })
+                }
+                Err(e) => {
+                    std::fs::remove_file(&tmp).ok();
+                    Err(e.context(format!("writing {}", path.display())))
+                }
+            }
+        });
+        let mut writer = Hdf5Writer { messages: Some(messages), free, thread: Some(thread) };
+        match ready.recv() {
+            Ok(Ok(())) => Ok(writer),
+            Ok(Err(e)) => {
+                writer.messages = None;
+                if let Some(t) = writer.thread.take() {
+                    let _ = t.join();
+                }
+                Err(e)
+            }
+            Err(_) => Err(writer.thread_error()),
+        }
+    }
+
+    /// Hands over traces and statistics, waits for the file to be complete and renamed.
+    pub fn finish(mut self, record: RunRecord, stats: StepStats) -> Result<Written> {
+        let tx = self.messages.take().expect("not finished twice");
+        if tx.send(Message::Finish(Box::new((record, stats)))).is_err() {
+            return Err(self.thread_error());
+        }
+        drop(tx);
+        match self.thread.take().expect("thread").join() {
+            Ok(r) => r,
+            Err(_) => Err(anyhow!("the HDF5 writer thread panicked")),
+        }
+    }
+
+    /// The writer thread's own error, once it has stopped early.
+    fn thread_error(&mut self) -> anyhow::Error {
+        self.messages = None;
+        match self.thread.take().map(|t| t.join()) {
+            Some(Ok(Err(e))) => e,
+            Some(Err(_)) => anyhow!("the HDF5 writer thread panicked"),
+            _ => anyhow!("the HDF5 writer stopped"),
+        }
+    }
+}
+
+impl SnapshotSink for Hdf5Writer<'_> {
+    fn buffer(&mut self) -> Result<Vec<f32>> {
+        self.free.recv().map_err(|_| self.thread_error())
+    }
+
+    fn submit(&mut self, index: usize, step: usize, field: Vec<f32>) -> Result<()> {
+        let tx = self.messages.as_ref().ok_or_else(|| anyhow!("the HDF5 writer stopped"))?;
+        tx.send(Message::Snapshot { index, step, field }).map_err(|_| self.thread_error())
+    }
+}
+
+impl Drop for Hdf5Writer<'_> {
+    fn drop(&mut self) {
+        // Closing the channel without a Finish tells the thread to discard the partial file; the
+        // scope joins it.
+        self.messages = None;
+    }
+}
+
+fn h5(e: rust_hdf5::Hdf5Error) -> anyhow::Error {
+    anyhow!("HDF5: {e}")
+}
+
+fn attr_string(ds: &H5Dataset, name: &str, value: &str) -> Result<()> {
+    ds.new_attr::<VarLenUnicode>().shape(()).create(name).map_err(h5)?.write_string(value).map_err(h5)
+}
+
+fn attr_f64s(ds: &H5Dataset, name: &str, values: &[f64]) -> Result<()> {
+    ds.new_attr::<f64>().shape([values.len()]).create(name).map_err(h5)?.write_array(values).map_err(h5)
+}
+
+fn attr_f64(ds: &H5Dataset, name: &str, value: f64) -> Result<()> {
+    ds.new_attr::<f64>().shape(()).create(name).map_err(h5)?.write_numeric(&value).map_err(h5)
+}
+
+/// spacing, origin (x, y, z; m) and axes on a dataset holding grid values.
+fn grid_attrs(ds: &H5Dataset, problem: &Problem, axes: &str) -> Result<()> {
+    attr_f64s(ds, "spacing", &problem.spacing)?;
+    attr_f64s(ds, "origin", &problem.origin)?;
+    attr_string(ds, "axes", axes)
+}
+
+fn dataset_f64(group: &H5Group, name: &str, values: &[f64]) -> Result<H5Dataset> {
+    let ds = group.new_dataset::<f64>().shape([values.len()]).create(name).map_err(h5)?;
+    ds.write_raw(values).map_err(h5)?;
+    Ok(ds)
+}
+
+fn dataset_u64(group: &H5Group, name: &str, values: &[u64]) -> Result<H5Dataset> {
+    let ds = group.new_dataset::<u64>().shape([values.len()]).create(name).map_err(h5)?;
+    ds.write_raw(values).map_err(h5)?;
+    Ok(ds)
+}
+
+fn write_file(
+    file: H5File,
+    problem: &Problem,
+    plan: &OutputPlan,
+    meta: &RunMetadata,
+    inbox: Receiver<Message>,
+    free: SyncSender<Vec<f32>>,
+) -> Result<Option<PlaneImage>> {
+    let grid = problem.shape();
+    let [nx, ny, nz] = grid;
+    let root = file.root_group();
+    root.set_attr_string("input", &meta.input_toml).map_err(h5)?;
+    root.set_attr_string("version", &meta.version).map_err(h5)?;
+    root.set_attr_string("backend", meta.device.backend).map_err(h5)?;
+    root.set_attr_string("device", &meta.device.name).map_err(h5)?;
+    root.set_attr_string("kernel", &meta.device.kernel).map_err(h5)?;
+    root.set_attr_numeric("radius", &(problem.stencil.radius as u64)).map_err(h5)?;
+    root.set_attr_numeric("dt", &problem.dt).map_err(h5)?;
+    root.set_attr_numeric("steps", &(problem.steps as u64)).map_err(h5)?;
+    root.set_attr_array_numeric("shape", &grid.map(|n| n as u64)).map_err(h5)?;
+    root.set_attr_array_numeric("spacing", &problem.spacing).map_err(h5)?;
+    root.set_attr_array_numeric("origin", &problem.origin).map_err(h5)?;
+    let boundary = format!("{:?}", problem.boundary.kind).to_lowercase();
+    root.set_attr_string("boundary", &boundary).map_err(h5)?;
+    root.set_attr_numeric("boundary_width", &(problem.boundary.width as u64)).map_err(h5)?;
+    root.set_attr_numeric("free_surface", &(problem.boundary.free_surface as u8)).map_err(h5)?;
+
+    let source = file.create_group("source").map_err(h5)?;
+    let w = &problem.source.wavelet;
+    source.set_attr_string("wavelet", "ricker").map_err(h5)?;
+    source.set_attr_array_numeric("position", &problem.source.position).map_err(h5)?;
+    source.set_attr_numeric("frequency", &w.frequency).map_err(h5)?;
+    source.set_attr_numeric("amplitude", &w.amplitude).map_err(h5)?;
+    source.set_attr_numeric("delay", &w.delay).map_err(h5)?;
+    source.set_attr_numeric("taps", &(problem.source.taps.len() as u64)).map_err(h5)?;
+
+    // Snapshot datasets are laid out in full now and filled in place as snapshots arrive.
+    let nsnap = plan.snapshot_steps.len();
+    let mut snapshot_sets = Vec::new();
+    if nsnap > 0 {
+        let snaps = file.create_group("snapshots").map_err(h5)?;
+        snaps.set_attr_numeric("every", &(plan.snapshot_every as u64)).map_err(h5)?;
+        let steps: Vec<u64> = plan.snapshot_steps.iter().map(|&s| s as u64).collect();
+        dataset_u64(&snaps, "step", &steps)?;
+        let times: Vec<f64> = plan.snapshot_steps.iter().map(|&s| s as f64 * problem.dt).collect();
+        dataset_f64(&snaps, "time", &times)?;
+        for spec in &plan.snapshots {
+            let mut shape = vec![nsnap];
+            shape.extend(spec.section.shape(grid));
+            let ds = snaps.new_dataset::<f32>().shape(&shape).create(&spec.name).map_err(h5)?;
+            let (axes, index) = match spec.section {
+                Section::Volume => ("zyx", None),
+                Section::Xz { iy } => ("zx", Some(iy)),
+                Section::Xy { iz } => ("yx", Some(iz)),
+                Section::Yz { ix } => ("zy", Some(ix)),
+            };
+            grid_attrs(&ds, problem, axes)?;
+            if let (Some(at), Some(i)) = (spec.at, index) {
+                attr_f64(&ds, "at", at)?;
+                ds.new_attr::<u64>().shape(()).create("index").map_err(h5)?.write_numeric(&(i as u64)).map_err(h5)?;
+            }
+            snapshot_sets.push(ds);
+        }
+    }
+
+    let model = file.create_group("model").map_err(h5)?;
+    let vp = model.new_dataset::<f32>().shape([nz, ny, nx]).create("vp").map_err(h5)?;
+    vp.write_raw(&problem.vp).map_err(h5)?;
+    grid_attrs(&vp, problem, "zyx")?;
+    attr_string(&vp, "units", "m/s")?;
+
+    let xz_view = plan.xz_view(nearest_index(problem, 1, problem.source.position[1]));
+    let mut last_xz = None;
+    let mut section = Vec::new();
+    let (record, stats) = loop {
+        match inbox.recv() {
+            Ok(Message::Snapshot { index, step, field }) => {
+                if plan.snapshot_steps.get(index) != Some(&step) {
+                    bail!("snapshot {index} arrived for step {step}, planned for {:?}", plan.snapshot_steps.get(index));
+                }
+                for (spec, ds) in plan.snapshots.iter().zip(&snapshot_sets) {
+                    spec.section.extract(grid, &field, &mut section);
+                    let mut starts = vec![index];
+                    let mut counts = vec![1];
+                    for n in spec.section.shape(grid) {
+                        starts.push(0);
+                        counts.push(n);
+                    }
+                    ds.write_slice(&starts, &counts, &section).map_err(h5)?;
+                }
+                if index + 1 == nsnap
+                    && let Some((_, view @ Section::Xz { iy })) = xz_view
+                {
+                    let mut data = Vec::new();
+                    view.extract(grid, &field, &mut data);
+                    last_xz = Some(PlaneImage { iy, data, rows: nz, cols: nx });
+                }
+                // The run may have finished taking snapshots: then nobody waits for the buffer.
+                let _ = free.send(field);
+            }
+            Ok(Message::Finish(b)) => break *b,
+            Err(_) => bail!("the run stopped before it finished; no output written"),
+        }
+    };
+
+    let nrec = problem.receivers.len();
+    if nrec > 0 {
+        let rec = file.create_group("receivers").map_err(h5)?;
+        let pressure = rec.new_dataset::<f32>().shape([nrec, problem.steps]).create("pressure").map_err(h5)?;
+        pressure.write_raw(&record.traces).map_err(h5)?;
+        attr_f64(&pressure, "dt", problem.dt)?;
+        attr_f64(&pressure, "t0", problem.dt)?;
+        let positions: Vec<f64> = problem.receivers.iter().flat_map(|r| r.position).collect();
+        let pos = rec.new_dataset::<f64>().shape([nrec, 3]).create("position").map_err(h5)?;
+        pos.write_raw(&positions).map_err(h5)?;
+        attr_string(&pos, "columns", "x, y, z (m)")?;
+        rec.set_attr_numeric("dt", &problem.dt).map_err(h5)?;
+        rec.set_attr_numeric("t0", &problem.dt).map_err(h5)?;
+    }
+
+    let st = file.create_group("stats").map_err(h5)?;
+    dataset_u64(&st, "step", &(0..problem.steps as u64).collect::<Vec<_>>())?;
+    dataset_f64(&st, "seconds", &stats.seconds)?;
+    dataset_f64(&st, "effective_gbps", &stats.effective_gbps)?;
+    dataset_f64(&st, "gpts_per_s", &stats.gpts_per_s)?;
+    st.set_attr_numeric("mean_effective_gbps", &stats.mean_gbps).map_err(h5)?;
+    st.set_attr_numeric("median_effective_gbps", &stats.median_gbps).map_err(h5)?;
+    st.set_attr_numeric("mean_gpts_per_s", &stats.mean_gpts).map_err(h5)?;
+    st.set_attr_numeric("median_gpts_per_s", &stats.median_gpts).map_err(h5)?;
+    st.set_attr_numeric("step_bytes", &problem.step_bytes()).map_err(h5)?;
+    st.set_attr_numeric("points", &(problem.layout.points() as u64)).map_err(h5)?;
+    st.set_attr_numeric("total_step_seconds", &stats.seconds.iter().sum::<f64>()).map_err(h5)?;
+    st.set_attr_numeric("wall_seconds", &record.wall_seconds).map_err(h5)?;
+
+    file.close().map_err(h5)?;
+    Ok(last_xz)
+}
+
+/// Nearest grid index along `axis` to coordinate `x` (m), clamped to the grid.
+pub fn nearest_index(problem: &Problem, axis: usize, x: f64) -> usize {
+    let n = problem.shape()[axis];
+    let u = ((x - problem.origin[axis]) / problem.spacing[axis]).round().max(0.0) as usize;
+    u.min(n - 1)
+}

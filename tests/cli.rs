@@ -1,0 +1,206 @@
+//! The `seismic-run` binary end to end: bad inputs fail with a message naming the key or file, a
+//! non-zero exit and no output file; a tiny run writes a complete result file.
+
+use rust_hdf5::H5File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A fresh, empty directory for one test, removed when the test ends.
+struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn scratch(name: &str) -> Scratch {
+    let dir = std::env::temp_dir().join(format!("seismic-run-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    Scratch(dir)
+}
+
+/// A small valid input with the given `[time]` and `[model]` bodies.
+fn tiny_input(time: &str, model: &str) -> String {
+    format!(
+        r#"
+[grid]
+shape = [24, 20, 22]
+spacing = [10.0, 10.0, 10.0]
+
+[model]
+{model}
+
+[stencil]
+radius = 2
+
+[time]
+{time}
+
+[source]
+position = [120.0, 100.0, 110.0]
+frequency = 20.0
+
+[[receivers]]
+line = {{ start = [40.0, 100.0, 110.0], end = [200.0, 100.0, 110.0], count = 5 }}
+
+[boundary]
+kind = "cpml"
+width = 5
+
+[output]
+snapshot_every = 5
+snapshot = [{{ kind = "xz", at = 100.0 }}, {{ kind = "volume" }}]
+"#
+    )
+}
+
+const CONSTANT: &str = "kind = \"constant\"\nvp = 2000.0";
+
+fn run(dir: &Path, input: &str, args: &[&str]) -> Output {
+    let path = dir.join("input.toml");
+    std::fs::write(&path, input).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_seismic-run"))
+        .current_dir(dir)
+        .args(args)
+        .arg(&path)
+        .output()
+        .expect("the binary runs")
+}
+
+/// Files in `dir` other than the input (a failed run must leave none, not even a partial file).
+fn outputs(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "input.toml")
+        .collect();
+    v.sort();
+    v
+}
+
+fn assert_fails_naming(out: &Output, dir: &Path, needles: &[&str]) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "expected failure, stderr:\n{stderr}");
+    for n in needles {
+        assert!(stderr.contains(n), "stderr should name {n:?}:\n{stderr}");
+    }
+    assert_eq!(outputs(dir), Vec::<String>::new(), "no output file after a failure");
+}
+
+#[test]
+fn unknown_key_is_named() {
+    let dir = scratch("unknown-key");
+    let input = tiny_input("steps = 10", CONSTANT).replace("frequency = 20.0", "frequency = 20.0\nfrequncy = 3");
+    let out = run(&dir, &input, &["--backend", "cpu", "-o", "out.h5"]);
+    assert_fails_naming(&out, &dir, &["frequncy", "input.toml"]);
+}
+
+#[test]
+fn unwritable_output_directory_is_named() {
+    let dir = scratch("unwritable");
+    // A regular file where the output directory should be: no user, root included, can write there.
+    std::fs::write(dir.join("blocker"), b"").unwrap();
+    let out = run(&dir, &tiny_input("steps = 10", CONSTANT), &["--backend", "cpu", "-o", "blocker/out.h5"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("blocker"), "{stderr}");
+    assert!(stderr.contains("--output") || stderr.contains("output.path"), "{stderr}");
+    assert_eq!(outputs(&dir), vec!["blocker".to_string()]);
+}
+
+#[test]
+fn missing_model_file_is_named() {
+    let dir = scratch("missing-model");
+    let model = "kind = \"file\"\npath = \"no-such-velocity.bin\"\nshape = [24, 20, 22]\nspacing = [10.0, 10.0, 10.0]";
+    let out = run(&dir, &tiny_input("steps = 10", model), &["--backend", "cpu", "-o", "out.h5"]);
+    assert_fails_naming(&out, &dir, &["no-such-velocity.bin"]);
+}
+
+#[test]
+fn dt_above_the_cfl_limit_is_named() {
+    let dir = scratch("cfl");
+    let out = run(&dir, &tiny_input("steps = 10\ndt = 0.01", CONSTANT), &["--backend", "cpu", "-o", "out.h5"]);
+    assert_fails_naming(&out, &dir, &["time.dt", "CFL"]);
+}
+
+#[test]
+fn grid_too_large_for_memory_is_named_before_allocating() {
+    let dir = scratch("too-large");
+    let input = tiny_input("steps = 10", CONSTANT).replace("shape = [24, 20, 22]", "shape = [40000, 40000, 40000]");
+    let out = run(&dir, &input, &["--backend", "cpu", "-o", "out.h5"]);
+    assert_fails_naming(&out, &dir, &["grid.shape"]);
+}
+
+#[test]
+fn help_documents_every_option() {
+    let out = Command::new(env!("CARGO_BIN_EXE_seismic-run")).arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for opt in ["--backend", "--kernel", "--output", "--steps", "--quiet", "--plot", "INPUT.toml", "auto", "three-pass"]
+    {
+        assert!(help.contains(opt), "--help should mention {opt}:\n{help}");
+    }
+}
+
+#[test]
+fn tiny_run_writes_a_complete_file() {
+    let dir = scratch("tiny");
+    // `run` subcommand form; the bare form is what the other tests use.
+    let path = dir.join("input.toml");
+    std::fs::write(&path, tiny_input("steps = 12", CONSTANT)).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_seismic-run"))
+        .current_dir(&*dir)
+        .args(["run", "--backend", "cpu", "--plot", "-o", "result.h5"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("12 steps") && stdout.contains("GB/s") && stdout.contains("result.h5"), "{stdout}");
+    assert_eq!(outputs(&dir), vec!["result.gather.png", "result.h5", "result.snapshot.png"]);
+
+    let f = H5File::open(dir.join("result.h5")).unwrap();
+    let shape = |p: &str| f.dataset(p).unwrap().shape();
+    assert_eq!(shape("model/vp"), vec![22, 20, 24]);
+    assert_eq!(shape("snapshots/pressure"), vec![2, 22, 20, 24]);
+    assert_eq!(shape("snapshots/pressure_xz"), vec![2, 22, 24]);
+    assert_eq!(f.dataset("snapshots/step").unwrap().read_raw::<u64>().unwrap(), vec![5, 10]);
+    assert_eq!(shape("receivers/pressure"), vec![5, 12]);
+    assert_eq!(shape("receivers/position"), vec![5, 3]);
+    for s in ["step", "seconds", "effective_gbps", "gpts_per_s"] {
+        assert_eq!(shape(&format!("stats/{s}")), vec![12]);
+    }
+    let traces = f.dataset("receivers/pressure").unwrap().read_raw::<f32>().unwrap();
+    assert!(traces.iter().any(|&v| v != 0.0), "the wave reaches the receivers");
+    // The xz plane and the volume cut at the same y agree.
+    let vol = f.dataset("snapshots/pressure").unwrap().read_raw::<f32>().unwrap();
+    let xz = f.dataset("snapshots/pressure_xz").unwrap().read_raw::<f32>().unwrap();
+    let (nx, ny, nz) = (24, 20, 22);
+    for iz in 0..nz {
+        for ix in 0..nx {
+            assert_eq!(xz[(nz + iz) * nx + ix], vol[((nz + iz) * ny + 10) * nx + ix]);
+        }
+    }
+    let root = f.root_group();
+    assert_eq!(root.attr_names().unwrap().iter().filter(|n| *n == "input" || *n == "backend").count(), 2);
+}
+
+#[test]
+fn steps_override_and_quiet() {
+    let dir = scratch("quiet");
+    let out = run(&dir, &tiny_input("duration = 1.0", CONSTANT), &["--backend", "cpu", "--steps", "3", "-q"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stdout.is_empty(), "--quiet prints nothing on stdout");
+    // Default output path from the input: output.h5 in the current directory.
+    let f = H5File::open(dir.join("output.h5")).unwrap();
+    assert_eq!(f.dataset("stats/seconds").unwrap().shape(), vec![3]);
+}
