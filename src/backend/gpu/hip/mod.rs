@@ -38,7 +38,7 @@ fn check_hiprtc_target(arch: &str) -> Result<()> {
     let too_new = ["gfx94", "gfx95", "gfx11", "gfx12"].iter().any(|p| base.starts_with(p));
     anyhow::ensure!(
         !((major, minor) <= (5, 2) && too_new),
-        "hipRTC of HIP {major}.{minor} cannot compile for {base} (it aborts the process): use ROCm 5.5 or newer"
+        "hipRTC of HIP {major}.{minor} cannot compile for {base} (it aborts the process): use a ROCm release that supports {base}"
     );
     Ok(())
 }
