@@ -12,6 +12,8 @@
 pub mod autotune;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+#[cfg(feature = "hip")]
+pub mod hip;
 
 use super::{Backend, DeviceInfo};
 use crate::boundary::{Boundary, BoundaryKind};
@@ -1112,6 +1114,7 @@ pub fn open_cuda(problem: &Problem, kernel: KernelChoice) -> Result<Box<dyn Back
 /// Opens the HIP backend on device 0 for this problem (allocates everything once).
 #[cfg(feature = "hip")]
 pub fn open_hip(problem: &Problem, kernel: KernelChoice) -> Result<Box<dyn Backend>> {
-    let _ = (problem, kernel);
-    bail!("the HIP backend is not implemented yet")
+    let rt = hip::HipRuntime::new(0)?;
+    let tuning = hip::tuning(problem.stencil.radius);
+    Ok(Box::new(GpuSolver::new(rt, problem, kernel, tuning)?))
 }
