@@ -32,6 +32,9 @@ pub struct Settings {
     pub ceiling_reps: usize,
     /// Timed steps per autotuner candidate.
     pub tune_reps: usize,
+    /// The backend's default launch shape for a radius (`Tuning::for_radius` on CUDA,
+    /// `hip::tuning` on HIP).
+    pub default_tuning: fn(usize) -> Tuning,
 }
 
 fn as_launch(t: &Tuning) -> Launch {
@@ -109,7 +112,14 @@ pub fn run<Rt: GpuRuntime>(mut open: impl FnMut() -> Result<Rt>, spec: &SweepSpe
         {
             searched.push((radius, class));
             let t0 = Instant::now();
-            match autotune::tune_and_store(&mut open, radius, shape, budget, set.tune_reps) {
+            match autotune::tune_and_store(
+                &mut open,
+                radius,
+                shape,
+                (set.default_tuning)(radius),
+                budget,
+                set.tune_reps,
+            ) {
                 Ok(found) => {
                     let e = &found.entry;
                     eprintln!(
@@ -144,9 +154,9 @@ pub fn run<Rt: GpuRuntime>(mut open: impl FnMut() -> Result<Rt>, spec: &SweepSpe
             }
         }
         let (launch, source) = match set.tuning {
-            TuningMode::Default => (Tuning::for_radius(radius), "default"),
+            TuningMode::Default => ((set.default_tuning)(radius), "default"),
             _ => {
-                let (t, entry) = autotune::tuning_for(&device, radius, shape);
+                let (t, entry) = autotune::tuning_or(&device, radius, shape, (set.default_tuning)(radius));
                 let fresh = entry.as_ref().is_some_and(|e| searched.contains(&(radius, e.class)));
                 (
                     t,
@@ -243,6 +253,7 @@ mod tests {
             ceiling_bytes: 64 << 20,
             ceiling_reps: 5,
             tune_reps: 3,
+            default_tuning: Tuning::for_radius,
         };
         let rep = run(|| CudaRuntime::new(0), &spec, &set).unwrap();
         assert!(rep.skipped.is_empty(), "{:?}", rep.skipped);

@@ -138,6 +138,7 @@ fn sweep(cli: &Cli, spec: &SweepSpec, budget: f64) -> Result<bench::Report> {
         ceiling_bytes: 1 << 30,
         ceiling_reps: 20,
         tune_reps: 10,
+        default_tuning: seismic_run::backend::gpu::Tuning::for_radius,
     };
     match cli.backend {
         #[cfg(feature = "cuda")]
@@ -146,11 +147,14 @@ fn sweep(cli: &Cli, spec: &SweepSpec, budget: f64) -> Result<bench::Report> {
         }
         #[cfg(not(feature = "cuda"))]
         BackendChoice::Cuda => bail!("--backend cuda: this build has no CUDA backend (build with --features cuda)"),
+        #[cfg(feature = "hip")]
         BackendChoice::Hip => {
-            bail!(
-                "--backend hip: the HIP runtime is not in this build yet (src/backend/gpu/hip provides no GpuRuntime)"
-            )
+            use seismic_run::backend::gpu::hip;
+            let settings = Settings { default_tuning: hip::tuning, ..settings };
+            bench::sweep::run(|| hip::HipRuntime::new(0), spec, &settings)
         }
+        #[cfg(not(feature = "hip"))]
+        BackendChoice::Hip => bail!("--backend hip: this build has no HIP backend (build with --features hip)"),
     }
 }
 

@@ -198,13 +198,18 @@ impl TuningCache {
 /// The tuning a run of this radius and shape uses on `device`: the cached winner when the cache is
 /// enabled and holds a valid one, else [`Tuning::for_radius`].
 pub fn tuning_for(device: &str, radius: usize, shape: [usize; 3]) -> (Tuning, Option<TunedEntry>) {
+    tuning_or(device, radius, shape, Tuning::for_radius(radius))
+}
+
+/// [`tuning_for`] with the vendor's own default (the HIP backend's differs).
+pub fn tuning_or(device: &str, radius: usize, shape: [usize; 3], default: Tuning) -> (Tuning, Option<TunedEntry>) {
     if enabled()
         && let Some(e) = TuningCache::load(device).lookup(radius, shape, &kernels_hash())
         && e.tuning().check(radius).is_ok()
     {
         return (e.tuning(), Some(e.clone()));
     }
-    (Tuning::for_radius(radius), None)
+    (default, None)
 }
 
 /// Today's UTC date, YYYY-MM-DD.
@@ -235,11 +240,11 @@ pub fn search_shape(shape: [usize; 3], radius: usize) -> [usize; 3] {
     [shape[0], shape[1], nz]
 }
 
-/// Compile-time launch shapes to try, most promising first: the default, then the default with
+/// Compile-time launch shapes to try, most promising first: the vendor's `default`, then it with
 /// one knob changed (block rows, cp.async ring depth, blocks per SM, z unrolling, vector width), each
 /// valid for `radius` (window 0: the z-window is searched separately, at run time).
-pub fn launch_candidates(radius: usize) -> Vec<Tuning> {
-    let d = Tuning { window: 0, ..Tuning::for_radius(radius) };
+pub fn launch_candidates(radius: usize, default: Tuning) -> Vec<Tuning> {
+    let d = Tuning { window: 0, ..default };
     let r = radius as u32;
     let full_unroll = 2 * r + 1;
     let mut v = vec![
@@ -293,7 +298,8 @@ pub struct Search {
     pub failures: Vec<String>,
 }
 
-/// Searches the fused step's tuning for `radius` and `shape`'s class on the device `open` opens
+/// Searches the fused step's tuning for `radius` and `shape`'s class, around the vendor's `default`
+/// (the baseline, timed first), on the device `open` opens
 /// (one runtime per candidate launch shape; the z-windows of a launch shape share one solver).
 /// Launch shapes are visited in [`launch_candidates`] order until `budget` is spent; the first is
 /// always timed completely. `reps` timed steps per candidate (median).
@@ -301,6 +307,7 @@ pub fn search<Rt: GpuRuntime>(
     mut open: impl FnMut() -> Result<Rt>,
     radius: usize,
     shape: [usize; 3],
+    default: Tuning,
     budget: Duration,
     reps: usize,
 ) -> Result<Search> {
@@ -309,7 +316,7 @@ pub fn search<Rt: GpuRuntime>(
     let problem = synthetic_problem(tshape, radius);
     let points = problem.layout.points();
     let (cur, prev) = (noise(points, 11), noise(points, 12));
-    let launches = launch_candidates(radius);
+    let launches = launch_candidates(radius, default);
     let windows = window_candidates(tshape[2]);
     let candidates = launches.len() * windows.len();
     let mut trials = Vec::new();
@@ -373,13 +380,14 @@ pub fn tune_and_store<Rt: GpuRuntime>(
     mut open: impl FnMut() -> Result<Rt>,
     radius: usize,
     shape: [usize; 3],
+    default: Tuning,
     budget: Duration,
     reps: usize,
 ) -> Result<Search> {
     let rt = open()?;
     let (device, vendor, arch) = (rt.device_name(), rt.vendor().to_string(), rt.arch());
     drop(rt);
-    let found = search(open, radius, shape, budget, reps)?;
+    let found = search(open, radius, shape, default, budget, reps)?;
     let mut cache = TuningCache::load(&device);
     cache.vendor = vendor;
     cache.arch = arch;
@@ -476,8 +484,8 @@ mod tests {
     #[test]
     fn candidates_are_valid_and_start_with_the_default() {
         for r in 1..=8 {
-            let l = launch_candidates(r);
             let d = Tuning::for_radius(r);
+            let l = launch_candidates(r, d);
             assert_eq!(l[0], Tuning { window: 0, ..d });
             assert!(l.len() >= 6, "R={r}: {l:?}");
             for (i, t) in l.iter().enumerate() {

@@ -1115,6 +1115,7 @@ pub fn open_cuda(problem: &Problem, kernel: KernelChoice) -> Result<Box<dyn Back
 #[cfg(feature = "hip")]
 pub fn open_hip(problem: &Problem, kernel: KernelChoice) -> Result<Box<dyn Backend>> {
     let rt = hip::HipRuntime::new(0)?;
-    let tuning = hip::tuning(problem.stencil.radius);
+    let r = problem.stencil.radius;
+    let (tuning, _) = autotune::tuning_or(&rt.device_name(), r, problem.shape(), hip::tuning(r));
     Ok(Box::new(GpuSolver::new(rt, problem, kernel, tuning)?))
 }
