@@ -8,6 +8,11 @@
 //! of `backend`'s module docs. The host waits only for snapshots, traces and step timings.
 //! Kernels come from `kernels/` (one source for both vendors), specialised per radius, block shape,
 //! vector width and boundary, and cached on disk keyed by source, options and architecture.
+//!
+//! For benchmarks: [`bench_step`] times an interior [`Operator`] (fused step, three-pass step,
+//! Laplacian only) on a random state without a configuration, [`measure_ceiling`] and
+//! [`ceiling_cached`] give the device's STREAM-like copy and 3-read-1-write ceilings, and
+//! `problem::step_bytes` is the effective-bandwidth numerator (see kernels/NOTES.md).
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
