@@ -133,7 +133,8 @@ impl<T: Real> CpuSolver<T> {
             src_taps,
             src_samples: problem.source.samples.iter().map(|&s| T::of(s)).collect(),
             rec_taps: problem.receivers.iter().map(|r| taps(&r.taps)).collect(),
-            traces: vec![Vec::with_capacity(problem.steps); problem.receivers.len()],
+            // One Vec per receiver, each with its own capacity (vec![v; n] clones drop capacity).
+            traces: (0..problem.receivers.len()).map(|_| Vec::with_capacity(problem.steps)).collect(),
             seconds: Vec::with_capacity(problem.steps),
         })
     }
@@ -350,7 +351,8 @@ impl<T: Real> CpuSolver<T> {
             let e = slab.extent();
             let chunk_len = e[0] * e[1];
             let psi = &ax.psi;
-            let planes = self.prev.par_chunks_mut(l.plane).skip(r);
+            // Slicing, not `skip`: rayon's Skip spawns a heap-allocated job for the skipped part.
+            let planes = self.prev[r * l.plane..(r + l.nz) * l.plane].par_chunks_mut(l.plane);
             if axis == 0 {
                 planes.zip(ax.zeta.par_chunks_mut(chunk_len)).enumerate().for_each(|(iz, (plane, zeta))| {
                     let base = (iz + r) * l.plane;
@@ -433,12 +435,13 @@ impl<T: Real> CpuSolver<T> {
             } else {
                 // The z slab's chunk sz is grid plane grid_coord(sz): its low half, then its high half.
                 let (zlow, zhigh) = ax.zeta.split_at_mut(w * chunk_len);
-                planes.take(w).zip(zlow.par_chunks_mut(chunk_len)).enumerate().for_each(|(sz, (plane, zeta))| {
+                let low = self.prev[r * l.plane..(r + w) * l.plane].par_chunks_mut(l.plane);
+                low.zip(zlow.par_chunks_mut(chunk_len)).enumerate().for_each(|(sz, (plane, zeta))| {
                     for iy in 0..l.ny {
                         row_op(plane, zeta, iy, sz);
                     }
                 });
-                let high = self.prev.par_chunks_mut(l.plane).skip(r + l.nz - w).take(w);
+                let high = self.prev[(r + l.nz - w) * l.plane..(r + l.nz) * l.plane].par_chunks_mut(l.plane);
                 high.zip(zhigh.par_chunks_mut(chunk_len)).enumerate().for_each(|(j, (plane, zeta))| {
                     for iy in 0..l.ny {
                         row_op(plane, zeta, iy, w + j);
