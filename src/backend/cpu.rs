@@ -1,5 +1,8 @@
-//! The CPU reference: plain loops over the shared layout, rayon over z-planes, an inner x loop in
-//! chunks the compiler vectorises. Generic over f32 and f64 so tests can take rounding out of play.
+//! The CPU reference: plain loops over the shared layout, rayon over z-planes (each task a plane,
+//! looping over y), an inner x loop in fixed-size chunks the compiler vectorises (the stencil
+//! radius is a const generic so the tap loop unrolls). CPML work runs in separate passes over the
+//! layer slabs, also by plane. The step allocates nothing (tests/cpu_no_alloc.rs). Generic over
+//! f32 and f64 so tests can take rounding out of play.
 
 use super::{Backend, DeviceInfo};
 use crate::boundary::{BoundaryKind, Slab};
@@ -60,7 +63,7 @@ struct CpmlAxis<T> {
 pub struct CpuSolver<T: Real> {
     layout: Layout,
     radius: usize,
-    /// Second-derivative weights scaled by 1/h^2 per axis; index 0 holds the sum of the three centres.
+    /// Second-derivative weights scaled by 1/h^2 per axis (index 0: that axis's centre weight).
     c2: [Vec<T>; 3],
     centre: T,
     /// First-derivative weights scaled by 1/h per axis.
