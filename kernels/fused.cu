@@ -202,12 +202,17 @@ extern "C" __global__ LAUNCH_BOUNDS(32 * BLOCK_Y) void fused_step(const float* R
 #pragma unroll
         for (int j = 0; j < VEC; j++) res.v[j] = lap[j];
 #else
-#pragma unroll
-        for (int j = 0; j < VEC; j++) res.v[j] = 2.0f * q[R].v[j] - pm.v[j] + vv.v[j] * lap[j];
 #if SPONGE
+        // The sponge damps p^{n-1} too (friction, not a restoring force): same expression as cpu.rs.
         const float gyz = gy[iy] * gz[z];
 #pragma unroll
-        for (int j = 0; j < VEC; j++) res.v[j] = res.v[j] * gx[ix + j] * gyz;
+        for (int j = 0; j < VEC; j++) {
+            const float g = gx[ix + j] * gyz;
+            res.v[j] = g * (2.0f * q[R].v[j] - g * pm.v[j] + vv.v[j] * lap[j]);
+        }
+#else
+#pragma unroll
+        for (int j = 0; j < VEC; j++) res.v[j] = 2.0f * q[R].v[j] - pm.v[j] + vv.v[j] * lap[j];
 #endif
 #endif
         if (iy < ny && ix < nx) vstore_guarded(out + o, res, nx - ix);

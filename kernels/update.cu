@@ -1,4 +1,4 @@
-// update.cu: three-pass fallback, last pass: p^{n+1} = g (2 p^n - p^{n-1} + c^2 dt^2 lap), written
+// update.cu: three-pass fallback, last pass: p^{n+1} = g (2 p^n - g p^{n-1} + c^2 dt^2 lap), written
 // over p^{n-1}; lanes past nx are not written (they are the next step's halo).
 
 extern "C" __global__ LAUNCH_BOUNDS(32 * BLOCK_Y) void update(const float* RESTRICT cur, float* RESTRICT out,
@@ -13,12 +13,16 @@ extern "C" __global__ LAUNCH_BOUNDS(32 * BLOCK_Y) void update(const float* RESTR
     const i64 o = (i64)iz * plane + (i64)iy * pitch + ix;
     const Vf c = vload(cur + o), p = vload(out + o), v = vload(vel + o), l = vload(lap + o);
     Vf res;
-#pragma unroll
-    for (int j = 0; j < VEC; j++) res.v[j] = 2.0f * c.v[j] - p.v[j] + v.v[j] * l.v[j];
 #if SPONGE
     const float gyz = gy[iy] * gz[iz];
 #pragma unroll
-    for (int j = 0; j < VEC; j++) res.v[j] = res.v[j] * gx[ix + j] * gyz;
+    for (int j = 0; j < VEC; j++) {
+        const float g = gx[ix + j] * gyz;
+        res.v[j] = g * (2.0f * c.v[j] - g * p.v[j] + v.v[j] * l.v[j]);
+    }
+#else
+#pragma unroll
+    for (int j = 0; j < VEC; j++) res.v[j] = 2.0f * c.v[j] - p.v[j] + v.v[j] * l.v[j];
 #endif
     vstore_guarded(out + o, res, nx - ix);
 }
