@@ -41,7 +41,7 @@ struct Cli {
     /// Timed applications per measurement (the median is reported) [default: 30, 15 with --quick].
     #[arg(long)]
     reps: Option<usize>,
-    /// A small sweep (256^3, 512^3, 2048x2048x32 at R=4; R=1,4,8 at 256^3), about two minutes.
+    /// A small sweep (256^3, 512^3, 2048x2048x32 at R=4; R=1,4,8 at 256^3): 35 s with --tune on an H200.
     #[arg(long)]
     quick: bool,
     /// Output directory.
