@@ -17,7 +17,7 @@ enum BackendChoice {
 
 /// Throughput report of seismic-run's GPU kernels against the same-run bandwidth ceilings.
 #[derive(Parser, Debug)]
-#[command(name = "seismic-bench", version, about)]
+#[command(name = "seismic-bench", version)]
 struct Cli {
     /// GPU backend.
     #[arg(long, value_enum, default_value = "cuda")]
