@@ -3,7 +3,11 @@
 //! bandwidth (`problem::step_bytes` over the median kernel time) as a share of the ceilings.
 //!
 //! Usage: gpu_bench [N ...] [--radius R ...] [--reps K] [--sweep] [--ops fused,three-pass,laplacian]
-//! `--sweep` also tries fused block shapes and z-windows. Needs an NVIDIA GPU.
+//! [--variant SPEC ...]
+//! `--sweep` also tries fused block shapes and z-windows. Each `--variant` times every operator with
+//! the default tuning changed by SPEC, colon-separated keys by, vec, w, st, mb, uz, rows (e.g.
+//! `rows=2:by=4:mb=3`; `base` for the default itself) in one process, so that all variants share
+//! one ceiling measurement. Needs an NVIDIA GPU.
 
 use anyhow::Result;
 use seismic_run::backend::gpu::{self, Operator, Tuning, cuda::CudaRuntime};
@@ -14,12 +18,14 @@ fn main() -> Result<()> {
     let mut reps = 20;
     let mut sweep = false;
     let mut ops = vec![Operator::Fused, Operator::ThreePass, Operator::Laplacian];
+    let mut specs: Vec<String> = Vec::new();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--radius" => radii.push(args.next().expect("--radius R").parse()?),
             "--reps" => reps = args.next().expect("--reps K").parse()?,
             "--sweep" => sweep = true,
+            "--variant" => specs.push(args.next().expect("--variant SPEC")),
             "--ops" => {
                 ops = args
                     .next()
@@ -55,7 +61,16 @@ fn main() -> Result<()> {
     let mut rows = Vec::new();
     for &n in &sizes {
         for &r in &radii {
-            let mut variants: Vec<(Operator, Tuning)> = ops.iter().map(|&o| (o, Tuning::for_radius(r))).collect();
+            let mut variants: Vec<(Operator, Tuning)> = if specs.is_empty() {
+                ops.iter().map(|&o| (o, Tuning::for_radius(r))).collect()
+            } else {
+                let mut v = Vec::new();
+                for spec in &specs {
+                    let t = apply_spec(Tuning::for_radius(r), spec)?;
+                    v.extend(ops.iter().map(|&o| (o, t)));
+                }
+                v
+            };
             if sweep {
                 for by in [8u32, 16] {
                     for window in [0u32, 32, 64, 128] {
@@ -71,10 +86,11 @@ fn main() -> Result<()> {
                     Ok(b) => {
                         let ceiling = if op == Operator::Laplacian { c.copy_gbs } else { c.three_read_one_write_gbs };
                         let line = format!(
-                            "[{defs}|fma={fmad}|st={}|mb={}] n={n:5} R={r} {:10} by={:2} vec={} window={:3}: {:8.3} ms {:7.0} GB/s = {:5.1}% of {} \
+                            "[{defs}|fma={fmad}|st={}|mb={}|rows={}] n={n:5} R={r} {:10} by={:2} vec={} window={:3}: {:8.3} ms {:7.0} GB/s = {:5.1}% of {} \
                              {:6.2} GPts/s",
                             b.stages,
                             b.min_blocks,
+                            b.rows,
                             b.operator,
                             b.block_y,
                             b.vec,
@@ -98,4 +114,23 @@ fn main() -> Result<()> {
         println!("{l}");
     }
     Ok(())
+}
+
+/// The tuning `t` changed by a variant SPEC (see the module docs).
+fn apply_spec(mut t: Tuning, spec: &str) -> Result<Tuning> {
+    for kv in spec.split(':').filter(|kv| !kv.is_empty() && *kv != "base") {
+        let (k, v) = kv.split_once('=').ok_or_else(|| anyhow::anyhow!("variant key without value: {kv}"))?;
+        let v: u32 = v.parse()?;
+        match k {
+            "by" => t.block_y = v,
+            "vec" => t.vec = v,
+            "w" => t.window = v,
+            "st" => t.stages = v,
+            "mb" => t.min_blocks = v,
+            "uz" => t.unroll_z = v,
+            "rows" => t.rows = v,
+            _ => anyhow::bail!("unknown variant key {k} (by, vec, w, st, mb, uz, rows)"),
+        }
+    }
+    Ok(t)
 }

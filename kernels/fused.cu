@@ -8,6 +8,9 @@
 //   p^{n-1} with streaming stores. Reads may overhang the grid (the allocation has slack); writes
 //   never do.
 // With LAPLACIAN_ONLY the kernel writes out = L p instead (the operator benchmark).
+// With ROWS > 1 each thread owns ROWS consecutive rows (register blocking in y): the tile is
+// BLOCK_Y * ROWS rows tall, so the 2R y-halo rows are a smaller share of it, and a row's y
+// neighbours inside the thread's own rows come from its registers instead of shared memory.
 
 #ifndef PREFETCH_PV
 #define PREFETCH_PV 1  // load p^{n-1} and c^2 dt^2 one plane ahead
@@ -44,13 +47,16 @@
 namespace fused {
 constexpr int R = RADIUS;
 constexpr int FX = 32;
-constexpr int FY = BLOCK_Y;
+constexpr int FY = BLOCK_Y;               // threads in y
+constexpr int RY = ROWS;                  // rows per thread
+constexpr int TY = FY * RY;               // interior rows of the tile
 constexpr int HV = (R + VEC - 1) / VEC;  // halo vectors on each side in x
 constexpr int TWV = FX + 2 * HV;         // tile row, in vectors
-constexpr int TH = FY + 2 * R;           // tile rows
+constexpr int TH = TY + 2 * R;           // tile rows
 constexpr int QN = 2 * R + 1;            // z stencil planes
 constexpr int QS = QN + DEPTH;           // z queue length, planes in flight included
 static_assert(FY >= R, "BLOCK_Y must be at least RADIUS (threads ty < R load the y halo rows)");
+static_assert(RY >= 1 && RY <= 4, "ROWS must be 1..4");
 static_assert(TH * 2 * HV <= FX * FY, "too few threads to load the x halo");
 }  // namespace fused
 
@@ -66,35 +72,43 @@ extern "C" __global__ LAUNCH_BOUNDS(32 * BLOCK_Y) void fused_step(const float* R
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int lt = ty * FX + tx;
     const int ix = (blockIdx.x * FX + tx) * VEC;
-    const int iy = blockIdx.y * FY + ty;
+    const int rowb = blockIdx.y * TY;  // first grid row of the tile
+    const int iy = rowb + ty * RY;     // the thread's first row; its rows are iy .. iy + RY - 1
     const int z0 = blockIdx.z * window;
     const int z1 = imin(z0 + window, nz);
     const i64 col = (i64)iy * pitch + ix;
-    // Threads ty < R also fetch tile rows ty (grid row iy - R) and ty + FY + R (grid row iy + FY).
+    // Threads ty < R also fetch tile rows ty (grid row rowb + ty - R) and ty + TY + R (grid row
+    // rowb + TY + ty).
     const bool yhalo = ty < R;
-    const i64 col_ylo = col - (i64)R * pitch;
-    const i64 col_yhi = col + (i64)FY * pitch;
+    const i64 col_ylo = col - (i64)(ty * (RY - 1) + R) * pitch;
+    const i64 col_yhi = col + (i64)(TY - ty * (RY - 1)) * pitch;
     // The first TH * 2 * HV threads fetch one halo vector each: left side tile columns 0..HV-1,
     // right side FX+HV..FX+2HV-1.
     const bool xhalo = lt < TH * 2 * HV;
     const int xrow = lt / (2 * HV);
     const int xside = lt % (2 * HV);
     const int xcolv = xside < HV ? xside : FX + xside;
-    const i64 col_x = (i64)((int)blockIdx.y * FY + xrow - R) * pitch + ((int)blockIdx.x * FX - HV + xcolv) * VEC;
+    const i64 col_x = (i64)(rowb + xrow - R) * pitch + ((int)blockIdx.x * FX - HV + xcolv) * VEC;
 
 #if STAGES > 0
     static_assert(VEC == 4, "the asynchronous path copies 16-byte vectors");
-    // ring[slot][field][thread], field 0: plane z+R of p^n, 1: p^{n-1}, 2: c^2 dt^2 of plane z.
+    // ring[slot][field][row][thread], field 0: plane z+R of p^n, 1: p^{n-1}, 2: c^2 dt^2 of plane z.
     extern __shared__ Vf ring[];
     constexpr int SLOTS = STAGES + 1;
-    auto slot = [&](int zz, int field) -> Vf* { return ring + (((zz - z0) % SLOTS) * 3 + field) * (FX * FY) + lt; };
+    auto slot = [&](int zz, int field, int r) -> Vf* {
+        return ring + ((((zz - z0) % SLOTS) * 3 + field) * RY + r) * (FX * FY) + lt;
+    };
     auto issue = [&](int zz) {
         if (zz < z1) {
-            cp_async16(slot(zz, 0), cur + (i64)(zz + R) * plane + col);
+#pragma unroll
+            for (int r = 0; r < RY; r++) {
+                const i64 c = col + (i64)r * pitch;
+                cp_async16(slot(zz, 0, r), cur + (i64)(zz + R) * plane + c);
 #if !LAPLACIAN_ONLY
-            cp_async16(slot(zz, 1), out + (i64)zz * plane + col);
-            cp_async16(slot(zz, 2), vel + (i64)zz * plane + col);
+                cp_async16(slot(zz, 1, r), out + (i64)zz * plane + c);
+                cp_async16(slot(zz, 2, r), vel + (i64)zz * plane + c);
 #endif
+            }
         }
         cp_async_commit();  // one group per plane, empty past the window, so the count stays right
     };
@@ -103,18 +117,21 @@ extern "C" __global__ LAUNCH_BOUNDS(32 * BLOCK_Y) void fused_step(const float* R
 #endif
     // q[0..QN-1]: planes z-R..z+R of the current iteration; q[QN..QS-1]: the next DEPTH planes,
     // already in flight. Planes past the last halo plane are never needed and not loaded.
-    Vf q[QS];
+    Vf q[RY][QS];
 #pragma unroll
-    for (int i = 1; i < QS; i++) {
-        const int zp = z0 - R + i - 1;
-        if (zp < nz + R) q[i] = vload(cur + (i64)zp * plane + col);
-    }
+    for (int r = 0; r < RY; r++)
+#pragma unroll
+        for (int i = 1; i < QS; i++) {
+            const int zp = z0 - R + i - 1;
+            if (zp < nz + R) q[r][i] = vload(cur + (i64)zp * plane + col + (i64)r * pitch);
+        }
     Vf nylo, nyhi, nxh;
     if (yhalo) {
         nylo = vload(cur + (i64)z0 * plane + col_ylo);
         nyhi = vload(cur + (i64)z0 * plane + col_yhi);
     }
     if (xhalo) nxh = vload(cur + (i64)z0 * plane + col_x);
+    static_assert(RY == 1 || STAGES > 0, "ROWS > 1 needs STAGES > 0");
 #if PREFETCH_PV && !LAPLACIAN_ONLY
     Vf npm = LOAD_ONCE(out + (i64)z0 * plane + col);
     Vf nvv = LOAD_ONCE(vel + (i64)z0 * plane + col);
@@ -123,26 +140,33 @@ extern "C" __global__ LAUNCH_BOUNDS(32 * BLOCK_Y) void fused_step(const float* R
     SEISMIC_UNROLL(UNROLL_Z)
     for (int z = z0; z < z1; z++) {
 #pragma unroll
-        for (int i = 0; i < QS - 1; i++) q[i] = q[i + 1];
+        for (int r = 0; r < RY; r++)
+#pragma unroll
+            for (int i = 0; i < QS - 1; i++) q[r][i] = q[r][i + 1];
 #if STAGES > 0
         issue(z + STAGES);
         CP_ASYNC_WAIT(STAGES);  // this plane's group has landed
-        q[QS - 1] = *slot(z, 0);
-#if !LAPLACIAN_ONLY
-        const Vf pm = *slot(z, 1);
-        const Vf vv = *slot(z, 2);
+#pragma unroll
+        for (int r = 0; r < RY; r++) q[r][QS - 1] = *slot(z, 0, r);
+#if !LAPLACIAN_ONLY && ROWS == 1
+        // One row keeps its measured order: these reads before the barrier, the x centre from the
+        // tile (79% of 3R1W at R = 4; 74% with the reads after the stencil and the centre from the
+        // queue, as the several-row path does).
+        const Vf pm = *slot(z, 1, 0);
+        const Vf vv = *slot(z, 2, 0);
 #endif
 #else
         {
             const int zp = z + R + DEPTH;
-            if (zp < nz + R) q[QS - 1] = vload(cur + (i64)zp * plane + col);
+            if (zp < nz + R) q[0][QS - 1] = vload(cur + (i64)zp * plane + col);
         }
 #endif
         const int b = (z - z0) & 1;
-        tile[b][ty + R][tx + HV] = q[R];
+#pragma unroll
+        for (int r = 0; r < RY; r++) tile[b][ty * RY + r + R][tx + HV] = q[r][R];
         if (yhalo) {
             tile[b][ty][tx + HV] = nylo;
-            tile[b][ty + FY + R][tx + HV] = nyhi;
+            tile[b][ty + TY + R][tx + HV] = nyhi;
         }
         if (xhalo) tile[b][xrow][xcolv] = nxh;
 #if PREFETCH_PV && !LAPLACIAN_ONLY
@@ -162,59 +186,80 @@ extern "C" __global__ LAUNCH_BOUNDS(32 * BLOCK_Y) void fused_step(const float* R
             nvv = LOAD_ONCE(vel + pn + col);
 #endif
         }
-        const i64 o = (i64)z * plane + col;
 #if !PREFETCH_PV && !LAPLACIAN_ONLY && STAGES == 0
-        const Vf pm = LOAD_ONCE(out + o);
-        const Vf vv = LOAD_ONCE(vel + o);
+        const Vf pm = LOAD_ONCE(out + (i64)z * plane + col);
+        const Vf vv = LOAD_ONCE(vel + (i64)z * plane + col);
 #endif
         BLOCK_SYNC();
 
-        float lap[VEC];
+        // Same operation order as the CPU reference: centre, x, y, z terms, k ascending in each.
+        float lap[RY][VEC];
 #pragma unroll
-        for (int j = 0; j < VEC; j++) lap[j] = w.centre * q[R].v[j];
-        {
+        for (int r = 0; r < RY; r++) {
+#pragma unroll
+            for (int j = 0; j < VEC; j++) lap[r][j] = w.centre * q[r][R].v[j];
             float xr[(2 * HV + 1) * VEC];
 #pragma unroll
             for (int s = 0; s < 2 * HV + 1; s++) {
-                const Vf t = tile[b][ty + R][tx + s];
+                // Several rows: the centre vector from the queue (one shared load fewer per row).
+                const Vf t = s == HV && RY > 1 ? q[r][R] : tile[b][ty * RY + r + R][tx + s];
 #pragma unroll
                 for (int j = 0; j < VEC; j++) xr[s * VEC + j] = t.v[j];
             }
 #pragma unroll
             for (int k = 1; k <= R; k++)
 #pragma unroll
-                for (int j = 0; j < VEC; j++) lap[j] += w.cx[k] * (xr[HV * VEC + j - k] + xr[HV * VEC + j + k]);
+                for (int j = 0; j < VEC; j++)
+                    lap[r][j] += w.cx[k] * (xr[HV * VEC + j - k] + xr[HV * VEC + j + k]);
         }
-#pragma unroll
-        for (int k = 1; k <= R; k++) {
-            const Vf lo = tile[b][ty + R - k][tx + HV];
-            const Vf hi = tile[b][ty + R + k][tx + HV];
-#pragma unroll
-            for (int j = 0; j < VEC; j++) lap[j] += w.cy[k] * (lo.v[j] + hi.v[j]);
-        }
+        // y neighbours: rows inside the thread's own come from its registers, the others from the
+        // tile (all indices are compile-time constants once unrolled). k outer, so that a tile row
+        // shared by two of the thread's rows is loaded once.
 #pragma unroll
         for (int k = 1; k <= R; k++)
 #pragma unroll
-            for (int j = 0; j < VEC; j++) lap[j] += w.cz[k] * (q[R - k].v[j] + q[R + k].v[j]);
+            for (int r = 0; r < RY; r++) {
+                const int ml = r - k, mh = r + k;  // ml < RY and mh >= 0 always
+                const Vf lo = ml >= 0 ? q[ml >= 0 ? ml : 0][R] : tile[b][ty * RY + ml + R][tx + HV];
+                const Vf hi = mh < RY ? q[mh < RY ? mh : 0][R] : tile[b][ty * RY + mh + R][tx + HV];
+#pragma unroll
+                for (int j = 0; j < VEC; j++) lap[r][j] += w.cy[k] * (lo.v[j] + hi.v[j]);
+            }
+#pragma unroll
+        for (int r = 0; r < RY; r++)
+#pragma unroll
+            for (int k = 1; k <= R; k++)
+#pragma unroll
+                for (int j = 0; j < VEC; j++) lap[r][j] += w.cz[k] * (q[r][R - k].v[j] + q[r][R + k].v[j]);
 
-        Vf res;
+#pragma unroll
+        for (int r = 0; r < RY; r++) {
+            const i64 o = (i64)z * plane + col + (i64)r * pitch;
+            Vf res;
 #if LAPLACIAN_ONLY
 #pragma unroll
-        for (int j = 0; j < VEC; j++) res.v[j] = lap[j];
+            for (int j = 0; j < VEC; j++) res.v[j] = lap[r][j];
 #else
+#if STAGES > 0 && ROWS > 1
+            // Several rows: read late, to keep 8 * ROWS registers free during the stencil (the slot
+            // stays valid until the next iteration's issue).
+            const Vf pm = *slot(z, 1, r);
+            const Vf vv = *slot(z, 2, r);
+#endif
 #if SPONGE
-        // The sponge damps p^{n-1} too (friction, not a restoring force): same expression as cpu.rs.
-        const float gyz = gy[iy] * gz[z];
+            // The sponge damps p^{n-1} too (friction, not a restoring force): same expression as cpu.rs.
+            const float gyz = gy[iy + r] * gz[z];
 #pragma unroll
-        for (int j = 0; j < VEC; j++) {
-            const float g = gx[ix + j] * gyz;
-            res.v[j] = g * (2.0f * q[R].v[j] - g * pm.v[j] + vv.v[j] * lap[j]);
-        }
+            for (int j = 0; j < VEC; j++) {
+                const float g = gx[ix + j] * gyz;
+                res.v[j] = g * (2.0f * q[r][R].v[j] - g * pm.v[j] + vv.v[j] * lap[r][j]);
+            }
 #else
 #pragma unroll
-        for (int j = 0; j < VEC; j++) res.v[j] = 2.0f * q[R].v[j] - pm.v[j] + vv.v[j] * lap[j];
+            for (int j = 0; j < VEC; j++) res.v[j] = 2.0f * q[r][R].v[j] - pm.v[j] + vv.v[j] * lap[r][j];
 #endif
 #endif
-        if (iy < ny && ix < nx) vstore_guarded(out + o, res, nx - ix);
+            if (iy + r < ny && ix < nx) vstore_guarded(out + o, res, nx - ix);
+        }
     }
 }

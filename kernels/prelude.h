@@ -5,6 +5,7 @@
 //   RADIUS      stencil radius R, 1..8
 //   BLOCK_Y     rows of a block's xy tile (threads in y); blocks are 32 threads wide in x
 //   VEC         points per thread in x: 1, 2 or 4 (vector loads of that width)
+//   ROWS        rows per thread in y of the fused kernel (register blocking; 1..4, > 1 needs STAGES)
 //   SPONGE      1: multiply the update by the sponge factors gx[ix] gy[iy] gz[iz]
 //   LAPLACIAN_ONLY 1: the fused kernel writes out = L p (no leapfrog), for the operator benchmark
 #pragma once
@@ -23,6 +24,9 @@
 #endif
 #ifndef VEC
 #define VEC 4
+#endif
+#ifndef ROWS
+#define ROWS 1
 #endif
 #ifndef SPONGE
 #define SPONGE 0

@@ -140,29 +140,71 @@ pub struct Tuning {
     /// z iterations of the fused kernel unrolled (2R+1 lets the compiler rename the register
     /// queue instead of moving it).
     pub unroll_z: u32,
+    /// Consecutive rows of y per thread of the fused kernel (register blocking, 1..=4): its tile is
+    /// `block_y * rows` rows tall. Applies with `stages` > 0 only, and is lowered where the tile
+    /// would not fit (see [`Tuning::effective`]).
+    pub rows: u32,
 }
 
 impl Tuning {
     /// The default shape (measured best on an H200, kernels/NOTES.md), overridable for experiments
-    /// with SEISMIC_BLOCK_Y, SEISMIC_VEC, SEISMIC_WINDOW, SEISMIC_STAGES, SEISMIC_MIN_BLOCKS and
-    /// SEISMIC_UNROLL_Z.
+    /// with SEISMIC_BLOCK_Y, SEISMIC_VEC, SEISMIC_WINDOW, SEISMIC_STAGES, SEISMIC_MIN_BLOCKS,
+    /// SEISMIC_UNROLL_Z and SEISMIC_ROWS (SEISMIC_ROWS=1 gives the one-row kernel, 8 rows of threads).
     pub fn for_radius(radius: usize) -> Tuning {
+        Self::defaults(radius, true)
+    }
+
+    /// As [`Tuning::for_radius`], but with the asynchronous ring off unless SEISMIC_STAGES asks for
+    /// it and one row per thread unless SEISMIC_ROWS does: for devices where `cp_async16` is a plain
+    /// copy (HIP).
+    pub fn for_radius_without_ring(radius: usize) -> Tuning {
+        Self::defaults(radius, false)
+    }
+
+    fn defaults(radius: usize, ring: bool) -> Tuning {
         let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u32>().ok());
         let r = radius as u32;
         let vec = env("SEISMIC_VEC").unwrap_or(4);
+        let stages = env("SEISMIC_STAGES").unwrap_or(if ring && vec == 4 { 2 } else { 0 });
+        // Two rows per thread in 6 rows of threads where measured faster (R = 2: 86% of 3R1W
+        // against 76%; R = 4: 82.5% against 79%); R = 1 was not faster, R = 3 and 5..8 were not measured.
+        // Not where the ring is a plain copy: a 64 KiB LDS would not hold the doubled ring.
+        let rows = env("SEISMIC_ROWS").unwrap_or(if ring && stages > 0 && matches!(r, 2 | 4) { 2 } else { 1 });
         Tuning {
-            block_y: env("SEISMIC_BLOCK_Y").unwrap_or(8).max(r),
+            block_y: env("SEISMIC_BLOCK_Y").unwrap_or(if rows > 1 { 6 } else { 8 }).max(r),
             vec,
             window: env("SEISMIC_WINDOW").unwrap_or(0),
-            stages: env("SEISMIC_STAGES").unwrap_or(if vec == 4 { 2 } else { 0 }),
+            stages,
             min_blocks: env("SEISMIC_MIN_BLOCKS").unwrap_or(2),
             unroll_z: env("SEISMIC_UNROLL_Z").unwrap_or(if r <= 4 { 2 * r + 1 } else { 1 }),
+            rows,
         }
     }
 
     /// Dynamic shared memory of the fused kernel: the ring of asynchronously copied planes.
     pub fn dynamic_shared_bytes(&self) -> u32 {
-        if self.stages == 0 { 0 } else { (self.stages + 1) * 3 * 32 * self.block_y * 16 }
+        if self.stages == 0 { 0 } else { (self.stages + 1) * 3 * 32 * self.block_y * self.rows * 16 }
+    }
+
+    /// The tuning the solver runs: `rows` lowered to 1 without the asynchronous ring (the kernel's
+    /// register-prefetch paths keep one row per thread, as on AMD where the ring is off), and to
+    /// the most rows whose tile stays within 32 rows (the fields' slack), 48 KiB of static shared
+    /// memory and 227 KiB of shared memory in all.
+    pub fn effective(self, radius: usize) -> Tuning {
+        let mut t = self;
+        if t.stages == 0 {
+            t.rows = 1;
+        }
+        let r = radius as u32;
+        let row_vectors = 32 + 2 * r.div_ceil(t.vec.max(1));
+        while t.rows > 1 {
+            let tile = 2 * (t.fused_tile_y() + 2 * r) * row_vectors * 4 * t.vec;
+            if t.fused_tile_y() <= 32 && tile <= 48 << 10 && tile + t.dynamic_shared_bytes() <= 227 << 10 {
+                break;
+            }
+            t.rows -= 1;
+        }
+        t
     }
 
     fn check(&self, radius: usize) -> Result<()> {
@@ -172,9 +214,17 @@ impl Tuning {
         ensure!((1..=8).contains(&self.min_blocks), "min_blocks must be in 1..=8");
         ensure!((1..=32).contains(&self.unroll_z), "unroll_z must be in 1..=32");
         ensure!(self.block_y >= r && self.block_y <= 32, "block_y must be in {r}..=32, got {}", self.block_y);
+        ensure!(
+            (1..=4).contains(&self.rows) && (self.rows == 1 || self.stages > 0),
+            "rows must be 1..=4 (above 1 only with stages > 0), got {} with stages {}",
+            self.rows,
+            self.stages
+        );
+        // field_extra leaves slack for tiles of up to 32 rows overhanging the grid.
+        ensure!(self.fused_tile_y() <= 32, "block_y * rows must be at most 32, got {}", self.fused_tile_y());
         let hv = r.div_ceil(self.vec);
         ensure!(
-            (self.block_y + 2 * r) * 2 * hv <= 32 * self.block_y,
+            (self.fused_tile_y() + 2 * r) * 2 * hv <= 32 * self.block_y,
             "block_y {} is too small for radius {r} at vector width {}",
             self.block_y,
             self.vec
@@ -184,6 +234,11 @@ impl Tuning {
 
     fn tile_x(&self) -> usize {
         32 * self.vec as usize
+    }
+
+    /// Rows of the fused kernel's tile (the three-pass kernels keep one row per thread).
+    fn fused_tile_y(&self) -> u32 {
+        self.block_y * self.rows
     }
 }
 
@@ -254,6 +309,7 @@ pub fn load_kernels<Rt: GpuRuntime>(rt: &Rt, parts: &[&str], options: &[String])
 /// Compile-time parameters of a module. SEISMIC_KERNEL_DEFS adds `-D` options for experiments
 /// (e.g. "-DDEPTH=2 -DMIN_BLOCKS=3", see kernels/fused.cu).
 fn kernel_options(radius: usize, t: &Tuning, sponge: bool, laplacian_only: bool) -> Vec<String> {
+    let t = &t.effective(radius);
     let mut o = vec![
         format!("-DRADIUS={radius}"),
         format!("-DBLOCK_Y={}", t.block_y),
@@ -263,6 +319,7 @@ fn kernel_options(radius: usize, t: &Tuning, sponge: bool, laplacian_only: bool)
         format!("-DSTAGES={}", t.stages),
         format!("-DMIN_BLOCKS={}", t.min_blocks),
         format!("-DUNROLL_Z={}", t.unroll_z),
+        format!("-DROWS={}", t.rows),
     ];
     if let Ok(extra) = std::env::var("SEISMIC_KERNEL_DEFS") {
         o.extend(extra.split_whitespace().filter(|d| d.starts_with("-D")).map(String::from));
@@ -412,6 +469,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let shape = problem.shape();
         let r = problem.stencil.radius;
         ensure!(layout.halo == r, "layout halo must equal the stencil radius");
+        let tuning = tuning.effective(r);
         tuning.check(r)?;
         ensure!(
             shape.iter().all(|&n| n < i32::MAX as usize / 2),
@@ -616,7 +674,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             return self.tuning.window;
         }
         let [nx, ny, nz] = self.shape;
-        let xy = nx.div_ceil(self.tuning.tile_x()) * ny.div_ceil(self.tuning.block_y as usize);
+        let xy = nx.div_ceil(self.tuning.tile_x()) * ny.div_ceil(self.tuning.fused_tile_y() as usize);
         let target = self.rt.multiprocessors() as usize * 16;
         let zblocks = target.div_ceil(xy).max(1);
         (nz.div_ceil(zblocks)).clamp(16.min(nz), 64) as u32
@@ -673,7 +731,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let block = [32, self.tuning.block_y, 1];
         let window = self.window as i32;
         let fused = |f: Rt::Function| {
-            let grid = [bx, by, (nz as u32).div_ceil(self.window)];
+            let grid = [bx, (ny as u32).div_ceil(self.tuning.fused_tile_y()), (nz as u32).div_ceil(self.window)];
             // SAFETY: matches fused_step's parameters.
             unsafe {
                 self.rt.launch(
@@ -1065,6 +1123,7 @@ pub struct BenchResult {
     pub window: u32,
     pub stages: u32,
     pub min_blocks: u32,
+    pub rows: u32,
     /// Median device seconds per application.
     pub seconds: f64,
     /// Effective bandwidth: `problem::step_bytes` over the median time, GB/s.
@@ -1101,6 +1160,7 @@ pub fn bench_step<Rt: GpuRuntime>(
         window: tu.window,
         stages: tu.stages,
         min_blocks: tu.min_blocks,
+        rows: tu.rows,
         seconds: sec,
         gbs: op.bytes(shape, radius) as f64 / sec / 1e9,
         gpts: points as f64 / sec / 1e9,
@@ -1123,4 +1183,36 @@ pub fn open_hip(problem: &Problem, kernel: KernelChoice) -> Result<Box<dyn Backe
     let r = problem.stencil.radius;
     let (tuning, _) = autotune::tuning_or(&rt.device_name(), r, problem.shape(), hip::tuning(r));
     Ok(Box::new(GpuSolver::new(rt, problem, kernel, tuning)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Tuning;
+
+    fn tuning(block_y: u32, stages: u32, rows: u32) -> Tuning {
+        Tuning { block_y, vec: 4, window: 0, stages, min_blocks: 2, unroll_z: 1, rows }
+    }
+
+    #[test]
+    fn rows_need_the_asynchronous_ring() {
+        assert_eq!(tuning(8, 0, 2).effective(4).rows, 1);
+        assert_eq!(tuning(8, 2, 2).effective(4).rows, 2);
+    }
+
+    #[test]
+    fn rows_are_lowered_until_the_tile_fits() {
+        for r in 1..=8usize {
+            for rows in 1..=4 {
+                let t = tuning(8.max(r as u32), 2, rows).effective(r);
+                assert!(t.rows >= 1 && t.rows <= rows);
+                assert!(t.check(r).is_ok(), "R = {r}, rows {rows} -> {t:?}");
+                let static_tile = 2 * (t.fused_tile_y() + 2 * r as u32) * (32 + 2 * (r as u32).div_ceil(4)) * 16;
+                assert!(static_tile <= 48 << 10 && t.fused_tile_y() <= 32, "R = {r}: {t:?}");
+            }
+        }
+        // 8 rows of threads x 4 rows = 32 rows at R = 4 fit: 2 x 40 x 34 x 16 B = 43.5 KB.
+        assert_eq!(tuning(8, 2, 4).effective(4).rows, 4);
+        // At R = 8 that tile would take 55 KB of static shared memory.
+        assert!(tuning(8, 2, 4).effective(8).rows < 4);
+    }
 }

@@ -57,11 +57,7 @@ pub fn compile_for(arch: &str, source: &str, name: &str, options: &[String]) -> 
 /// at R = 4 it would take a workgroup from 17 KiB to 53 KiB of the CU's 64 KiB, one workgroup
 /// (one wave per SIMD) per CU.
 pub fn tuning(radius: usize) -> Tuning {
-    let mut t = Tuning::for_radius(radius);
-    if std::env::var_os("SEISMIC_STAGES").is_none() {
-        t.stages = 0;
-    }
-    t
+    Tuning::for_radius_without_ring(radius)
 }
 
 /// One AMD GPU and the single in-order stream all of a run's work goes to.
