@@ -73,7 +73,9 @@ extern "C" __global__ void cpml_correct(const float* RESTRICT cur, float* RESTRI
     float d2 = w.c2[0] * cur[o];
 #pragma unroll
     for (int k = 1; k <= RADIUS; k++) {
-        dpsi += w.c1[k] * (psi_at(k) - psi_at(-k));
+        // Two separate terms, in the CPU reference's order, so both round alike.
+        dpsi += w.c1[k] * psi_at(k);
+        dpsi -= w.c1[k] * psi_at(-k);
         d2 += w.c2[k] * (cur[o + k * st] + cur[o - k * st]);
     }
     const float zn = b[q] * zeta[i] + a[q] * (d2 + dpsi);
