@@ -6,6 +6,7 @@
 //! [`backend`] (cpu, cuda, hip) -> `kernels/` (one GPU source for both vendors) -> [`output`].
 
 pub mod backend;
+pub mod bench;
 pub mod boundary;
 pub mod config;
 pub mod grid;

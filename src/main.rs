@@ -68,6 +68,10 @@ struct RunArgs {
     /// Print nothing but warnings and errors (no header, progress bar or summary).
     #[arg(long, short)]
     quiet: bool,
+    /// GPU: use the default launch shapes, not the autotuner's cached winners for this GPU (see
+    /// seismic-bench --tune). Same as SEISMIC_NO_TUNING=1.
+    #[arg(long)]
+    no_tuning: bool,
 }
 
 fn main() -> ExitCode {
@@ -102,6 +106,10 @@ fn run(args: &RunArgs) -> Result<()> {
     let mut cfg = Config::from_toml(&text).map_err(|e| anyhow::anyhow!("{}: {e}", input.display()))?;
     let input_dir = input.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
 
+    if args.no_tuning {
+        #[cfg(any(feature = "cuda", feature = "hip"))]
+        seismic_run::backend::gpu::autotune::disable();
+    }
     if let Some(b) = args.backend {
         cfg.run.backend = b;
     }

@@ -1,5 +1,8 @@
-//! The CPU reference: plain loops over the shared layout, rayon over z-planes, an inner x loop in
-//! chunks the compiler vectorises. Generic over f32 and f64 so tests can take rounding out of play.
+//! The CPU reference: plain loops over the shared layout, rayon over z-planes (each task a plane,
+//! looping over y), an inner x loop in fixed-size chunks the compiler vectorises (the stencil
+//! radius is a const generic so the tap loop unrolls). CPML work runs in separate passes over the
+//! layer slabs, also by plane. The step allocates nothing (tests/cpu_no_alloc.rs). Generic over
+//! f32 and f64 so tests can take rounding out of play.
 
 use super::{Backend, DeviceInfo};
 use crate::boundary::{BoundaryKind, Slab};
@@ -60,7 +63,7 @@ struct CpmlAxis<T> {
 pub struct CpuSolver<T: Real> {
     layout: Layout,
     radius: usize,
-    /// Second-derivative weights scaled by 1/h^2 per axis; index 0 holds the sum of the three centres.
+    /// Second-derivative weights scaled by 1/h^2 per axis (index 0: that axis's centre weight).
     c2: [Vec<T>; 3],
     centre: T,
     /// First-derivative weights scaled by 1/h per axis.
@@ -133,7 +136,8 @@ impl<T: Real> CpuSolver<T> {
             src_taps,
             src_samples: problem.source.samples.iter().map(|&s| T::of(s)).collect(),
             rec_taps: problem.receivers.iter().map(|r| taps(&r.taps)).collect(),
-            traces: vec![Vec::with_capacity(problem.steps); problem.receivers.len()],
+            // One Vec per receiver, each with its own capacity (vec![v; n] clones drop capacity).
+            traces: (0..problem.receivers.len()).map(|_| Vec::with_capacity(problem.steps)).collect(),
             seconds: Vec::with_capacity(problem.steps),
         })
     }
@@ -276,18 +280,27 @@ impl<T: Real> CpuSolver<T> {
             }
             let e = slab.extent();
             if axis == 0 {
-                // x layers: slab (nz, ny, 2w); short segments along x, one point at a time.
+                // x layers: slab (nz, ny, 2w); each row has a low and a high segment of w points.
                 ax.psi.par_chunks_mut(e[0] * e[1]).enumerate().for_each(|(iz, psi)| {
                     for iy in 0..l.ny {
-                        let row = l.row(iy, iz);
-                        for (sx, v) in psi[iy * 2 * w..(iy + 1) * 2 * w].iter_mut().enumerate() {
-                            let ix = slab.grid_coord(sx);
-                            let o = row + ix;
-                            let mut d = T::default();
-                            for k in 1..=r {
-                                d += c1[k] * (cur[o + k] - cur[o - k]);
+                        for half in 0..2 {
+                            let x0 = if half == 0 { 0 } else { l.nx - w };
+                            let seg = &mut psi[(2 * iy + half) * w..(2 * iy + half + 1) * w];
+                            let o = l.row(iy, iz) + x0;
+                            for (ci, pchunk) in seg.chunks_mut(CHUNK).enumerate() {
+                                let (j, n) = (ci * CHUNK, pchunk.len());
+                                let mut d = [T::default(); CHUNK];
+                                for k in 1..=r {
+                                    let (lo, hi) = (&cur[o + j - k..o + j - k + n], &cur[o + j + k..o + j + k + n]);
+                                    for i in 0..n {
+                                        d[i] += c1[k] * (hi[i] - lo[i]);
+                                    }
+                                }
+                                let (aq, bq) = (&a[x0 + j..x0 + j + n], &b[x0 + j..x0 + j + n]);
+                                for i in 0..n {
+                                    pchunk[i] = bq[i] * pchunk[i] + aq[i] * d[i];
+                                }
                             }
-                            *v = b[ix] * *v + a[ix] * d;
                         }
                     }
                 });
@@ -350,7 +363,8 @@ impl<T: Real> CpuSolver<T> {
             let e = slab.extent();
             let chunk_len = e[0] * e[1];
             let psi = &ax.psi;
-            let planes = self.prev.par_chunks_mut(l.plane).skip(r);
+            // Slicing, not `skip`: rayon's Skip spawns a heap-allocated job for the skipped part.
+            let planes = self.prev[r * l.plane..(r + l.nz) * l.plane].par_chunks_mut(l.plane);
             if axis == 0 {
                 planes.zip(ax.zeta.par_chunks_mut(chunk_len)).enumerate().for_each(|(iz, (plane, zeta))| {
                     let base = (iz + r) * l.plane;
@@ -358,21 +372,44 @@ impl<T: Real> CpuSolver<T> {
                     for iy in 0..l.ny {
                         for half in 0..2 {
                             let x0 = if half == 0 { 0 } else { l.nx - w };
-                            let so = iy * 2 * w + half * w;
+                            let so = (2 * iy + half) * w;
+                            let seg = &psi[so..so + w];
                             let o = l.row(iy, iz) + x0;
-                            for i in 0..w {
-                                let mut dpsi = T::default();
-                                let mut d2 = c2[0] * cur[o + i];
-                                for k in 1..=r {
-                                    let plus = if i + k < w { psi[so + i + k] } else { T::default() };
-                                    let minus = if i >= k { psi[so + i - k] } else { T::default() };
-                                    dpsi += c1[k] * (plus - minus);
-                                    d2 += c2[k] * (cur[o + i + k] + cur[o + i - k]);
+                            for j in (0..w).step_by(CHUNK) {
+                                let n = CHUNK.min(w - j);
+                                // dpsi/dx from neighbours inside this segment only (psi is zero
+                                // beyond it), d2p/dx2 from the field.
+                                let mut dpsi = [T::default(); CHUNK];
+                                let mut d2 = [T::default(); CHUNK];
+                                let c = &cur[o + j..o + j + n];
+                                for i in 0..n {
+                                    d2[i] = c2[0] * c[i];
                                 }
-                                let q = x0 + i;
-                                let z = &mut zeta[so + i];
-                                *z = b[q] * *z + a[q] * (d2 + dpsi);
-                                plane[o + i - base] += vel[o + i] * (dpsi + *z);
+                                for k in 1..=r {
+                                    // Plus neighbour seg[j + i + k] exists for j + i + k < w.
+                                    let np = n.min(w.saturating_sub(j + k));
+                                    let p = &seg[(j + k).min(w)..(j + k).min(w) + np];
+                                    for i in 0..np {
+                                        dpsi[i] += c1[k] * p[i];
+                                    }
+                                    // Minus neighbour seg[j + i - k] exists for j + i >= k.
+                                    let i0 = k.saturating_sub(j).min(n);
+                                    let m = &seg[j + i0 - k.min(j + i0)..j + n - k.min(j + n)];
+                                    for i in i0..n {
+                                        dpsi[i] = dpsi[i] - c1[k] * m[i - i0];
+                                    }
+                                    let (fl, fh) = (&cur[o + j - k..o + j - k + n], &cur[o + j + k..o + j + k + n]);
+                                    for i in 0..n {
+                                        d2[i] += c2[k] * (fl[i] + fh[i]);
+                                    }
+                                }
+                                let (aq, bq) = (&a[x0 + j..x0 + j + n], &b[x0 + j..x0 + j + n]);
+                                let (z, v) = (&mut zeta[so + j..so + j + n], &vel[o + j..o + j + n]);
+                                let out = &mut plane[o + j - base..o + j - base + n];
+                                for i in 0..n {
+                                    z[i] = bq[i] * z[i] + aq[i] * (d2[i] + dpsi[i]);
+                                    out[i] += v[i] * (dpsi[i] + z[i]);
+                                }
                             }
                         }
                     }
@@ -433,12 +470,13 @@ impl<T: Real> CpuSolver<T> {
             } else {
                 // The z slab's chunk sz is grid plane grid_coord(sz): its low half, then its high half.
                 let (zlow, zhigh) = ax.zeta.split_at_mut(w * chunk_len);
-                planes.take(w).zip(zlow.par_chunks_mut(chunk_len)).enumerate().for_each(|(sz, (plane, zeta))| {
+                let low = self.prev[r * l.plane..(r + w) * l.plane].par_chunks_mut(l.plane);
+                low.zip(zlow.par_chunks_mut(chunk_len)).enumerate().for_each(|(sz, (plane, zeta))| {
                     for iy in 0..l.ny {
                         row_op(plane, zeta, iy, sz);
                     }
                 });
-                let high = self.prev.par_chunks_mut(l.plane).skip(r + l.nz - w).take(w);
+                let high = self.prev[(r + l.nz - w) * l.plane..(r + l.nz) * l.plane].par_chunks_mut(l.plane);
                 high.zip(zhigh.par_chunks_mut(chunk_len)).enumerate().for_each(|(j, (plane, zeta))| {
                     for iy in 0..l.ny {
                         row_op(plane, zeta, iy, w + j);

@@ -1,20 +1,1126 @@
 //! GPU backends: one solver over a small runtime trait, implemented by CUDA (cudarc) and HIP.
+//!
+//! [`GpuRuntime`] is the little a vendor must provide (memory, run-time compilation, launches,
+//! events), byte-oriented so that CUDA and HIP implement it the same way. [`GpuSolver`] does the
+//! rest once for both: it allocates every buffer when it opens, and each [`Backend::step`] only
+//! enqueues kernels on the runtime's stream (free surface, CPML psi, the interior update as one
+//! fused kernel or three passes plus an update, CPML correction, source, receivers), in the order
+//! of `backend`'s module docs. The host waits only for snapshots, traces and step timings.
+//! Kernels come from `kernels/` (one source for both vendors), specialised per radius, block shape,
+//! vector width and boundary, and cached on disk keyed by source, options and architecture.
+//!
+//! For benchmarks: [`bench_step`] times an interior [`Operator`] (fused step, three-pass step,
+//! Laplacian only) on a random state without a configuration, [`measure_ceiling`] and
+//! [`ceiling_cached`] give the device's STREAM-like copy and 3-read-1-write ceilings, and
+//! `problem::step_bytes` is the effective-bandwidth numerator (see kernels/NOTES.md).
 
-use super::Backend;
+pub mod autotune;
+#[cfg(feature = "cuda")]
+pub mod cuda;
+#[cfg(feature = "hip")]
+pub mod hip;
+
+use super::{Backend, DeviceInfo};
+use crate::boundary::{Boundary, BoundaryKind};
 use crate::config::KernelChoice;
-use crate::problem::Problem;
-use anyhow::{Result, bail};
+use crate::grid::Layout;
+use crate::numerics::{Ricker, Stencil};
+use crate::problem::{PointSource, Problem, Tap};
+use anyhow::{Context, Result, bail, ensure};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::ffi::c_void;
+use std::path::PathBuf;
+
+/// A device address.
+pub type DevicePtr = u64;
+
+/// What a GPU vendor's runtime provides to [`GpuSolver`]. All work goes to one in-order stream.
+pub trait GpuRuntime {
+    type Module;
+    type Function: Copy;
+    type Event;
+
+    /// "cuda" or "hip".
+    fn vendor(&self) -> &'static str;
+    fn device_name(&self) -> String;
+    /// Compilation target, e.g. "sm_90" or "gfx90a".
+    fn arch(&self) -> String;
+    fn multiprocessors(&self) -> u32;
+    /// (free, total) device memory in bytes.
+    fn mem_info(&self) -> Result<(usize, usize)>;
+    fn alloc(&self, bytes: usize) -> Result<DevicePtr>;
+    /// # Safety
+    /// `ptr` comes from `alloc` and is freed once; no queued work still uses it after this call.
+    unsafe fn free(&self, ptr: DevicePtr);
+    /// Enqueues a zero fill of `bytes` bytes.
+    fn zero(&self, ptr: DevicePtr, bytes: usize) -> Result<()>;
+    /// Copies host bytes to the device after the stream's queued work (returns when done).
+    fn upload(&self, dst: DevicePtr, src: &[u8]) -> Result<()>;
+    /// Copies device bytes to the host after the stream's queued work (returns when done).
+    fn download(&self, src: DevicePtr, dst: &mut [u8]) -> Result<()>;
+    /// Compiler flags the runtime adds itself (part of the kernel cache key).
+    fn compiler_flags(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Compiles one source into a loadable binary image for this device.
+    fn compile(&self, source: &str, name: &str, options: &[String]) -> Result<Vec<u8>>;
+    fn load_module(&self, image: &[u8]) -> Result<Self::Module>;
+    fn function(&self, module: &Self::Module, name: &str) -> Result<Self::Function>;
+    /// Enqueues a kernel; `args[i]` points at the value of the kernel's i-th parameter.
+    ///
+    /// # Safety
+    /// The arguments must match the kernel's parameter list in number, order and type.
+    unsafe fn launch(
+        &self,
+        f: Self::Function,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_bytes: u32,
+        args: &mut [*mut c_void],
+    ) -> Result<()>;
+    fn event(&self) -> Result<Self::Event>;
+    fn record(&self, event: &Self::Event) -> Result<()>;
+    /// Milliseconds between two recorded events (both must have completed).
+    fn elapsed_ms(&self, start: &Self::Event, end: &Self::Event) -> Result<f32>;
+    fn synchronize(&self) -> Result<()>;
+    /// Lets a kernel use `bytes` of dynamic shared memory (beyond the default 48 KB where needed).
+    fn allow_dynamic_shared(&self, f: Self::Function, bytes: u32) -> Result<()> {
+        let _ = (f, bytes);
+        Ok(())
+    }
+    /// Compiler resources of a kernel (registers, spills, shared memory), for reports.
+    fn function_info(&self, f: Self::Function) -> String {
+        let _ = f;
+        String::new()
+    }
+}
+
+/// The kernel sources, one file per kernel, assembled behind the prelude for run-time compilation.
+pub mod sources {
+    pub const PRELUDE: &str = include_str!("../../../kernels/prelude.h");
+    pub const FUSED: &str = include_str!("../../../kernels/fused.cu");
+    pub const PASS_X: &str = include_str!("../../../kernels/pass_x.cu");
+    pub const PASS_Y: &str = include_str!("../../../kernels/pass_y.cu");
+    pub const PASS_Z: &str = include_str!("../../../kernels/pass_z.cu");
+    pub const UPDATE: &str = include_str!("../../../kernels/update.cu");
+    pub const CPML: &str = include_str!("../../../kernels/cpml.cu");
+    pub const FREE_SURFACE: &str = include_str!("../../../kernels/free_surface.cu");
+    pub const SOURCES: &str = include_str!("../../../kernels/sources.cu");
+    pub const STREAM: &str = include_str!("../../../kernels/stream.cu");
+
+    /// Every kernel of a step.
+    pub const STEP: [&str; 9] = [FUSED, PASS_X, PASS_Y, PASS_Z, UPDATE, CPML, FREE_SURFACE, SOURCES, STREAM];
+
+    /// The prelude followed by `parts`, as one translation unit.
+    pub fn assemble(parts: &[&str]) -> String {
+        let mut s = PRELUDE.replace("#pragma once", "");
+        for p in parts {
+            s.push('\n');
+            s.push_str(p);
+        }
+        s
+    }
+}
+
+/// Launch shape of the interior kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tuning {
+    /// Rows of a block's xy tile (the block is 32 x block_y threads).
+    pub block_y: u32,
+    /// Points per thread in x (1, 2 or 4).
+    pub vec: u32,
+    /// z-planes per block of the fused kernel (0: chosen from the grid and the device).
+    pub window: u32,
+    /// Planes the fused kernel fetches ahead through asynchronous copies into shared memory
+    /// (0: one plane ahead, through registers).
+    pub stages: u32,
+    /// Blocks per multiprocessor the compiler must leave room for (caps registers per thread).
+    pub min_blocks: u32,
+    /// z iterations of the fused kernel unrolled (2R+1 lets the compiler rename the register
+    /// queue instead of moving it).
+    pub unroll_z: u32,
+}
+
+impl Tuning {
+    /// The default shape (measured best on an H200, kernels/NOTES.md), overridable for experiments
+    /// with SEISMIC_BLOCK_Y, SEISMIC_VEC, SEISMIC_WINDOW, SEISMIC_STAGES, SEISMIC_MIN_BLOCKS and
+    /// SEISMIC_UNROLL_Z.
+    pub fn for_radius(radius: usize) -> Tuning {
+        let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u32>().ok());
+        let r = radius as u32;
+        let vec = env("SEISMIC_VEC").unwrap_or(4);
+        Tuning {
+            block_y: env("SEISMIC_BLOCK_Y").unwrap_or(8).max(r),
+            vec,
+            window: env("SEISMIC_WINDOW").unwrap_or(0),
+            stages: env("SEISMIC_STAGES").unwrap_or(if vec == 4 { 2 } else { 0 }),
+            min_blocks: env("SEISMIC_MIN_BLOCKS").unwrap_or(2),
+            unroll_z: env("SEISMIC_UNROLL_Z").unwrap_or(if r <= 4 { 2 * r + 1 } else { 1 }),
+        }
+    }
+
+    /// Dynamic shared memory of the fused kernel: the ring of asynchronously copied planes.
+    pub fn dynamic_shared_bytes(&self) -> u32 {
+        if self.stages == 0 { 0 } else { (self.stages + 1) * 3 * 32 * self.block_y * 16 }
+    }
+
+    fn check(&self, radius: usize) -> Result<()> {
+        let r = radius as u32;
+        ensure!(matches!(self.vec, 1 | 2 | 4), "vector width must be 1, 2 or 4, got {}", self.vec);
+        ensure!(self.stages <= 8 && (self.stages == 0 || self.vec == 4), "stages must be 0..=8, with vector width 4");
+        ensure!((1..=8).contains(&self.min_blocks), "min_blocks must be in 1..=8");
+        ensure!((1..=32).contains(&self.unroll_z), "unroll_z must be in 1..=32");
+        ensure!(self.block_y >= r && self.block_y <= 32, "block_y must be in {r}..=32, got {}", self.block_y);
+        let hv = r.div_ceil(self.vec);
+        ensure!(
+            (self.block_y + 2 * r) * 2 * hv <= 32 * self.block_y,
+            "block_y {} is too small for radius {r} at vector width {}",
+            self.block_y,
+            self.vec
+        );
+        Ok(())
+    }
+
+    fn tile_x(&self) -> usize {
+        32 * self.vec as usize
+    }
+}
+
+/// Which interior operator to time (see [`GpuSolver::time_interior`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operator {
+    /// The fused leapfrog step (one pass).
+    Fused,
+    /// x, y, z passes into a scratch Laplacian, then the update.
+    ThreePass,
+    /// out = L p only, by the fused kernel compiled with LAPLACIAN_ONLY.
+    Laplacian,
+}
+
+impl Operator {
+    /// Theoretical bytes per application (the effective-bandwidth numerator).
+    pub fn bytes(&self, shape: [usize; 3], radius: usize) -> u64 {
+        crate::problem::step_bytes(shape, radius, *self != Operator::Laplacian)
+    }
+}
+
+/// Where compiled kernels and device measurements are kept: $SEISMIC_CACHE_DIR, else
+/// $XDG_CACHE_HOME/seismic-run, else ~/.cache/seismic-run (else a temporary directory).
+pub fn cache_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("SEISMIC_CACHE_DIR") {
+        return PathBuf::from(d);
+    }
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
+        return PathBuf::from(d).join("seismic-run");
+    }
+    if let Some(h) = std::env::var_os("HOME") {
+        return PathBuf::from(h).join(".cache").join("seismic-run");
+    }
+    std::env::temp_dir().join("seismic-run")
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Compiles (or reads back from the disk cache) a module of `parts` with `options`.
+pub fn load_kernels<Rt: GpuRuntime>(rt: &Rt, parts: &[&str], options: &[String]) -> Result<Rt::Module> {
+    let source = sources::assemble(parts);
+    let mut h = Sha256::new();
+    for s in [rt.vendor(), &rt.arch(), &rt.compiler_flags().join(" "), &options.join(" "), &source] {
+        h.update(s.as_bytes());
+        h.update([0u8]);
+    }
+    let key = hex(&h.finalize()[..12]);
+    let dir = cache_dir();
+    let path = dir.join(format!("{}-{}-{key}.bin", rt.vendor(), rt.arch()));
+    if let Ok(image) = std::fs::read(&path)
+        && let Ok(m) = rt.load_module(&image)
+    {
+        return Ok(m);
+    }
+    let image = rt.compile(&source, "seismic_kernels.cu", options)?;
+    // The cache is an optimisation: a read-only or missing directory only costs a recompile.
+    if std::fs::create_dir_all(&dir).is_ok() {
+        let tmp = dir.join(format!(".{key}.{}.tmp", std::process::id()));
+        if std::fs::write(&tmp, &image).is_ok() {
+            let _ = std::fs::rename(&tmp, &path);
+        }
+    }
+    rt.load_module(&image)
+}
+
+/// Compile-time parameters of a module. SEISMIC_KERNEL_DEFS adds `-D` options for experiments
+/// (e.g. "-DDEPTH=2 -DMIN_BLOCKS=3", see kernels/fused.cu).
+fn kernel_options(radius: usize, t: &Tuning, sponge: bool, laplacian_only: bool) -> Vec<String> {
+    let mut o = vec![
+        format!("-DRADIUS={radius}"),
+        format!("-DBLOCK_Y={}", t.block_y),
+        format!("-DVEC={}", t.vec),
+        format!("-DSPONGE={}", sponge as u32),
+        format!("-DLAPLACIAN_ONLY={}", laplacian_only as u32),
+        format!("-DSTAGES={}", t.stages),
+        format!("-DMIN_BLOCKS={}", t.min_blocks),
+        format!("-DUNROLL_Z={}", t.unroll_z),
+    ];
+    if let Ok(extra) = std::env::var("SEISMIC_KERNEL_DEFS") {
+        o.extend(extra.split_whitespace().filter(|d| d.starts_with("-D")).map(String::from));
+    }
+    o
+}
+
+fn as_bytes<T: Copy>(v: &[T]) -> &[u8] {
+    // SAFETY: plain-old-data slices (f32, u32, u64) viewed as bytes.
+    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
+}
+
+fn as_bytes_mut<T: Copy>(v: &mut [T]) -> &mut [u8] {
+    // SAFETY: as as_bytes; every bit pattern is a valid f32.
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, std::mem::size_of_val(v)) }
+}
+
+/// Kernel argument list: pointers to each value, valid until the end of the enclosing statement.
+macro_rules! kargs {
+    ($($a:expr),* $(,)?) => { &mut [$( (&$a) as *const _ as *mut c_void ),*] };
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct StencilWeights {
+    cx: [f32; 9],
+    cy: [f32; 9],
+    cz: [f32; 9],
+    centre: f32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct AxisWeights {
+    c1: [f32; 9],
+    c2: [f32; 9],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct SlabGeom {
+    axis: i32,
+    width: i32,
+    n: [i32; 3],
+    e: [i32; 3],
+    pitch: i64,
+    plane: i64,
+}
+
+struct Kernels<F> {
+    fused: F,
+    pass_x: F,
+    pass_y: F,
+    pass_z: F,
+    update: F,
+    cpml_psi: F,
+    cpml_correct: F,
+    free_surface: F,
+    inject: F,
+    record: F,
+}
+
+struct CpmlAxisDev {
+    geom: SlabGeom,
+    len: usize,
+    psi: DevicePtr,
+    zeta: DevicePtr,
+    a: DevicePtr,
+    b: DevicePtr,
+}
+
+/// Elements added after each field beyond `Layout::len`, so that tiles of up to 32 rows overhanging
+/// the last plane still read inside the allocation.
+fn field_extra(layout: &Layout) -> usize {
+    64 * layout.pitch + 4096
+}
+
+/// Device bytes a problem needs with this kernel (estimated before anything is allocated).
+pub fn estimate_bytes(problem: &Problem, kernel: KernelChoice) -> u64 {
+    let l = &problem.layout;
+    let field = (l.len() + field_extra(l)) as u64 * 4;
+    let fields = if kernel == KernelChoice::ThreePass { 4 } else { 3 };
+    let shape = problem.shape();
+    let slabs: u64 = if problem.boundary.kind == BoundaryKind::Cpml {
+        problem.boundary.slabs(shape).iter().map(|s| s.len() as u64 * 8).sum()
+    } else {
+        0
+    };
+    let traces = (problem.receivers.len() * problem.steps) as u64 * 4;
+    fields * field + slabs + traces + (1 << 20)
+}
+
+/// The GPU solver over any [`GpuRuntime`]: every buffer allocated once, steps only enqueue.
+pub struct GpuSolver<Rt: GpuRuntime> {
+    kernel: KernelChoice,
+    layout: Layout,
+    shape: [usize; 3],
+    radius: usize,
+    tuning: Tuning,
+    window: u32,
+    free_surface: bool,
+    weights: StencilWeights,
+    axis_weights: [AxisWeights; 3],
+    field_len: usize,
+    cur: DevicePtr,
+    prev: DevicePtr,
+    vel: DevicePtr,
+    lap: DevicePtr,
+    damp: [DevicePtr; 3],
+    cpml: Vec<CpmlAxisDev>,
+    src_offsets: DevicePtr,
+    src_weights: DevicePtr,
+    src_samples: DevicePtr,
+    src_taps: usize,
+    nsamples: usize,
+    rec_offsets: DevicePtr,
+    rec_weights: DevicePtr,
+    rec_first: DevicePtr,
+    nrec: usize,
+    traces: DevicePtr,
+    trace_steps: usize,
+    steps_done: usize,
+    allocations: Vec<DevicePtr>,
+    events: Vec<Rt::Event>,
+    laplacian: Option<(Rt::Module, Rt::Function)>,
+    f: Kernels<Rt::Function>,
+    /// Keeps the functions in `f` valid.
+    _module: Rt::Module,
+    rt: Rt,
+}
+
+impl<Rt: GpuRuntime> Drop for GpuSolver<Rt> {
+    fn drop(&mut self) {
+        let _ = self.rt.synchronize();
+        for &p in &self.allocations {
+            // SAFETY: each allocation is freed once, after the stream has drained.
+            unsafe { self.rt.free(p) };
+        }
+    }
+}
+
+impl<Rt: GpuRuntime> GpuSolver<Rt> {
+    /// Allocates and uploads everything the problem needs; errors (before allocating) if it does
+    /// not fit in the device's free memory.
+    pub fn new(rt: Rt, problem: &Problem, kernel: KernelChoice, tuning: Tuning) -> Result<Self> {
+        let layout = problem.layout;
+        let shape = problem.shape();
+        let r = problem.stencil.radius;
+        ensure!(layout.halo == r, "layout halo must equal the stencil radius");
+        tuning.check(r)?;
+        ensure!(
+            shape.iter().all(|&n| n < i32::MAX as usize / 2),
+            "grid {shape:?} is too large for 32-bit indices along an axis"
+        );
+        let need = estimate_bytes(problem, kernel);
+        let (free, total) = rt.mem_info()?;
+        let margin = 128u64 << 20;
+        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+        if need + margin > free as u64 {
+            bail!(
+                "grid {}x{}x{} (radius {r}, {} kernel) needs {:.2} GiB of GPU memory, but {} has only {:.2} GiB \
+                 free of {:.2} GiB: use a smaller grid or the CPU backend",
+                shape[0],
+                shape[1],
+                shape[2],
+                kernel_name(kernel),
+                gib(need),
+                rt.device_name(),
+                gib(free as u64),
+                gib(total as u64)
+            );
+        }
+        let b = &problem.boundary;
+        let sponge = b.kind == BoundaryKind::Sponge;
+        let module = load_kernels(&rt, &sources::STEP, &kernel_options(r, &tuning, sponge, false))?;
+        let fun = |n: &str| rt.function(&module, n);
+        let fused = fun("fused_step")?;
+        rt.allow_dynamic_shared(fused, tuning.dynamic_shared_bytes())?;
+        let f = Kernels {
+            fused,
+            pass_x: fun("pass_x")?,
+            pass_y: fun("pass_y")?,
+            pass_z: fun("pass_z")?,
+            update: fun("update")?,
+            cpml_psi: fun("cpml_psi")?,
+            cpml_correct: fun("cpml_correct")?,
+            free_surface: fun("free_surface")?,
+            inject: fun("inject_source")?,
+            record: fun("record_receivers")?,
+        };
+
+        // Weights exactly as the CPU reference rounds them.
+        let c2: [Vec<f32>; 3] = std::array::from_fn(|a| {
+            problem.stencil.second_scaled(problem.spacing[a]).into_iter().map(|c| c as f32).collect()
+        });
+        let mut weights =
+            StencilWeights { centre: (0..3).map(|a| c2[a][0] as f64).sum::<f64>() as f32, ..Default::default() };
+        // Index 0 stays unused per axis: the kernels take the centres summed in `centre`.
+        weights.cx[1..=r].copy_from_slice(&c2[0][1..=r]);
+        weights.cy[1..=r].copy_from_slice(&c2[1][1..=r]);
+        weights.cz[1..=r].copy_from_slice(&c2[2][1..=r]);
+        let axis_weights = std::array::from_fn(|a| {
+            let mut w = AxisWeights::default();
+            for (c1, first) in w.c1.iter_mut().zip(&problem.stencil.first) {
+                *c1 = (first / problem.spacing[a]) as f32;
+            }
+            w.c2[..=r].copy_from_slice(&c2[a][..=r]);
+            w
+        });
+
+        let mut s = GpuSolver {
+            kernel,
+            layout,
+            shape,
+            radius: r,
+            tuning,
+            window: 0,
+            free_surface: b.free_surface,
+            weights,
+            axis_weights,
+            field_len: layout.len() + field_extra(&layout),
+            cur: 0,
+            prev: 0,
+            vel: 0,
+            lap: 0,
+            damp: [0; 3],
+            cpml: Vec::new(),
+            src_offsets: 0,
+            src_weights: 0,
+            src_samples: 0,
+            src_taps: 0,
+            nsamples: 0,
+            rec_offsets: 0,
+            rec_weights: 0,
+            rec_first: 0,
+            nrec: 0,
+            traces: 0,
+            trace_steps: problem.steps,
+            steps_done: 0,
+            allocations: Vec::new(),
+            events: Vec::new(),
+            laplacian: None,
+            f,
+            _module: module,
+            rt,
+        };
+        s.window = s.choose_window();
+        let field_bytes = s.field_len * 4;
+        s.cur = s.alloc_zeroed(field_bytes)?;
+        s.prev = s.alloc_zeroed(field_bytes)?;
+        s.vel = s.alloc_zeroed(field_bytes)?;
+        if kernel == KernelChoice::ThreePass {
+            s.lap = s.alloc_zeroed(field_bytes)?;
+        }
+        let vel2dt2: Vec<f32> = problem.vel2dt2().into_iter().map(|v| v as f32).collect();
+        let mut padded = vec![0.0f32; layout.len()];
+        layout.scatter(&vel2dt2, &mut padded);
+        drop(vel2dt2);
+        s.rt.upload(s.vel, as_bytes(&padded))?;
+
+        if sponge {
+            // Padded with ones so that lanes and rows past the grid read defined values.
+            for (a, profile) in b.profiles.iter().enumerate() {
+                let mut g: Vec<f32> = profile.damp.iter().map(|&v| v as f32).collect();
+                g.resize(shape[a] + 256, 1.0);
+                s.damp[a] = s.alloc_upload(&g)?;
+            }
+        }
+        if b.kind == BoundaryKind::Cpml {
+            for slab in b.slabs(shape) {
+                if slab.is_empty() {
+                    continue;
+                }
+                let a = slab.axis;
+                let e = slab.extent();
+                let geom = SlabGeom {
+                    axis: a as i32,
+                    width: slab.width as i32,
+                    n: shape.map(|n| n as i32),
+                    e: e.map(|n| n as i32),
+                    pitch: layout.pitch as i64,
+                    plane: layout.plane as i64,
+                };
+                let pa: Vec<f32> = b.profiles[a].a.iter().map(|&v| v as f32).collect();
+                let pb: Vec<f32> = b.profiles[a].b.iter().map(|&v| v as f32).collect();
+                let dev = CpmlAxisDev {
+                    geom,
+                    len: slab.len(),
+                    psi: s.alloc_zeroed(slab.len() * 4)?,
+                    zeta: s.alloc_zeroed(slab.len() * 4)?,
+                    a: s.alloc_upload(&pa)?,
+                    b: s.alloc_upload(&pb)?,
+                };
+                s.cpml.push(dev);
+            }
+        }
+        let offset = |t: &Tap| layout.index(t.point[0] as isize, t.point[1] as isize, t.point[2] as isize) as u64;
+        let src = &problem.source;
+        if !src.taps.is_empty() && !src.samples.is_empty() {
+            let offs: Vec<u64> = src.taps.iter().map(offset).collect();
+            let w: Vec<f32> =
+                src.taps.iter().zip(&offs).map(|(t, &o)| (t.weight * padded[o as usize] as f64) as f32).collect();
+            let samples: Vec<f32> = src.samples.iter().map(|&v| v as f32).collect();
+            s.src_taps = offs.len();
+            s.nsamples = samples.len();
+            s.src_offsets = s.alloc_upload(&offs)?;
+            s.src_weights = s.alloc_upload(&w)?;
+            s.src_samples = s.alloc_upload(&samples)?;
+        }
+        if !problem.receivers.is_empty() {
+            let mut offs = Vec::new();
+            let mut w = Vec::new();
+            let mut first = vec![0u32];
+            for rcv in &problem.receivers {
+                for t in &rcv.taps {
+                    offs.push(offset(t));
+                    w.push(t.weight as f32);
+                }
+                first.push(offs.len() as u32);
+            }
+            s.nrec = problem.receivers.len();
+            s.rec_offsets = s.alloc_upload(&offs)?;
+            s.rec_weights = s.alloc_upload(&w)?;
+            s.rec_first = s.alloc_upload(&first)?;
+            s.traces = s.alloc_zeroed(s.nrec * s.trace_steps * 4)?;
+        }
+        s.events = (0..=problem.steps).map(|_| s.rt.event()).collect::<Result<_>>()?;
+        s.rt.synchronize()?;
+        Ok(s)
+    }
+
+    fn alloc_zeroed(&mut self, bytes: usize) -> Result<DevicePtr> {
+        let p = self.rt.alloc(bytes)?;
+        self.allocations.push(p);
+        self.rt.zero(p, bytes)?;
+        Ok(p)
+    }
+
+    fn alloc_upload<T: Copy>(&mut self, data: &[T]) -> Result<DevicePtr> {
+        let bytes = as_bytes(data);
+        let p = self.rt.alloc(bytes.len())?;
+        self.allocations.push(p);
+        self.rt.upload(p, bytes)?;
+        Ok(p)
+    }
+
+    /// z-planes per fused block: enough blocks for about 16 per multiprocessor, and windows long
+    /// enough that the 2R planes of queue priming stay a small fraction.
+    fn choose_window(&self) -> u32 {
+        if self.tuning.window > 0 {
+            return self.tuning.window;
+        }
+        let [nx, ny, nz] = self.shape;
+        let xy = nx.div_ceil(self.tuning.tile_x()) * ny.div_ceil(self.tuning.block_y as usize);
+        let target = self.rt.multiprocessors() as usize * 16;
+        let zblocks = target.div_ceil(xy).max(1);
+        (nz.div_ceil(zblocks)).clamp(16.min(nz), 64) as u32
+    }
+
+    /// Compiler resources of the interior kernels, for reports.
+    pub fn kernel_info(&self) -> String {
+        let mut parts = vec![format!("fused: {}", self.rt.function_info(self.f.fused))];
+        if let Some((_, f)) = &self.laplacian {
+            parts.push(format!("laplacian: {}", self.rt.function_info(*f)));
+        }
+        if self.kernel == KernelChoice::ThreePass {
+            for (n, f) in [("pass_x", self.f.pass_x), ("pass_z", self.f.pass_z), ("update", self.f.update)] {
+                parts.push(format!("{n}: {}", self.rt.function_info(f)));
+            }
+        }
+        parts.join("; ")
+    }
+
+    pub fn runtime(&self) -> &Rt {
+        &self.rt
+    }
+
+    pub fn tuning(&self) -> Tuning {
+        Tuning { window: self.window, ..self.tuning }
+    }
+
+    fn origin(&self, p: DevicePtr) -> DevicePtr {
+        p + self.layout.origin() as u64 * 4
+    }
+
+    /// Sets p^n and p^{n-1} from dense (nz, ny, nx) arrays (tests, benchmarks).
+    pub fn set_state(&mut self, current: &[f32], previous: &[f32]) -> Result<()> {
+        let mut field = vec![0.0f32; self.layout.len()];
+        self.layout.scatter(current, &mut field);
+        self.rt.upload(self.cur, as_bytes(&field))?;
+        self.layout.scatter(previous, &mut field);
+        self.rt.upload(self.prev, as_bytes(&field))
+    }
+
+    fn grid_xy(&self) -> (u32, u32) {
+        let [nx, ny, _] = self.shape;
+        (nx.div_ceil(self.tuning.tile_x()) as u32, ny.div_ceil(self.tuning.block_y as usize) as u32)
+    }
+
+    /// Enqueues the interior update (or L p into `out` with the Laplacian-only kernel).
+    fn launch_interior(&self, op: Operator, out: DevicePtr) -> Result<()> {
+        let [nx, ny, nz] = self.shape.map(|n| n as i32);
+        let (pitch, plane) = (self.layout.pitch as i64, self.layout.plane as i64);
+        let (cur, outp, vel) = (self.origin(self.cur), self.origin(out), self.origin(self.vel));
+        let (gx, gy, gz) = (self.damp[0], self.damp[1], self.damp[2]);
+        let w = self.weights;
+        let (bx, by) = self.grid_xy();
+        let block = [32, self.tuning.block_y, 1];
+        let window = self.window as i32;
+        let fused = |f: Rt::Function| {
+            let grid = [bx, by, (nz as u32).div_ceil(self.window)];
+            // SAFETY: matches fused_step's parameters.
+            unsafe {
+                self.rt.launch(
+                    f,
+                    grid,
+                    block,
+                    self.tuning.dynamic_shared_bytes(),
+                    kargs![cur, outp, vel, gx, gy, gz, w, nx, ny, nz, pitch, plane, window],
+                )
+            }
+        };
+        match op {
+            Operator::Fused => fused(self.f.fused),
+            Operator::Laplacian => {
+                let (_, f) = self.laplacian.as_ref().context("Laplacian kernel not loaded")?;
+                fused(*f)
+            }
+            Operator::ThreePass => {
+                let lap = self.origin(self.lap);
+                ensure!(self.lap != 0, "three-pass scratch field not allocated");
+                let wm = 64i32;
+                // SAFETY: each argument list matches its kernel's parameters.
+                unsafe {
+                    self.rt.launch(
+                        self.f.pass_x,
+                        [bx, by, nz as u32],
+                        block,
+                        0,
+                        kargs![cur, lap, w, nx, ny, nz, pitch, plane],
+                    )?;
+                    self.rt.launch(
+                        self.f.pass_y,
+                        [bx, (nz as u32).div_ceil(self.tuning.block_y), (ny as u32).div_ceil(wm as u32)],
+                        block,
+                        0,
+                        kargs![cur, lap, w, nx, ny, nz, pitch, plane, wm],
+                    )?;
+                    self.rt.launch(
+                        self.f.pass_z,
+                        [bx, by, (nz as u32).div_ceil(wm as u32)],
+                        block,
+                        0,
+                        kargs![cur, lap, w, nx, ny, nz, pitch, plane, wm],
+                    )?;
+                    self.rt.launch(
+                        self.f.update,
+                        [bx, by, nz as u32],
+                        block,
+                        0,
+                        kargs![cur, outp, vel, lap, gx, gy, gz, nx, ny, nz, pitch, plane],
+                    )
+                }
+            }
+        }
+    }
+
+    fn launch_cpml(&self, correct: bool) -> Result<()> {
+        let (cur, out, vel) = (self.origin(self.cur), self.origin(self.prev), self.origin(self.vel));
+        for c in &self.cpml {
+            let w = self.axis_weights[c.geom.axis as usize];
+            let g = c.geom;
+            let grid = [c.len.div_ceil(256) as u32, 1, 1];
+            // SAFETY: matches cpml_psi / cpml_correct.
+            unsafe {
+                if correct {
+                    self.rt.launch(
+                        self.f.cpml_correct,
+                        grid,
+                        [256, 1, 1],
+                        0,
+                        kargs![cur, out, vel, c.psi, c.zeta, c.a, c.b, w, g],
+                    )?;
+                } else {
+                    self.rt.launch(self.f.cpml_psi, grid, [256, 1, 1], 0, kargs![cur, c.psi, c.a, c.b, w, g])?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Enqueues step `n` (order of `backend`'s module docs), then swaps p^n and p^{n+1}.
+    fn enqueue_step(&mut self, n: usize) -> Result<()> {
+        let [nx, ny, _] = self.shape.map(|v| v as i32);
+        if self.free_surface {
+            let cur = self.origin(self.cur);
+            let (pitch, plane) = (self.layout.pitch as i64, self.layout.plane as i64);
+            // SAFETY: matches free_surface.
+            unsafe {
+                self.rt.launch(
+                    self.f.free_surface,
+                    [(nx as u32).div_ceil(32), (ny as u32).div_ceil(8), 1],
+                    [32, 8, 1],
+                    0,
+                    kargs![cur, nx, ny, pitch, plane],
+                )?;
+            }
+        }
+        self.launch_cpml(false)?;
+        let op = if self.kernel == KernelChoice::ThreePass { Operator::ThreePass } else { Operator::Fused };
+        self.launch_interior(op, self.prev)?;
+        self.launch_cpml(true)?;
+        let step = n as i32;
+        if self.src_taps > 0 && n < self.nsamples {
+            let (ntaps, nsamples) = (self.src_taps as i32, self.nsamples as i32);
+            // SAFETY: matches inject_source.
+            unsafe {
+                self.rt.launch(
+                    self.f.inject,
+                    [(ntaps as u32).div_ceil(32), 1, 1],
+                    [32, 1, 1],
+                    0,
+                    kargs![self.prev, self.src_offsets, self.src_weights, ntaps, self.src_samples, nsamples, step],
+                )?;
+            }
+        }
+        if self.nrec > 0 && n < self.trace_steps {
+            let (nrec, steps) = (self.nrec as i32, self.trace_steps as i32);
+            // SAFETY: matches record_receivers.
+            unsafe {
+                self.rt.launch(
+                    self.f.record,
+                    [(nrec as u32).div_ceil(128), 1, 1],
+                    [128, 1, 1],
+                    0,
+                    kargs![
+                        self.prev,
+                        self.rec_offsets,
+                        self.rec_weights,
+                        self.rec_first,
+                        nrec,
+                        self.traces,
+                        steps,
+                        step
+                    ],
+                )?;
+            }
+        }
+        std::mem::swap(&mut self.cur, &mut self.prev);
+        Ok(())
+    }
+
+    /// Device seconds of each of `reps` applications of an interior operator alone (no boundary,
+    /// source or receivers), after 3 untimed ones; for benchmarks. Leapfrog operators advance the
+    /// state (cur and prev swap each time) as a run does.
+    pub fn time_interior(&mut self, op: Operator, reps: usize) -> Result<Vec<f64>> {
+        match op {
+            Operator::ThreePass if self.lap == 0 => {
+                self.lap = self.alloc_zeroed(self.field_len * 4)?;
+            }
+            Operator::Laplacian if self.laplacian.is_none() => {
+                let m =
+                    load_kernels(&self.rt, &[sources::FUSED], &kernel_options(self.radius, &self.tuning, false, true))?;
+                let f = self.rt.function(&m, "fused_step")?;
+                self.rt.allow_dynamic_shared(f, self.tuning.dynamic_shared_bytes())?;
+                self.laplacian = Some((m, f));
+                if self.lap == 0 {
+                    self.lap = self.alloc_zeroed(self.field_len * 4)?;
+                }
+            }
+            _ => {}
+        }
+        let events: Vec<Rt::Event> = (0..=reps).map(|_| self.rt.event()).collect::<Result<_>>()?;
+        for i in 0..reps + 3 {
+            if i >= 3 {
+                self.rt.record(&events[i - 3])?;
+            }
+            let out = if op == Operator::Laplacian { self.lap } else { self.prev };
+            self.launch_interior(op, out)?;
+            if op != Operator::Laplacian {
+                std::mem::swap(&mut self.cur, &mut self.prev);
+            }
+        }
+        self.rt.record(&events[reps])?;
+        self.rt.synchronize()?;
+        (0..reps).map(|i| Ok(self.rt.elapsed_ms(&events[i], &events[i + 1])? as f64 * 1e-3)).collect()
+    }
+}
+
+fn kernel_name(k: KernelChoice) -> &'static str {
+    match k {
+        KernelChoice::Fused => "fused",
+        KernelChoice::ThreePass => "three-pass",
+    }
+}
+
+impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
+    fn info(&self) -> DeviceInfo {
+        DeviceInfo { backend: self.rt.vendor(), name: self.rt.device_name(), kernel: kernel_name(self.kernel).into() }
+    }
+
+    fn step(&mut self, n: usize) -> Result<()> {
+        let k = self.steps_done;
+        if k == 0 && !self.events.is_empty() {
+            self.rt.record(&self.events[0])?;
+        }
+        self.enqueue_step(n)?;
+        if k + 1 < self.events.len() {
+            self.rt.record(&self.events[k + 1])?;
+        }
+        self.steps_done += 1;
+        Ok(())
+    }
+
+    fn snapshot(&mut self, out: &mut [f32]) -> Result<()> {
+        ensure!(
+            out.len() == self.layout.points(),
+            "snapshot buffer has {} values, grid {}",
+            out.len(),
+            self.layout.points()
+        );
+        let mut field = vec![0.0f32; self.layout.len()];
+        self.rt.download(self.cur, as_bytes_mut(&mut field))?;
+        self.layout.gather(&field, out);
+        Ok(())
+    }
+
+    fn traces(&mut self, steps: usize) -> Result<Vec<f32>> {
+        if self.nrec == 0 {
+            return Ok(Vec::new());
+        }
+        let mut all = vec![0.0f32; self.nrec * self.trace_steps];
+        self.rt.download(self.traces, as_bytes_mut(&mut all))?;
+        let n = steps.min(self.steps_done).min(self.trace_steps);
+        Ok(all.chunks(self.trace_steps).flat_map(|t| t[..n].iter().copied()).collect())
+    }
+
+    fn step_seconds(&mut self) -> Result<Vec<f64>> {
+        self.rt.synchronize()?;
+        let n = self.steps_done.min(self.events.len().saturating_sub(1));
+        (0..n).map(|i| Ok(self.rt.elapsed_ms(&self.events[i], &self.events[i + 1])? as f64 * 1e-3)).collect()
+    }
+}
+
+/// STREAM-like bandwidth ceilings of one device (GB/s = 1e9 bytes/s, reads plus writes).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Ceiling {
+    pub device: String,
+    /// b = a, float4.
+    pub copy_gbs: f64,
+    /// d = a + b + c, float4 (the leapfrog's 3 reads and 1 write).
+    pub three_read_one_write_gbs: f64,
+    /// Bytes per array.
+    pub array_bytes: u64,
+    pub repetitions: usize,
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 { v[n / 2] } else { 0.5 * (v[n / 2 - 1] + v[n / 2]) }
+}
+
+/// Measures the copy and 3-read-1-write ceilings with arrays of `array_bytes` (>= 1 GiB advised),
+/// median of `reps` timed runs after one untimed.
+pub fn measure_ceiling<Rt: GpuRuntime>(rt: &Rt, array_bytes: usize, reps: usize) -> Result<Ceiling> {
+    let n4 = (array_bytes / 16).max(1) as u64;
+    let bytes = n4 as usize * 16;
+    let (free, _) = rt.mem_info()?;
+    ensure!(4 * bytes + (256 << 20) <= free, "not enough free GPU memory for 4 arrays of {bytes} bytes");
+    let m = load_kernels(rt, &[sources::STREAM], &kernel_options(1, &Tuning::for_radius(1), false, false))?;
+    let copy = [rt.function(&m, "stream_copy")?, rt.function(&m, "stream_copy_x4")?];
+    let triad = [rt.function(&m, "stream_3r1w")?, rt.function(&m, "stream_3r1w_x4")?];
+    let fill = rt.function(&m, "stream_fill")?;
+    let arrays: Vec<DevicePtr> = (0..4).map(|_| rt.alloc(bytes)).collect::<Result<_>>()?;
+    let result = (|| -> Result<Ceiling> {
+        let blocks = (rt.multiprocessors() * 8).min(n4.div_ceil(256) as u32).max(1);
+        for (i, &a) in arrays.iter().enumerate() {
+            let seed = 1.0f32 + i as f32;
+            // SAFETY: matches stream_fill.
+            unsafe { rt.launch(fill, [blocks, 1, 1], [256, 1, 1], 0, kargs![a, n4, seed])? };
+        }
+        // Two launch styles (a grid-stride loop over a full device, and one block per 1024
+        // vectors with 4 loads in flight per thread); the ceiling is the better of the two.
+        let time = |three: bool, variant: usize| -> Result<f64> {
+            let f = if three { triad[variant] } else { copy[variant] };
+            let grid = if variant == 0 { blocks } else { n4.div_ceil(1024) as u32 };
+            let ev: Vec<Rt::Event> = (0..=reps + 1).map(|_| rt.event()).collect::<Result<_>>()?;
+            for e in &ev[..=reps] {
+                rt.record(e)?;
+                // SAFETY: matches the stream kernels' parameters.
+                unsafe {
+                    if three {
+                        rt.launch(
+                            f,
+                            [grid, 1, 1],
+                            [256, 1, 1],
+                            0,
+                            kargs![arrays[0], arrays[1], arrays[2], arrays[3], n4],
+                        )?;
+                    } else {
+                        rt.launch(f, [grid, 1, 1], [256, 1, 1], 0, kargs![arrays[0], arrays[3], n4])?;
+                    }
+                }
+            }
+            rt.record(&ev[reps + 1])?;
+            rt.synchronize()?;
+            let mut t: Vec<f64> =
+                (1..=reps).map(|i| Ok(rt.elapsed_ms(&ev[i], &ev[i + 1])? as f64 * 1e-3)).collect::<Result<_>>()?;
+            let moved = if three { 4.0 } else { 2.0 } * bytes as f64;
+            Ok(moved / median(&mut t) / 1e9)
+        };
+        let copy_gbs = time(false, 0)?.max(time(false, 1)?);
+        let three_read_one_write_gbs = time(true, 0)?.max(time(true, 1)?);
+        Ok(Ceiling {
+            device: rt.device_name(),
+            copy_gbs,
+            three_read_one_write_gbs,
+            array_bytes: bytes as u64,
+            repetitions: reps,
+        })
+    })();
+    let _ = rt.synchronize();
+    for a in arrays {
+        // SAFETY: allocated above, stream drained.
+        unsafe { rt.free(a) };
+    }
+    result
+}
+
+/// The device's ceilings, measured once (1 GiB arrays, 20 repetitions) and cached as JSON in
+/// [`cache_dir`], keyed by vendor, device name and architecture.
+pub fn ceiling_cached<Rt: GpuRuntime>(rt: &Rt) -> Result<Ceiling> {
+    let name: String = rt.device_name().chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+    let path = cache_dir().join(format!("ceiling-{}-{}-{name}.json", rt.vendor(), rt.arch()));
+    if let Ok(text) = std::fs::read_to_string(&path)
+        && let Ok(c) = serde_json::from_str::<Ceiling>(&text)
+    {
+        return Ok(c);
+    }
+    let c = measure_ceiling(rt, 1 << 30, 20)?;
+    if std::fs::create_dir_all(cache_dir()).is_ok() {
+        let _ = std::fs::write(&path, serde_json::to_string_pretty(&c)?);
+    }
+    Ok(c)
+}
+
+/// A homogeneous problem with no boundary, source or receivers, for benchmarks of the interior:
+/// unit spacing, 2000 m/s, dt at half the CFL limit.
+pub fn synthetic_problem(shape: [usize; 3], radius: usize) -> Problem {
+    let stencil = Stencil::new(radius);
+    let spacing = [10.0; 3];
+    let v = 2000.0f32;
+    let dt = 0.5 * stencil.cfl_limit(spacing, v as f64);
+    let points: usize = shape.iter().product();
+    Problem {
+        layout: Layout::new(shape, radius),
+        spacing,
+        origin: [0.0; 3],
+        stencil,
+        dt,
+        steps: 1,
+        vp: vec![v; points],
+        boundary: Boundary::none(shape),
+        source: PointSource {
+            position: [0.0; 3],
+            wavelet: Ricker::new(10.0, 1.0, None),
+            taps: vec![],
+            samples: vec![],
+        },
+        receivers: vec![],
+        warnings: vec![],
+    }
+}
+
+/// Deterministic pseudo-random values in [-1, 1) (benchmarks must not run on zeros).
+pub fn noise(len: usize, seed: u64) -> Vec<f32> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            ((x >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// One benchmark measurement of an interior operator.
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchResult {
+    pub shape: [usize; 3],
+    pub radius: usize,
+    pub operator: String,
+    pub block_y: u32,
+    pub vec: u32,
+    pub window: u32,
+    pub stages: u32,
+    pub min_blocks: u32,
+    /// Median device seconds per application.
+    pub seconds: f64,
+    /// Effective bandwidth: `problem::step_bytes` over the median time, GB/s.
+    pub gbs: f64,
+    /// Grid points updated per second, in billions.
+    pub gpts: f64,
+    /// Registers, spills and shared memory of the kernels used.
+    pub kernel_info: String,
+}
+
+/// Times an interior operator on a random state of `shape` (median of `reps`).
+pub fn bench_step<Rt: GpuRuntime>(
+    rt: Rt,
+    shape: [usize; 3],
+    radius: usize,
+    op: Operator,
+    tuning: Tuning,
+    reps: usize,
+) -> Result<BenchResult> {
+    let problem = synthetic_problem(shape, radius);
+    let kernel = if op == Operator::ThreePass { KernelChoice::ThreePass } else { KernelChoice::Fused };
+    let mut s = GpuSolver::new(rt, &problem, kernel, tuning)?;
+    let points = problem.layout.points();
+    s.set_state(&noise(points, 1), &noise(points, 2))?;
+    let mut t = s.time_interior(op, reps)?;
+    let sec = median(&mut t);
+    let tu = s.tuning();
+    Ok(BenchResult {
+        shape,
+        radius,
+        operator: format!("{op:?}"),
+        block_y: tu.block_y,
+        vec: tu.vec,
+        window: tu.window,
+        stages: tu.stages,
+        min_blocks: tu.min_blocks,
+        seconds: sec,
+        gbs: op.bytes(shape, radius) as f64 / sec / 1e9,
+        gpts: points as f64 / sec / 1e9,
+        kernel_info: s.kernel_info(),
+    })
+}
 
 /// Opens the CUDA backend on device 0 for this problem (allocates everything once).
 #[cfg(feature = "cuda")]
 pub fn open_cuda(problem: &Problem, kernel: KernelChoice) -> Result<Box<dyn Backend>> {
-    let _ = (problem, kernel);
-    bail!("the CUDA backend is not implemented yet")
+    let rt = cuda::CudaRuntime::new(0)?;
+    let (tuning, _) = autotune::tuning_for(&rt.device_name(), problem.stencil.radius, problem.shape());
+    Ok(Box::new(GpuSolver::new(rt, problem, kernel, tuning)?))
 }
 
 /// Opens the HIP backend on device 0 for this problem (allocates everything once).
 #[cfg(feature = "hip")]
 pub fn open_hip(problem: &Problem, kernel: KernelChoice) -> Result<Box<dyn Backend>> {
-    let _ = (problem, kernel);
-    bail!("the HIP backend is not implemented yet")
+    let rt = hip::HipRuntime::new(0)?;
+    let r = problem.stencil.radius;
+    let (tuning, _) = autotune::tuning_or(&rt.device_name(), r, problem.shape(), hip::tuning(r));
+    Ok(Box::new(GpuSolver::new(rt, problem, kernel, tuning)?))
 }

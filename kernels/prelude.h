@@ -1,0 +1,194 @@
+// prelude.h: the few differences between CUDA (NVRTC / nvcc) and HIP (hipRTC / hipcc), plus small
+// helpers every kernel file uses. No system headers: run-time compilers have none.
+//
+// Compile-time parameters (set with -D by the host):
+//   RADIUS      stencil radius R, 1..8
+//   BLOCK_Y     rows of a block's xy tile (threads in y); blocks are 32 threads wide in x
+//   VEC         points per thread in x: 1, 2 or 4 (vector loads of that width)
+//   SPONGE      1: multiply the update by the sponge factors gx[ix] gy[iy] gz[iz]
+//   LAPLACIAN_ONLY 1: the fused kernel writes out = L p (no leapfrog), for the operator benchmark
+#pragma once
+
+#if defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__)
+#define SEISMIC_HIP 1
+#else
+#define SEISMIC_HIP 0
+#endif
+
+#ifndef RADIUS
+#define RADIUS 4
+#endif
+#ifndef BLOCK_Y
+#define BLOCK_Y 8
+#endif
+#ifndef VEC
+#define VEC 4
+#endif
+#ifndef SPONGE
+#define SPONGE 0
+#endif
+#ifndef LAPLACIAN_ONLY
+#define LAPLACIAN_ONLY 0
+#endif
+
+#define RESTRICT __restrict__
+#define DEVICE __device__ __forceinline__
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 1
+#endif
+#if SEISMIC_HIP
+#define LAUNCH_BOUNDS(n) __launch_bounds__(n)
+#else
+// With MIN_BLOCKS > 1 the compiler caps registers so that many blocks fit on a multiprocessor.
+#define LAUNCH_BOUNDS(n) __launch_bounds__(n, MIN_BLOCKS)
+#endif
+#define BLOCK_SYNC() __syncthreads()
+
+typedef long long i64;
+typedef unsigned long long u64;
+typedef unsigned int u32;
+
+// Stencil weights, passed by value as one kernel argument (kernel arguments live in constant memory).
+// Index 0 of each axis is unused by the kernels except through `centre`, the sum of the three centres.
+struct StencilWeights {
+    float cx[9];
+    float cy[9];
+    float cz[9];
+    float centre;
+};
+
+// One axis's first- and second-derivative weights (CPML kernels and the single-axis passes).
+struct AxisWeights {
+    float c1[9];
+    float c2[9];
+};
+
+DEVICE int imin(int a, int b) { return a < b ? a : b; }
+
+// A thread's VEC consecutive points in x.
+struct alignas(4 * VEC) Vf {
+    float v[VEC];
+};
+
+#if VEC == 4
+DEVICE Vf vload(const float* p) {
+    float4 t = *reinterpret_cast<const float4*>(p);
+    Vf r;
+    r.v[0] = t.x; r.v[1] = t.y; r.v[2] = t.z; r.v[3] = t.w;
+    return r;
+}
+DEVICE void vstore(float* p, const Vf& a) {
+    *reinterpret_cast<float4*>(p) = make_float4(a.v[0], a.v[1], a.v[2], a.v[3]);
+}
+#elif VEC == 2
+DEVICE Vf vload(const float* p) {
+    float2 t = *reinterpret_cast<const float2*>(p);
+    Vf r;
+    r.v[0] = t.x; r.v[1] = t.y;
+    return r;
+}
+DEVICE void vstore(float* p, const Vf& a) { *reinterpret_cast<float2*>(p) = make_float2(a.v[0], a.v[1]); }
+#elif VEC == 1
+DEVICE Vf vload(const float* p) {
+    Vf r;
+    r.v[0] = *p;
+    return r;
+}
+DEVICE void vstore(float* p, const Vf& a) { *p = a.v[0]; }
+#else
+#error "VEC must be 1, 2 or 4"
+#endif
+
+// Streaming (non-temporal) stores: the new wavefield is not read again in this step, so it should
+// not evict the planes other blocks still need from L2. No "memory" clobber, so the compiler may
+// move loads across them: no kernel reads back what it stream-stores in the same launch.
+#if SEISMIC_HIP
+DEVICE void store_stream(float* p, float v) { __builtin_nontemporal_store(v, p); }
+#else
+DEVICE void store_stream(float* p, float v) { asm volatile("st.global.cs.f32 [%0], %1;" ::"l"(p), "f"(v)); }
+#endif
+
+#if SEISMIC_HIP
+DEVICE void vstore_stream(float* p, const Vf& a) {
+#pragma unroll
+    for (int j = 0; j < VEC; j++) __builtin_nontemporal_store(a.v[j], p + j);
+}
+#else
+#if VEC == 4
+DEVICE void vstore_stream(float* p, const Vf& a) {
+    asm volatile("st.global.cs.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(a.v[0]), "f"(a.v[1]), "f"(a.v[2]),
+                 "f"(a.v[3]));
+}
+#elif VEC == 2
+DEVICE void vstore_stream(float* p, const Vf& a) {
+    asm volatile("st.global.cs.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(a.v[0]), "f"(a.v[1]));
+}
+#else
+DEVICE void vstore_stream(float* p, const Vf& a) { store_stream(p, a.v[0]); }
+#endif
+#endif
+
+// Loads of data used once (p^{n-1}, c^2 dt^2): evict-first, so that the planes of p^n that
+// neighbouring blocks still need stay in L2.
+#if SEISMIC_HIP
+DEVICE Vf vload_once(const float* p) {
+    Vf r;
+#pragma unroll
+    for (int j = 0; j < VEC; j++) r.v[j] = __builtin_nontemporal_load(p + j);
+    return r;
+}
+#else
+#if VEC == 4
+DEVICE Vf vload_once(const float* p) {
+    Vf r;
+    asm volatile("ld.global.cs.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(r.v[0]), "=f"(r.v[1]), "=f"(r.v[2]), "=f"(r.v[3])
+                 : "l"(p));
+    return r;
+}
+#elif VEC == 2
+DEVICE Vf vload_once(const float* p) {
+    Vf r;
+    asm volatile("ld.global.cs.v2.f32 {%0, %1}, [%2];" : "=f"(r.v[0]), "=f"(r.v[1]) : "l"(p));
+    return r;
+}
+#else
+DEVICE Vf vload_once(const float* p) {
+    Vf r;
+    asm volatile("ld.global.cs.f32 %0, [%1];" : "=f"(r.v[0]) : "l"(p));
+    return r;
+}
+#endif
+#endif
+
+// Asynchronous 16-byte copies global -> shared (sm_80+ cp.async): data in flight costs shared
+// memory instead of registers. The issuing thread alone reads what it copied, after
+// CP_ASYNC_WAIT(n) (at most n of its newest groups still pending). HIP: plain copies.
+#if SEISMIC_HIP
+DEVICE void cp_async16(void* s, const float* g) { *reinterpret_cast<float4*>(s) = *reinterpret_cast<const float4*>(g); }
+DEVICE void cp_async_commit() {}
+#define CP_ASYNC_WAIT(n)
+#else
+DEVICE unsigned smem_addr(const void* p) {
+    unsigned r;
+    asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
+    return r;
+}
+DEVICE void cp_async16(void* s, const float* g) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(s)), "l"(g) : "memory");
+}
+DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+#define CP_ASYNC_WAIT(n) asm volatile("cp.async.wait_group %0;" ::"n"(n) : "memory")
+#endif
+
+// Writes the first `valid` lanes of a vector (all of them when the vector lies inside the row):
+// points past the row's end are halo of the next step and must stay zero.
+DEVICE void vstore_guarded(float* p, const Vf& a, int valid) {
+    if (valid >= VEC) {
+        vstore_stream(p, a);
+    } else {
+#pragma unroll
+        for (int j = 0; j < VEC; j++)
+            if (j < valid) store_stream(p + j, a.v[j]);
+    }
+}

@@ -1,0 +1,23 @@
+// sources.cu: the point source and the receivers, on the device so that nothing returns to the
+// host inside a step. Offsets are from the start of the field allocation (grid.rs `Layout::index`).
+
+// p^{n+1}[tap] += (w c^2 dt^2)[tap] * s_n, one thread per tap (taps are distinct points).
+extern "C" __global__ void inject_source(float* RESTRICT field, const u64* RESTRICT offsets,
+                                         const float* RESTRICT weights, int ntaps, const float* RESTRICT samples,
+                                         int nsamples, int step) {
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= ntaps || step >= nsamples) return;
+    field[offsets[t]] += weights[t] * samples[step];
+}
+
+// trace[r * steps + step] = sum over the receiver's taps of w p^{n+1}; taps of receiver r are
+// first[r]..first[r + 1]. One thread per receiver.
+extern "C" __global__ void record_receivers(const float* RESTRICT field, const u64* RESTRICT offsets,
+                                            const float* RESTRICT weights, const u32* RESTRICT first, int nrec,
+                                            float* RESTRICT traces, int steps, int step) {
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= nrec || step >= steps) return;
+    float v = 0.0f;
+    for (u32 t = first[r]; t < first[r + 1]; t++) v += weights[t] * field[offsets[t]];
+    traces[(i64)r * steps + step] = v;
+}

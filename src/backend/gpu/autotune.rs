@@ -1,0 +1,516 @@
+//! Autotuner of the interior kernels: for one (device, radius, grid-shape class) it times the fused
+//! step over block shapes, vector widths and z-window lengths within a time budget, and keeps the
+//! fastest as JSON in [`cache_dir`]`/tuning-<device>.json`. [`tuning_for`] is what `open_cuda` and
+//! `open_hip` use: the cached winner for the problem's radius and shape class when there is one,
+//! else [`Tuning::for_radius`]. `SEISMIC_NO_TUNING=1` (or [`disable`], the CLI's `--no-tuning`)
+//! turns the cache off, and the explicit overrides of [`Tuning::for_radius`] (SEISMIC_BLOCK_Y...)
+//! win over it. The search covers every knob `Tuning` has: block rows, vector width, z-window,
+//! cp.async ring depth, blocks per SM and z unrolling (the kernels have no grid-index-order option).
+//!
+//! Shapes are grouped by the rounded log2 of the xy-plane's points and of nz: the plane size decides
+//! how many tiles a z-window has and whether neighbouring planes stay in the last-level cache
+//! (seed 002), the depth how long the windows can be. A winner is reused for a nearby class (at most
+//! two steps away) of the same radius, and dropped when the kernels' source changes.
+
+use super::{GpuRuntime, GpuSolver, Operator, Tuning, cache_dir, hex, median, noise, sources, synthetic_problem};
+use crate::config::KernelChoice;
+use anyhow::{Context, Result, ensure};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+static DISABLED: AtomicBool = AtomicBool::new(false);
+
+/// Turns the tuning cache off for this process (the CLI's `--no-tuning`).
+pub fn disable() {
+    DISABLED.store(true, Ordering::Relaxed);
+}
+
+/// The variables of [`Tuning::for_radius`]: setting any of them means the user chose the launch shape.
+const OVERRIDES: [&str; 6] =
+    ["SEISMIC_BLOCK_Y", "SEISMIC_VEC", "SEISMIC_WINDOW", "SEISMIC_STAGES", "SEISMIC_MIN_BLOCKS", "SEISMIC_UNROLL_Z"];
+
+/// Whether [`tuning_for`] consults the cache: not after [`disable`], not with SEISMIC_NO_TUNING set
+/// (to anything but "0" or ""), and not when one of the SEISMIC_BLOCK_Y, SEISMIC_VEC,
+/// SEISMIC_WINDOW, SEISMIC_STAGES, SEISMIC_MIN_BLOCKS or SEISMIC_UNROLL_Z overrides is set.
+pub fn enabled() -> bool {
+    let set = |k: &str| std::env::var(k).map(|v| !v.is_empty() && v != "0").unwrap_or(false);
+    let overridden = OVERRIDES.iter().any(|k| std::env::var_os(k).is_some());
+    !DISABLED.load(Ordering::Relaxed) && !set("SEISMIC_NO_TUNING") && !overridden
+}
+
+/// The group of grid shapes one tuning serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShapeClass {
+    /// round(log2(nx * ny)).
+    pub plane_log2: u32,
+    /// round(log2(nz)).
+    pub depth_log2: u32,
+}
+
+fn round_log2(n: usize) -> u32 {
+    (n.max(1) as f64).log2().round() as u32
+}
+
+impl ShapeClass {
+    pub fn of(shape: [usize; 3]) -> ShapeClass {
+        ShapeClass { plane_log2: round_log2(shape[0] * shape[1]), depth_log2: round_log2(shape[2]) }
+    }
+
+    /// Steps between two classes (0: the same).
+    pub fn distance(&self, other: &ShapeClass) -> u32 {
+        self.plane_log2.abs_diff(other.plane_log2) + self.depth_log2.abs_diff(other.depth_log2)
+    }
+}
+
+impl std::fmt::Display for ShapeClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "xy~2^{} z~2^{}", self.plane_log2, self.depth_log2)
+    }
+}
+
+/// Classes further apart than this do not share a tuning.
+pub const MAX_CLASS_DISTANCE: u32 = 2;
+
+/// One autotuner winner.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TunedEntry {
+    pub radius: usize,
+    pub class: ShapeClass,
+    /// The grid the search timed.
+    pub shape: [usize; 3],
+    pub block_y: u32,
+    pub vec: u32,
+    /// z-planes per fused block (never 0 here: the search times explicit lengths).
+    pub window: u32,
+    pub stages: u32,
+    pub min_blocks: u32,
+    pub unroll_z: u32,
+    /// Median seconds of the winner's fused step, and of the default tuning's, on `shape`.
+    pub seconds: f64,
+    pub default_seconds: f64,
+    /// Candidates timed before the budget ran out, of how many.
+    pub tried: usize,
+    pub candidates: usize,
+    /// Hash of the kernel sources the timings were taken with.
+    pub kernels: String,
+    /// UTC date of the search (YYYY-MM-DD).
+    pub date: String,
+}
+
+impl TunedEntry {
+    pub fn tuning(&self) -> Tuning {
+        Tuning {
+            block_y: self.block_y,
+            vec: self.vec,
+            window: self.window,
+            stages: self.stages,
+            min_blocks: self.min_blocks,
+            unroll_z: self.unroll_z,
+        }
+    }
+}
+
+/// The tuning cache of one device: `tuning-<device>.json`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TuningCache {
+    pub device: String,
+    pub vendor: String,
+    pub arch: String,
+    pub entries: Vec<TunedEntry>,
+}
+
+/// Hash of the kernel sources (cached winners are only trusted for the kernels they were timed on).
+pub fn kernels_hash() -> String {
+    let mut h = Sha256::new();
+    for s in sources::STEP {
+        h.update(s.as_bytes());
+    }
+    h.update(sources::PRELUDE.as_bytes());
+    hex(&h.finalize()[..8])
+}
+
+/// File-name form of a device name: ASCII letters and digits, others as '_'.
+pub fn device_file_name(device: &str) -> String {
+    device.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect()
+}
+
+impl TuningCache {
+    pub fn path(device: &str) -> PathBuf {
+        Self::path_in(&cache_dir(), device)
+    }
+
+    pub fn path_in(dir: &Path, device: &str) -> PathBuf {
+        dir.join(format!("tuning-{}.json", device_file_name(device)))
+    }
+
+    /// The device's cache in [`cache_dir`], empty when there is none (or it does not parse: it is
+    /// only a cache).
+    pub fn load(device: &str) -> TuningCache {
+        Self::load_from(&cache_dir(), device)
+    }
+
+    pub fn load_from(dir: &Path, device: &str) -> TuningCache {
+        std::fs::read_to_string(Self::path_in(dir, device))
+            .ok()
+            .and_then(|t| serde_json::from_str::<TuningCache>(&t).ok())
+            .filter(|c| c.device == device)
+            .unwrap_or_else(|| TuningCache { device: device.to_string(), ..Default::default() })
+    }
+
+    /// Writes the cache into [`cache_dir`].
+    pub fn save(&self) -> Result<PathBuf> {
+        self.save_in(&cache_dir())
+    }
+
+    /// Writes the cache into `dir` (through a temporary file, so a reader never sees half of it).
+    pub fn save_in(&self, dir: &Path) -> Result<PathBuf> {
+        let path = Self::path_in(dir, &self.device);
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create the cache directory {}", dir.display()))?;
+        let tmp = dir.join(format!(".tuning.{}.tmp", std::process::id()));
+        std::fs::write(&tmp, serde_json::to_string_pretty(self)?)
+            .with_context(|| format!("cannot write {}", tmp.display()))?;
+        std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))?;
+        Ok(path)
+    }
+
+    /// Replaces the entry of the same radius and class (and drops entries of other kernel sources).
+    pub fn insert(&mut self, entry: TunedEntry) {
+        self.entries.retain(|e| e.kernels == entry.kernels && !(e.radius == entry.radius && e.class == entry.class));
+        self.entries.push(entry);
+        self.entries.sort_by_key(|e| (e.radius, e.class.plane_log2, e.class.depth_log2));
+    }
+
+    /// The winner for this radius and shape: the same class, else the nearest within
+    /// [`MAX_CLASS_DISTANCE`] (ties: the larger plane); only entries timed on `kernels`.
+    pub fn lookup(&self, radius: usize, shape: [usize; 3], kernels: &str) -> Option<&TunedEntry> {
+        let class = ShapeClass::of(shape);
+        self.entries
+            .iter()
+            .filter(|e| e.radius == radius && e.kernels == kernels)
+            .filter(|e| e.class.distance(&class) <= MAX_CLASS_DISTANCE)
+            .min_by_key(|e| (e.class.distance(&class), u32::MAX - e.class.plane_log2))
+    }
+}
+
+/// The tuning a run of this radius and shape uses on `device`: the cached winner when the cache is
+/// enabled and holds a valid one, else [`Tuning::for_radius`].
+pub fn tuning_for(device: &str, radius: usize, shape: [usize; 3]) -> (Tuning, Option<TunedEntry>) {
+    tuning_or(device, radius, shape, Tuning::for_radius(radius))
+}
+
+/// [`tuning_for`] with the vendor's own default (the HIP backend's differs).
+pub fn tuning_or(device: &str, radius: usize, shape: [usize; 3], default: Tuning) -> (Tuning, Option<TunedEntry>) {
+    if enabled()
+        && let Some(e) = TuningCache::load(device).lookup(radius, shape, &kernels_hash())
+        && e.tuning().check(radius).is_ok()
+    {
+        return (e.tuning(), Some(e.clone()));
+    }
+    (default, None)
+}
+
+/// Today's UTC date, YYYY-MM-DD.
+pub fn utc_date() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    civil_date(secs / 86400)
+}
+
+/// The proleptic Gregorian date of `days` since 1970-01-01 (H. Hinnant's civil-from-days).
+pub fn civil_date(days: u64) -> String {
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + (m <= 2) as i64;
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// The grid a search times for `shape`: the same xy-plane, with nz cut so that a field stays under
+/// 2^28 points (1 GiB), which keeps each candidate's set-up short on the largest grids.
+pub fn search_shape(shape: [usize; 3], radius: usize) -> [usize; 3] {
+    let plane = (shape[0] * shape[1]).max(1);
+    let nz = shape[2].min(((1usize << 28) / plane).max(4 * radius + 16));
+    [shape[0], shape[1], nz]
+}
+
+/// Compile-time launch shapes to try, most promising first: the vendor's `default`, then it with
+/// one knob changed (block rows, cp.async ring depth, blocks per SM, z unrolling, vector width), each
+/// valid for `radius` (window 0: the z-window is searched separately, at run time).
+pub fn launch_candidates(radius: usize, default: Tuning) -> Vec<Tuning> {
+    let d = Tuning { window: 0, ..default };
+    let r = radius as u32;
+    let full_unroll = 2 * r + 1;
+    let mut v = vec![
+        d,
+        Tuning { block_y: 16.max(r), ..d },
+        Tuning { stages: if d.stages == 0 { 2 } else { 0 }, ..d },
+        Tuning { min_blocks: if d.min_blocks == 1 { 2 } else { 1 }, ..d },
+        Tuning { unroll_z: if d.unroll_z == 1 { full_unroll } else { 1 }, ..d },
+        Tuning { stages: 3, ..d },
+        Tuning { min_blocks: d.min_blocks + 1, ..d },
+        Tuning { vec: 2, stages: 0, ..d },
+        Tuning { block_y: 4.max(r), ..d },
+        Tuning { block_y: 16.max(r), stages: 0, ..d },
+        Tuning { block_y: 32, stages: 0, min_blocks: 1, ..d },
+    ];
+    let mut seen = Vec::new();
+    v.retain(|t| {
+        let keep = t.check(radius).is_ok() && !seen.contains(t);
+        seen.push(*t);
+        keep
+    });
+    v
+}
+
+/// z-window lengths to try on a grid of depth `nz`: 16, 32, 64, 128 and the whole depth.
+pub fn window_candidates(nz: usize) -> Vec<u32> {
+    let mut v: Vec<u32> = [16u32, 32, 64, 128].into_iter().filter(|&w| (w as usize) < nz).collect();
+    v.push(nz as u32);
+    v
+}
+
+/// One timed candidate.
+#[derive(Clone, Debug)]
+pub struct Trial {
+    pub tuning: Tuning,
+    pub seconds: f64,
+}
+
+/// "by8 v4 w64 s2 m2 u9": block rows, vector width, z-window, cp.async stages, blocks per SM, z
+/// unrolling.
+pub fn label(t: &Tuning) -> String {
+    format!("by{} v{} w{} s{} m{} u{}", t.block_y, t.vec, t.window, t.stages, t.min_blocks, t.unroll_z)
+}
+
+/// What a search found.
+#[derive(Clone, Debug)]
+pub struct Search {
+    pub entry: TunedEntry,
+    pub trials: Vec<Trial>,
+    /// Launch shapes that failed (compile or launch errors), with the error.
+    pub failures: Vec<String>,
+}
+
+/// Searches the fused step's tuning for `radius` and `shape`'s class, around the vendor's `default`
+/// (the baseline, timed first), on the device `open` opens
+/// (one runtime per candidate launch shape; the z-windows of a launch shape share one solver).
+/// Launch shapes are visited in [`launch_candidates`] order until `budget` is spent; the first is
+/// always timed completely. `reps` timed steps per candidate (median).
+pub fn search<Rt: GpuRuntime>(
+    mut open: impl FnMut() -> Result<Rt>,
+    radius: usize,
+    shape: [usize; 3],
+    default: Tuning,
+    budget: Duration,
+    reps: usize,
+) -> Result<Search> {
+    let start = Instant::now();
+    let tshape = search_shape(shape, radius);
+    let problem = synthetic_problem(tshape, radius);
+    let points = problem.layout.points();
+    let (cur, prev) = (noise(points, 11), noise(points, 12));
+    let launches = launch_candidates(radius, default);
+    let windows = window_candidates(tshape[2]);
+    let candidates = launches.len() * windows.len();
+    let mut trials = Vec::new();
+    let mut failures = Vec::new();
+    let mut default_seconds = f64::NAN;
+    for (i, &tuning) in launches.iter().enumerate() {
+        if i > 0 && start.elapsed() >= budget {
+            break;
+        }
+        let rt = open()?;
+        let run = || -> Result<Vec<Trial>> {
+            let mut s = GpuSolver::new(rt, &problem, KernelChoice::Fused, tuning)?;
+            s.set_state(&cur, &prev)?;
+            if i == 0 {
+                // The default tuning (its own window choice), the baseline of the report.
+                default_seconds = median(&mut s.time_interior(Operator::Fused, reps)?);
+            }
+            let mut out = Vec::new();
+            for &w in &windows {
+                s.window = w;
+                let seconds = median(&mut s.time_interior(Operator::Fused, reps)?);
+                out.push(Trial { tuning: Tuning { window: w, ..tuning }, seconds });
+            }
+            Ok(out)
+        };
+        match run() {
+            Ok(t) => trials.extend(t),
+            Err(e) => failures.push(format!("{}: {e:#}", label(&tuning))),
+        }
+    }
+    let best = trials.iter().filter(|t| t.seconds.is_finite()).min_by(|a, b| a.seconds.total_cmp(&b.seconds)).cloned();
+    let best = best.with_context(|| {
+        format!("autotuning radius {radius} on {tshape:?} timed no candidate: {}", failures.join("; "))
+    })?;
+    ensure!(best.seconds > 0.0, "autotuning measured a zero time");
+    Ok(Search {
+        entry: TunedEntry {
+            radius,
+            class: ShapeClass::of(shape),
+            shape: tshape,
+            block_y: best.tuning.block_y,
+            vec: best.tuning.vec,
+            window: best.tuning.window,
+            stages: best.tuning.stages,
+            min_blocks: best.tuning.min_blocks,
+            unroll_z: best.tuning.unroll_z,
+            seconds: best.seconds,
+            default_seconds,
+            tried: trials.len(),
+            candidates,
+            kernels: kernels_hash(),
+            date: utc_date(),
+        },
+        trials,
+        failures,
+    })
+}
+
+/// [`search`], then the winner stored in the device's cache; returns the search.
+pub fn tune_and_store<Rt: GpuRuntime>(
+    mut open: impl FnMut() -> Result<Rt>,
+    radius: usize,
+    shape: [usize; 3],
+    default: Tuning,
+    budget: Duration,
+    reps: usize,
+) -> Result<Search> {
+    let rt = open()?;
+    let (device, vendor, arch) = (rt.device_name(), rt.vendor().to_string(), rt.arch());
+    drop(rt);
+    let found = search(open, radius, shape, default, budget, reps)?;
+    let mut cache = TuningCache::load(&device);
+    cache.vendor = vendor;
+    cache.arch = arch;
+    cache.insert(found.entry.clone());
+    cache.save()?;
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(radius: usize, shape: [usize; 3], block_y: u32) -> TunedEntry {
+        TunedEntry {
+            radius,
+            class: ShapeClass::of(shape),
+            shape,
+            block_y,
+            vec: 4,
+            window: 32,
+            stages: 2,
+            min_blocks: 2,
+            unroll_z: 9,
+            seconds: 1e-3,
+            default_seconds: 1.2e-3,
+            tried: 10,
+            candidates: 40,
+            kernels: "k1".into(),
+            date: "2026-11-22".into(),
+        }
+    }
+
+    #[test]
+    fn shape_classes_round_log2() {
+        assert_eq!(ShapeClass::of([512, 512, 512]), ShapeClass { plane_log2: 18, depth_log2: 9 });
+        assert_eq!(ShapeClass::of([1024, 1024, 1024]), ShapeClass { plane_log2: 20, depth_log2: 10 });
+        // 768^2 = 589824 = 2^19.17; 768 = 2^9.58.
+        assert_eq!(ShapeClass::of([768, 768, 768]), ShapeClass { plane_log2: 19, depth_log2: 10 });
+        assert_eq!(ShapeClass::of([2048, 2048, 64]), ShapeClass { plane_log2: 22, depth_log2: 6 });
+        let a = ShapeClass::of([512, 512, 512]);
+        assert_eq!(a.distance(&ShapeClass::of([1024, 1024, 1024])), 3);
+        assert_eq!(a.distance(&a), 0);
+    }
+
+    #[test]
+    fn lookup_prefers_same_class_then_nearest_and_ignores_other_radii_and_kernels() {
+        let mut c = TuningCache { device: "GPU X".into(), ..Default::default() };
+        c.insert(entry(4, [512, 512, 512], 8));
+        c.insert(entry(4, [1024, 1024, 1024], 16));
+        c.insert(entry(2, [600, 600, 600], 4));
+        assert_eq!(c.lookup(4, [512, 512, 512], "k1").unwrap().block_y, 8);
+        assert_eq!(c.lookup(4, [1000, 1000, 1100], "k1").unwrap().block_y, 16);
+        // 640^3: xy 2^18.6 -> 19, z 2^9.3 -> 9: one step from 512^3, two from 1024^3.
+        assert_eq!(c.lookup(4, [640, 640, 640], "k1").unwrap().block_y, 8);
+        assert!(c.lookup(4, [2048, 2048, 64], "k1").is_none(), "too far from every entry");
+        assert!(c.lookup(3, [512, 512, 512], "k1").is_none());
+        assert!(c.lookup(4, [512, 512, 512], "k2").is_none(), "other kernel sources");
+        // Same radius and class: replaced, not duplicated.
+        c.insert(entry(4, [520, 500, 512], 32));
+        assert_eq!(c.entries.len(), 3);
+        assert_eq!(c.lookup(4, [512, 512, 512], "k1").unwrap().block_y, 32);
+    }
+
+    #[test]
+    fn cache_round_trips_through_json() {
+        let mut c = TuningCache {
+            device: "NVIDIA H100 80GB HBM3".into(),
+            vendor: "cuda".into(),
+            arch: "sm_90".into(),
+            entries: vec![],
+        };
+        c.insert(entry(8, [256, 256, 256], 16));
+        let text = serde_json::to_string_pretty(&c).unwrap();
+        assert!(text.contains("\"plane_log2\": 16"), "{text}");
+        let back: TuningCache = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, c);
+        assert_eq!(device_file_name(&c.device), "NVIDIA_H100_80GB_HBM3");
+    }
+
+    #[test]
+    fn cache_saves_and_loads_in_a_directory() {
+        let dir = std::env::temp_dir().join(format!("seismic-tune-test-{}", std::process::id()));
+        let mut c = TuningCache { device: "Test GPU/1".into(), ..Default::default() };
+        c.insert(entry(4, [512, 512, 512], 8));
+        let path = c.save_in(&dir).unwrap();
+        assert_eq!(path, dir.join("tuning-Test_GPU_1.json"));
+        assert_eq!(TuningCache::load_from(&dir, "Test GPU/1"), c);
+        assert!(TuningCache::load_from(&dir, "Other GPU").entries.is_empty());
+        std::fs::write(&path, "{ not json").unwrap();
+        assert!(TuningCache::load_from(&dir, "Test GPU/1").entries.is_empty(), "a broken cache reads as empty");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn candidates_are_valid_and_start_with_the_default() {
+        for r in 1..=8 {
+            let d = Tuning::for_radius(r);
+            let l = launch_candidates(r, d);
+            assert_eq!(l[0], Tuning { window: 0, ..d });
+            assert!(l.len() >= 6, "R={r}: {l:?}");
+            for (i, t) in l.iter().enumerate() {
+                assert!(t.check(r).is_ok());
+                assert_eq!(t.window, 0);
+                assert!(!l[..i].contains(t), "R={r}: {t:?} twice");
+            }
+        }
+        assert_eq!(window_candidates(512), vec![16, 32, 64, 128, 512]);
+        assert_eq!(window_candidates(64), vec![16, 32, 64]);
+        assert_eq!(window_candidates(20), vec![16, 20]);
+    }
+
+    #[test]
+    fn search_shape_caps_points_and_keeps_the_plane() {
+        assert_eq!(search_shape([512, 512, 512], 4), [512, 512, 512]);
+        assert_eq!(search_shape([1024, 1024, 1024], 4), [1024, 1024, 256]);
+        assert_eq!(search_shape([4096, 4096, 64], 8), [4096, 4096, 48]);
+    }
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(civil_date(0), "1970-01-01");
+        assert_eq!(civil_date(19_723), "2024-01-01");
+        assert_eq!(civil_date(20_414), "2025-11-22");
+        assert_eq!(civil_date(11_016), "2000-02-29");
+    }
+}

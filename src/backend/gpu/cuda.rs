@@ -1,0 +1,308 @@
+//! The CUDA runtime of the GPU solver: the driver API and NVRTC through cudarc, both loaded at run
+//! time (no CUDA toolkit at build time). Kernels are compiled by NVRTC for the device's own
+//! architecture (`sm_XY`) into a CUBIN, which the vendor-neutral layer caches on disk.
+
+use super::{DevicePtr, GpuRuntime};
+use anyhow::{Context, Result, anyhow, bail};
+use cudarc::driver::{result as cu, sys};
+use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys};
+use std::ffi::{CString, c_void};
+
+/// Runs `f`, turning a panic of cudarc's loader (a missing library or symbol) into an error.
+fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|e| {
+        let msg = e
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        anyhow!("{what}: {msg}")
+    })
+}
+
+/// One CUDA device: its primary context and one stream on which all work is ordered.
+pub struct CudaRuntime {
+    device: sys::CUdevice,
+    context: sys::CUcontext,
+    stream: sys::CUstream,
+    name: String,
+    arch: String,
+    multiprocessors: u32,
+}
+
+pub struct CudaModule(sys::CUmodule);
+
+/// A kernel of a loaded [`CudaModule`] (valid while the module is).
+#[derive(Clone, Copy, Debug)]
+pub struct CudaFunction(sys::CUfunction);
+
+pub struct CudaEvent(sys::CUevent);
+
+impl Drop for CudaEvent {
+    fn drop(&mut self) {
+        // SAFETY: created by event::create and destroyed once.
+        unsafe {
+            let _ = cu::event::destroy(self.0);
+        }
+    }
+}
+
+impl CudaRuntime {
+    /// Opens device `ordinal`: loads the driver, retains the primary context, makes a stream.
+    pub fn new(ordinal: usize) -> Result<CudaRuntime> {
+        // SAFETY: only tries to open the library.
+        let present = guarded("loading libcuda", || unsafe { sys::is_culib_present() })?;
+        if !present {
+            bail!(
+                "no CUDA driver found (libcuda.so): install the NVIDIA driver or add its directory to \
+                 LD_LIBRARY_PATH, or run with the CPU backend"
+            );
+        }
+        guarded("no CUDA driver found (libcuda.so)", cu::init)?.context("cuInit failed")?;
+        let count = cu::device::get_count().context("cuDeviceGetCount failed")?;
+        if count <= 0 {
+            bail!("the CUDA driver found no GPU");
+        }
+        if ordinal >= count as usize {
+            bail!("CUDA device {ordinal} does not exist ({count} found)");
+        }
+        let device = cu::device::get(ordinal as i32).context("cuDeviceGet failed")?;
+        // SAFETY: device comes from device::get.
+        unsafe {
+            let context = cu::primary_ctx::retain(device).context("cannot retain the primary CUDA context")?;
+            cu::ctx::set_current(context).context("cuCtxSetCurrent failed")?;
+            let attr = |a| cu::device::get_attribute(device, a);
+            use sys::CUdevice_attribute::*;
+            let major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
+            let minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+            let multiprocessors = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
+            let name = cu::device::get_name(device)?;
+            let stream = cu::stream::create(cu::stream::StreamKind::NonBlocking).context("cuStreamCreate failed")?;
+            Ok(CudaRuntime { device, context, stream, name, arch: format!("sm_{major}{minor}"), multiprocessors })
+        }
+    }
+
+    fn bind(&self) -> Result<()> {
+        // SAFETY: the context is retained for the runtime's lifetime.
+        unsafe { cu::ctx::set_current(self.context) }.context("cuCtxSetCurrent failed")
+    }
+}
+
+impl Drop for CudaRuntime {
+    fn drop(&mut self) {
+        // SAFETY: stream and context were created in new() and are released once.
+        unsafe {
+            let _ = cu::ctx::set_current(self.context);
+            let _ = cu::stream::synchronize(self.stream);
+            let _ = cu::stream::destroy(self.stream);
+            let _ = cu::primary_ctx::release(self.device);
+        }
+    }
+}
+
+impl GpuRuntime for CudaRuntime {
+    type Module = CudaModule;
+    type Function = CudaFunction;
+    type Event = CudaEvent;
+
+    fn vendor(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn device_name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn arch(&self) -> String {
+        self.arch.clone()
+    }
+
+    fn multiprocessors(&self) -> u32 {
+        self.multiprocessors
+    }
+
+    fn mem_info(&self) -> Result<(usize, usize)> {
+        self.bind()?;
+        Ok(cu::mem_get_info()?)
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<DevicePtr> {
+        self.bind()?;
+        // SAFETY: plain device allocation; freed by free().
+        unsafe { cu::malloc_sync(bytes.max(4)) }.map_err(|e| anyhow!("cuMemAlloc of {bytes} bytes failed: {e}"))
+    }
+
+    unsafe fn free(&self, ptr: DevicePtr) {
+        let _ = self.bind();
+        // SAFETY: the caller frees each allocation once, after the work using it.
+        unsafe {
+            let _ = cu::stream::synchronize(self.stream);
+            let _ = cu::free_sync(ptr);
+        }
+    }
+
+    fn zero(&self, ptr: DevicePtr, bytes: usize) -> Result<()> {
+        self.bind()?;
+        // SAFETY: the caller passes a live allocation of at least `bytes`.
+        unsafe { cu::memset_d8_async(ptr, 0, bytes, self.stream) }?;
+        Ok(())
+    }
+
+    fn upload(&self, dst: DevicePtr, src: &[u8]) -> Result<()> {
+        self.bind()?;
+        // SAFETY: ordered after the stream's work, synchronous; the caller passes a large enough buffer.
+        unsafe {
+            cu::stream::synchronize(self.stream)?;
+            cu::memcpy_htod_sync(dst, src)?;
+        }
+        Ok(())
+    }
+
+    fn download(&self, src: DevicePtr, dst: &mut [u8]) -> Result<()> {
+        self.bind()?;
+        // SAFETY: as upload.
+        unsafe {
+            cu::stream::synchronize(self.stream)?;
+            cu::memcpy_dtoh_sync(dst, src)?;
+        }
+        Ok(())
+    }
+
+    fn compiler_flags(&self) -> Vec<String> {
+        // SEISMIC_FMAD=1 lets NVRTC contract a*b+c into FMAs. The CPU reference does not, so the
+        // results then differ from it by more rounding; the kernels are memory-bound either way.
+        let fmad = std::env::var("SEISMIC_FMAD").is_ok_and(|v| v == "1");
+        vec![
+            format!("--gpu-architecture={}", self.arch),
+            "--std=c++17".into(),
+            "-default-device".into(),
+            format!("--fmad={fmad}"),
+        ]
+    }
+
+    fn compile(&self, source: &str, name: &str, options: &[String]) -> Result<Vec<u8>> {
+        // SAFETY: only tries to open the library.
+        let present = guarded("loading libnvrtc", || unsafe { nvrtc_sys::is_culib_present() })?;
+        if !present {
+            bail!("no NVRTC found (libnvrtc.so): the CUDA backend compiles its kernels at run time and needs it");
+        }
+        let src = CString::new(source)?;
+        let cname = CString::new(name)?;
+        let prog = guarded("loading libnvrtc", || nvrtc::create_program(&src, Some(&cname)))??;
+        let mut opts = self.compiler_flags();
+        opts.extend(options.iter().cloned());
+        // SAFETY: prog is live until destroy_program below.
+        unsafe {
+            let res = nvrtc::compile_program(prog, &opts);
+            let log = nvrtc::get_program_log(prog).ok().map(|l| {
+                let bytes: Vec<u8> = l.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+                String::from_utf8_lossy(&bytes).into_owned()
+            });
+            if let Err(e) = res {
+                let _ = nvrtc::destroy_program(prog);
+                bail!("NVRTC failed to compile {name} ({}): {e}\n{}", opts.join(" "), log.unwrap_or_default());
+            }
+            let mut size = 0usize;
+            nvrtc_sys::nvrtcGetCUBINSize(prog, &mut size).result()?;
+            let mut cubin = vec![0u8; size];
+            nvrtc_sys::nvrtcGetCUBIN(prog, cubin.as_mut_ptr() as *mut _).result()?;
+            let _ = nvrtc::destroy_program(prog);
+            Ok(cubin)
+        }
+    }
+
+    fn load_module(&self, image: &[u8]) -> Result<CudaModule> {
+        self.bind()?;
+        // SAFETY: image is a CUBIN produced by compile() (or read back from the cache).
+        let m = unsafe { cu::module::load_data(image.as_ptr() as *const c_void) }.context("cuModuleLoadData failed")?;
+        Ok(CudaModule(m))
+    }
+
+    fn function(&self, module: &CudaModule, name: &str) -> Result<CudaFunction> {
+        // SAFETY: module is loaded.
+        unsafe { cu::module::get_function(module.0, CString::new(name)?) }
+            .map(CudaFunction)
+            .map_err(|e| anyhow!("kernel {name} not found in module: {e}"))
+    }
+
+    unsafe fn launch(
+        &self,
+        f: CudaFunction,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_bytes: u32,
+        args: &mut [*mut c_void],
+    ) -> Result<()> {
+        // SAFETY: the caller matches args to the kernel's parameters.
+        unsafe {
+            cu::launch_kernel(
+                f.0,
+                (grid[0], grid[1], grid[2]),
+                (block[0], block[1], block[2]),
+                shared_bytes,
+                self.stream,
+                args,
+            )
+        }
+        .map_err(|e| anyhow!("kernel launch failed (grid {grid:?}, block {block:?}): {e}"))
+    }
+
+    fn event(&self) -> Result<CudaEvent> {
+        self.bind()?;
+        Ok(CudaEvent(cu::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)?))
+    }
+
+    fn record(&self, event: &CudaEvent) -> Result<()> {
+        // SAFETY: event is live; the stream belongs to this runtime.
+        unsafe { cu::event::record(event.0, self.stream) }?;
+        Ok(())
+    }
+
+    fn elapsed_ms(&self, start: &CudaEvent, end: &CudaEvent) -> Result<f32> {
+        // SAFETY: both events are live and were recorded on this runtime's stream.
+        Ok(unsafe { cu::event::elapsed(start.0, end.0) }?)
+    }
+
+    fn allow_dynamic_shared(&self, f: CudaFunction, bytes: u32) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        // SAFETY: f is a loaded function.
+        unsafe {
+            cu::function::set_function_attribute(
+                f.0,
+                sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                bytes as i32,
+            )
+        }
+        .map_err(|e| anyhow!("cannot allow {bytes} B of dynamic shared memory: {e}"))
+    }
+
+    fn function_info(&self, f: CudaFunction) -> String {
+        use sys::CUfunction_attribute_enum::*;
+        // SAFETY: f is a loaded function.
+        let get = |a| unsafe { cu::function::get_function_attribute(f.0, a) }.unwrap_or(-1);
+        format!(
+            "{} registers, {} B local (spills), {} B static shared",
+            get(CU_FUNC_ATTRIBUTE_NUM_REGS),
+            get(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES),
+            get(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
+        )
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.bind()?;
+        // SAFETY: the stream is live.
+        unsafe { cu::stream::synchronize(self.stream) }
+            .context("CUDA stream synchronisation failed (a kernel faulted?)")
+    }
+}
+
+impl Drop for CudaModule {
+    fn drop(&mut self) {
+        // SAFETY: loaded by load_module, unloaded once.
+        unsafe {
+            let _ = cu::module::unload(self.0);
+        }
+    }
+}

@@ -1,0 +1,278 @@
+//! The GPU side of `seismic-bench`: measures the copy and 3-read-1-write ceilings, then times every
+//! (grid, radius, operator) of a [`SweepSpec`] on one device through any [`GpuRuntime`], with the
+//! autotuner's choice (searched in this run with `tune`, else the device's cached winner, else the
+//! default). One solver per (grid, radius) serves all operators; a case that does not fit or fails
+//! is reported as skipped and the sweep goes on.
+
+use super::{Ceilings, Launch, OperatorKind, Report, Row, Skipped, SweepSpec, TuneSummary};
+use crate::backend::gpu::autotune::{self, ShapeClass};
+use crate::backend::gpu::{self, GpuRuntime, GpuSolver, Operator, Tuning};
+use crate::config::KernelChoice;
+use anyhow::Result;
+use rayon::prelude::*;
+use std::time::{Duration, Instant};
+
+/// How a sweep chooses each case's launch shape.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum TuningMode {
+    /// Tuning::for_radius (the cache is not read).
+    Default,
+    /// The device's cached winner when there is one, else the default.
+    Cached,
+    /// Search each (radius, shape class) once in this run (within `budget`), cache and use it.
+    Search { budget: Duration },
+}
+
+/// Sweep settings beside the spec.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub tuning: TuningMode,
+    /// Bytes per array of the ceiling measurement.
+    pub ceiling_bytes: usize,
+    pub ceiling_reps: usize,
+    /// Timed steps per autotuner candidate.
+    pub tune_reps: usize,
+    /// The backend's default launch shape for a radius (`Tuning::for_radius` on CUDA,
+    /// `hip::tuning` on HIP).
+    pub default_tuning: fn(usize) -> Tuning,
+}
+
+fn as_launch(t: &Tuning) -> Launch {
+    Launch {
+        block_y: t.block_y,
+        vec: t.vec,
+        window: t.window,
+        stages: t.stages,
+        min_blocks: t.min_blocks,
+        unroll_z: t.unroll_z,
+    }
+}
+
+fn operator(op: OperatorKind) -> Operator {
+    match op {
+        OperatorKind::FusedStep => Operator::Fused,
+        OperatorKind::ThreePassStep => Operator::ThreePass,
+        OperatorKind::LaplacianOnly => Operator::Laplacian,
+    }
+}
+
+/// Random values in [-1, 1) for `len` points, filled in parallel (the largest grids have 2^30).
+fn random_field(len: usize, seed: u64) -> Vec<f32> {
+    let mut v = vec![0.0f32; len];
+    v.par_chunks_mut(1 << 20).enumerate().for_each(|(i, c)| {
+        let mut x = (seed ^ (i as u64).wrapping_mul(0xD1B5_4A32_D192_ED03)).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        for e in c {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *e = ((x >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0;
+        }
+    });
+    v
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        0.5 * (v[n / 2 - 1] + v[n / 2])
+    }
+}
+
+/// Runs the sweep on the device `open` opens (called once per solver: a solver owns its runtime).
+/// Progress goes to stderr.
+pub fn run<Rt: GpuRuntime>(mut open: impl FnMut() -> Result<Rt>, spec: &SweepSpec, set: &Settings) -> Result<Report> {
+    spec.validate()?;
+    let rt = open()?;
+    let (device, vendor, arch) = (rt.device_name(), rt.vendor().to_string(), rt.arch());
+    eprintln!("seismic-bench: {device} ({vendor}, {arch}), {} multiprocessors", rt.multiprocessors());
+    let c = gpu::measure_ceiling(&rt, set.ceiling_bytes, set.ceiling_reps)?;
+    drop(rt);
+    let ceilings = Ceilings {
+        copy_gbs: c.copy_gbs,
+        three_read_one_write_gbs: c.three_read_one_write_gbs,
+        array_bytes: c.array_bytes,
+        repetitions: c.repetitions,
+    };
+    eprintln!("ceilings: copy {:.0} GB/s, 3R1W {:.0} GB/s", ceilings.copy_gbs, ceilings.three_read_one_write_gbs);
+    let mut rows = Vec::new();
+    let mut tuning = Vec::new();
+    let mut skipped = Vec::new();
+    let mut searched: Vec<(usize, ShapeClass)> = Vec::new();
+    let want_lap = spec.operators.contains(&OperatorKind::ThreePassStep);
+    for (shape, radius) in spec.cases() {
+        let label = super::shape_label(shape);
+        let class = ShapeClass::of(shape);
+        if let TuningMode::Search { budget } = set.tuning
+            && !searched.contains(&(radius, class))
+        {
+            searched.push((radius, class));
+            let t0 = Instant::now();
+            match autotune::tune_and_store(
+                &mut open,
+                radius,
+                shape,
+                (set.default_tuning)(radius),
+                budget,
+                set.tune_reps,
+            ) {
+                Ok(found) => {
+                    let e = &found.entry;
+                    eprintln!(
+                        "tuned R={radius} {class} on {}: {} {:.3} ms (default {:.3} ms), {}/{} candidates in {:.1} s",
+                        super::shape_label(e.shape),
+                        autotune::label(&e.tuning()),
+                        e.seconds * 1e3,
+                        e.default_seconds * 1e3,
+                        e.tried,
+                        e.candidates,
+                        t0.elapsed().as_secs_f64()
+                    );
+                    for f in &found.failures {
+                        eprintln!("  candidate failed: {f}");
+                    }
+                    tuning.push(TuneSummary {
+                        radius,
+                        class: class.to_string(),
+                        shape: e.shape,
+                        launch: as_launch(&e.tuning()),
+                        seconds: e.seconds,
+                        default_seconds: e.default_seconds,
+                        tried: e.tried,
+                        candidates: e.candidates,
+                        search_seconds: t0.elapsed().as_secs_f64(),
+                    });
+                }
+                Err(e) => {
+                    eprintln!("tuning R={radius} {label} failed: {e:#}");
+                    skipped.push(Skipped { shape, radius, operator: None, error: format!("autotuning: {e:#}") });
+                }
+            }
+        }
+        let (launch, source) = match set.tuning {
+            TuningMode::Default => ((set.default_tuning)(radius), "default"),
+            _ => {
+                let (t, entry) = autotune::tuning_or(&device, radius, shape, (set.default_tuning)(radius));
+                let fresh = entry.as_ref().is_some_and(|e| searched.contains(&(radius, e.class)));
+                (
+                    t,
+                    if fresh {
+                        "tuned"
+                    } else if entry.is_some() {
+                        "cached"
+                    } else {
+                        "default"
+                    },
+                )
+            }
+        };
+        let problem = gpu::synthetic_problem(shape, radius);
+        let kernel = if want_lap { KernelChoice::ThreePass } else { KernelChoice::Fused };
+        let t0 = Instant::now();
+        let solver = open().and_then(|rt| {
+            let mut s = GpuSolver::new(rt, &problem, kernel, launch)?;
+            let points = problem.layout.points();
+            s.set_state(&random_field(points, 1), &random_field(points, 2))?;
+            Ok(s)
+        });
+        drop(problem);
+        let mut s = match solver {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("{label} R={radius}: {e:#}");
+                skipped.push(Skipped { shape, radius, operator: None, error: format!("{e:#}") });
+                continue;
+            }
+        };
+        let t = s.tuning();
+        let setup = t0.elapsed().as_secs_f64();
+        for &op in &spec.operators {
+            match s.time_interior(operator(op), spec.reps) {
+                Ok(times) => {
+                    let row = Row::new(shape, radius, op, as_launch(&t), source, median(times), &ceilings);
+                    eprintln!(
+                        "{label} R={radius} {:16} {} ({source}): {:8.3} ms {:6.0} GB/s {:5.1}% of {} (set-up {setup:.1} s)",
+                        op.label(),
+                        row.launch_label(),
+                        row.seconds * 1e3,
+                        row.gbs,
+                        row.percent,
+                        row.ceiling.label()
+                    );
+                    rows.push(row);
+                }
+                Err(e) => {
+                    eprintln!("{label} R={radius} {}: {e:#}", op.label());
+                    skipped.push(Skipped { shape, radius, operator: Some(op), error: format!("{e:#}") });
+                }
+            }
+        }
+    }
+    Ok(Report { device, vendor, arch, date: autotune::utc_date(), ceilings, spec: spec.clone(), rows, tuning, skipped })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn random_fields_are_deterministic_bounded_and_not_constant() {
+        let a = random_field(3 << 20, 1);
+        assert_eq!(a, random_field(3 << 20, 1));
+        assert_ne!(a, random_field(3 << 20, 2));
+        assert!(a.iter().all(|v| (-1.0..1.0).contains(v)));
+        let mean = a.iter().map(|&v| v as f64).sum::<f64>() / a.len() as f64;
+        assert!(mean.abs() < 0.01, "{mean}");
+        // Chunks differ from each other.
+        assert_ne!(a[..64], a[1 << 20..(1 << 20) + 64]);
+    }
+
+    /// A tiny sweep with a search: every case timed, numbers plausible, the winner cached and found.
+    #[cfg(feature = "cuda")]
+    #[test]
+    #[ignore = "needs a GPU"]
+    fn tiny_sweep_with_tuning_on_cuda() {
+        use crate::backend::gpu::cuda::CudaRuntime;
+        let dir = std::env::temp_dir().join(format!("seismic-sweep-test-{}", std::process::id()));
+        // SAFETY: the only test of this binary that sets the variable; GPU tests run one at a time.
+        unsafe { std::env::set_var("SEISMIC_CACHE_DIR", &dir) };
+        let spec = SweepSpec {
+            sizes: vec![[96, 80, 72]],
+            size_radius: 4,
+            radii: vec![2],
+            radius_shape: [64, 64, 64],
+            operators: OperatorKind::ALL.to_vec(),
+            reps: 5,
+        };
+        let set = Settings {
+            tuning: TuningMode::Search { budget: Duration::from_millis(1) },
+            ceiling_bytes: 64 << 20,
+            ceiling_reps: 5,
+            tune_reps: 3,
+            default_tuning: Tuning::for_radius,
+        };
+        let rep = run(|| CudaRuntime::new(0), &spec, &set).unwrap();
+        assert!(rep.skipped.is_empty(), "{:?}", rep.skipped);
+        assert_eq!(rep.rows.len(), 2 * 3);
+        assert_eq!(rep.tuning.len(), 2);
+        for r in &rep.rows {
+            assert!(r.seconds > 0.0 && r.gbs > 0.0 && r.percent < 200.0, "{r:?}");
+            assert_eq!(r.tuning, "tuned");
+        }
+        let cache = autotune::TuningCache::load(&rep.device);
+        assert!(cache.lookup(4, [96, 80, 72], &autotune::kernels_hash()).is_some());
+        assert!(cache.lookup(2, [64, 64, 64], &autotune::kernels_hash()).is_some());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn median_of_odd_and_even() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(median(vec![]).is_nan());
+    }
+}

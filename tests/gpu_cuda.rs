@@ -1,0 +1,325 @@
+//! CUDA backend against the CPU reference (issue 4). Every test needs an NVIDIA GPU, so all are
+//! ignored by default; run them with `cargo test --features cuda -- --ignored` on a GPU machine.
+//!
+//! The contract: after 200 steps, max |gpu - cpu| / max |cpu| <= 1e-5 over the whole wavefield and
+//! over the receiver traces, for R = 1..8, both kernels, odd grid sizes and every boundary.
+#![cfg(feature = "cuda")]
+
+use seismic_run::backend::Backend;
+use seismic_run::backend::cpu::CpuSolver;
+use seismic_run::backend::gpu::{self, GpuRuntime, GpuSolver, Tuning, cuda::CudaRuntime};
+use seismic_run::config::{Config, KernelChoice};
+use seismic_run::problem::Problem;
+use std::f64::consts::PI;
+
+const TOLERANCE: f64 = 1e-5;
+
+/// A small run in grid indices, built through the CLI's path (TOML, then `Problem::build`).
+struct Setup {
+    shape: [usize; 3],
+    radius: usize,
+    steps: usize,
+    boundary: &'static str,
+    width: usize,
+    free_surface: bool,
+    frequency: f64,
+    source: [usize; 3],
+    receivers: Vec<[usize; 3]>,
+}
+
+const H: f64 = 10.0;
+
+impl Setup {
+    fn odd(radius: usize, boundary: &'static str, free_surface: bool) -> Setup {
+        Setup {
+            shape: [67, 45, 39],
+            radius,
+            steps: 200,
+            boundary,
+            width: 8,
+            free_surface,
+            frequency: 15.0,
+            source: [30, 20, 17],
+            receivers: vec![[5, 5, 5], [40, 22, 3], [66, 44, 38], [31, 20, 17], [10, 40, 30]],
+        }
+    }
+
+    fn problem(&self, vp: Vec<f32>) -> Problem {
+        let pos = |p: [usize; 3]| format!("[{}, {}, {}]", p[0] as f64 * H, p[1] as f64 * H, p[2] as f64 * H);
+        let mut s = format!(
+            "[grid]\nshape = [{}, {}, {}]\nspacing = [{H}, {H}, {H}]\n\n\
+             [model]\nkind = \"constant\"\nvp = 2000.0\n\n\
+             [stencil]\nradius = {}\n\n\
+             [time]\nsteps = {}\ncfl_safety = 0.6\n\n\
+             [source]\nposition = {}\nfrequency = {}\ninjection = \"trilinear\"\n\n\
+             [boundary]\nkind = \"{}\"\nwidth = {}\nfree_surface = {}\n",
+            self.shape[0],
+            self.shape[1],
+            self.shape[2],
+            self.radius,
+            self.steps,
+            pos(self.source),
+            self.frequency,
+            self.boundary,
+            self.width,
+            self.free_surface,
+        );
+        for &r in &self.receivers {
+            s += &format!("\n[[receivers]]\nposition = {}\n", pos(r));
+        }
+        let cfg = Config::from_toml(&s).expect("test configuration parses");
+        Problem::build(&cfg, vp).expect("test problem builds")
+    }
+
+    fn homogeneous(&self) -> Problem {
+        self.problem(vec![2000.0; self.shape.iter().product()])
+    }
+}
+
+/// A heterogeneous, Marmousi-like velocity (dense (nz, ny, nx)): layers dipping in x, a fault
+/// offsetting them, a fast lens and point-to-point noise, 1500..4200 m/s.
+fn marmousi_like(shape: [usize; 3]) -> Vec<f32> {
+    let [nx, ny, nz] = shape;
+    let mut seed = 0x2545_F491_4F6C_DD1Du64;
+    let mut out = Vec::with_capacity(nx * ny * nz);
+    for iz in 0..nz {
+        for iy in 0..ny {
+            for ix in 0..nx {
+                let fault = if ix > nx / 2 { 4.0 } else { 0.0 };
+                let depth = iz as f64 + 0.3 * ix as f64 - fault + 0.1 * iy as f64;
+                let layer = (depth / 6.0).floor();
+                let mut v = 1500.0 + 180.0 * layer.clamp(0.0, 14.0);
+                let (dx, dz) = (ix as f64 - 0.7 * nx as f64, iz as f64 - 0.6 * nz as f64);
+                if dx * dx / 64.0 + dz * dz / 16.0 < 1.0 {
+                    v = 4200.0;
+                }
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                v += ((seed >> 40) as f64 / (1u64 << 24) as f64 - 0.5) * 100.0;
+                out.push(v.min(4200.0) as f32);
+            }
+        }
+    }
+    out
+}
+
+fn run_backend(backend: &mut dyn Backend, problem: &Problem) -> (Vec<f32>, Vec<f32>) {
+    for n in 0..problem.steps {
+        backend.step(n).expect("step");
+    }
+    let mut field = vec![0.0f32; problem.layout.points()];
+    backend.snapshot(&mut field).expect("snapshot");
+    let traces = backend.traces(problem.steps).expect("traces");
+    (field, traces)
+}
+
+fn cpu_reference(problem: &Problem) -> (Vec<f32>, Vec<f32>) {
+    let mut cpu = CpuSolver::<f32>::new(problem).expect("CPU solver");
+    run_backend(&mut cpu, problem)
+}
+
+/// max |gpu - cpu| / max |cpu|; where the reference is exactly zero (a receiver the wave has not
+/// reached yet), the GPU must be exactly zero too. NaN anywhere counts as infinitely wrong.
+fn rel_max_diff(gpu: &[f32], cpu: &[f32]) -> f64 {
+    assert_eq!(gpu.len(), cpu.len());
+    assert!(cpu.iter().all(|v| v.is_finite()), "CPU reference is not finite");
+    let mut scale = cpu.iter().fold(0.0f64, |m, &v| m.max((v as f64).abs()));
+    if scale == 0.0 {
+        scale = 1.0;
+    }
+    let diff = gpu.iter().zip(cpu).fold(0.0f64, |m, (&a, &b)| {
+        let d = (a as f64 - b as f64).abs();
+        if d.is_nan() { f64::INFINITY } else { m.max(d) }
+    });
+    diff / scale
+}
+
+/// Runs the problem on the GPU with a kernel and returns (field error, trace error) against `cpu`.
+fn compare(problem: &Problem, kernel: KernelChoice, cpu: &(Vec<f32>, Vec<f32>)) -> (f64, f64) {
+    let mut gpu = gpu::open_cuda(problem, kernel).expect("open CUDA backend");
+    let (field, traces) = run_backend(gpu.as_mut(), problem);
+    let secs = gpu.step_seconds().expect("step seconds");
+    assert_eq!(secs.len(), problem.steps);
+    assert!(secs.iter().all(|&s| s > 0.0 && s.is_finite()), "step times must be positive");
+    (rel_max_diff(&field, &cpu.0), rel_max_diff(&traces, &cpu.1))
+}
+
+fn matrix(boundary: &'static str, free_surface: bool) {
+    let mut worst = 0.0f64;
+    let mut failures = Vec::new();
+    for radius in 1..=8 {
+        let problem = Setup::odd(radius, boundary, free_surface).homogeneous();
+        let cpu = cpu_reference(&problem);
+        for kernel in [KernelChoice::Fused, KernelChoice::ThreePass] {
+            let (ef, et) = compare(&problem, kernel, &cpu);
+            eprintln!(
+                "gpu-vs-cpu boundary={boundary} free_surface={free_surface} R={radius} kernel={kernel:?}: \
+                 field {ef:.3e} traces {et:.3e}"
+            );
+            worst = worst.max(ef).max(et);
+            if !(ef <= TOLERANCE && et <= TOLERANCE) {
+                failures.push(format!("R={radius} {kernel:?}: field {ef:.3e}, traces {et:.3e}"));
+            }
+        }
+    }
+    eprintln!("worst {worst:.3e}");
+    assert!(failures.is_empty(), "over {TOLERANCE:e}: {failures:?}");
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_matches_cpu_cpml() {
+    matrix("cpml", false);
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_matches_cpu_sponge() {
+    matrix("sponge", false);
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_matches_cpu_free_surface_cpml() {
+    matrix("cpml", true);
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_matches_cpu_free_surface_no_absorber() {
+    matrix("none", true);
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_matches_cpu_heterogeneous() {
+    for radius in [2, 4, 8] {
+        let setup = Setup::odd(radius, "cpml", true);
+        let problem = setup.problem(marmousi_like(setup.shape));
+        let cpu = cpu_reference(&problem);
+        for kernel in [KernelChoice::Fused, KernelChoice::ThreePass] {
+            let (ef, et) = compare(&problem, kernel, &cpu);
+            eprintln!("gpu-vs-cpu heterogeneous R={radius} kernel={kernel:?}: field {ef:.3e} traces {et:.3e}");
+            assert!(ef <= TOLERANCE && et <= TOLERANCE, "R={radius} {kernel:?}: field {ef:.3e} traces {et:.3e}");
+        }
+    }
+}
+
+/// Tile-edge cases: grid sizes one below, at and one above the vector and tile widths.
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_matches_cpu_at_tile_edges() {
+    for shape in [[1, 1, 1], [3, 9, 17], [127, 8, 9], [128, 17, 3], [129, 7, 33], [5, 130, 70]] {
+        for radius in [1, 4, 8] {
+            let mut setup = Setup::odd(radius, "none", false);
+            setup.shape = shape;
+            setup.steps = 60;
+            setup.source = shape.map(|n| n / 2);
+            setup.receivers = vec![shape.map(|n| n - 1)];
+            let problem = setup.homogeneous();
+            let cpu = cpu_reference(&problem);
+            for kernel in [KernelChoice::Fused, KernelChoice::ThreePass] {
+                let (ef, et) = compare(&problem, kernel, &cpu);
+                eprintln!("gpu-vs-cpu shape={shape:?} R={radius} {kernel:?}: field {ef:.3e} traces {et:.3e}");
+                assert!(ef <= TOLERANCE, "shape {shape:?} R={radius} {kernel:?}: field {ef:.3e}");
+            }
+        }
+    }
+}
+
+/// Point Ricker source in a homogeneous medium against p = s(t - r/c) / (4 pi r), before the
+/// wall reflections arrive: the CPU reference's analytic test, on the GPU, same tolerance.
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_point_source_matches_green_function() {
+    let (c, f0) = (2000.0, 10.0);
+    let delay = 1.5 / f0;
+    let half = 60usize;
+    let n = 2 * half + 1;
+    let centre = [half; 3];
+    let receivers: Vec<[usize; 3]> = vec![
+        [half + 10, half, half],
+        [half + 20, half, half],
+        [half + 30, half, half],
+        [half, half, half - 25],
+        [half + 12, half + 12, half + 12],
+    ];
+    let pos = |p: [usize; 3]| format!("[{}, {}, {}]", p[0] as f64 * H, p[1] as f64 * H, p[2] as f64 * H);
+    let duration = delay + 0.15 + 300.0 / c;
+    let mut toml = format!(
+        "[grid]\nshape = [{n}, {n}, {n}]\nspacing = [{H}, {H}, {H}]\n\n[model]\nkind = \"constant\"\nvp = {c}\n\n\
+         [stencil]\nradius = 4\n\n[time]\nduration = {duration}\ncfl_safety = 0.2\n\n\
+         [source]\nposition = {}\nfrequency = {f0}\ndelay = {delay}\ninjection = \"nearest\"\n\n\
+         [boundary]\nkind = \"none\"\nwidth = 0\n",
+        pos(centre)
+    );
+    for &r in &receivers {
+        toml += &format!("\n[[receivers]]\nposition = {}\n", pos(r));
+    }
+    let cfg = Config::from_toml(&toml).expect("parses");
+    let p = Problem::build(&cfg, vec![c as f32; n * n * n]).expect("builds");
+    for kernel in [KernelChoice::Fused, KernelChoice::ThreePass] {
+        let mut gpu = gpu::open_cuda(&p, kernel).expect("CUDA backend");
+        for s in 0..p.steps {
+            gpu.step(s).unwrap();
+        }
+        let traces = gpu.traces(p.steps).unwrap();
+        for (i, rec) in receivers.iter().enumerate() {
+            let trace = &traces[i * p.steps..(i + 1) * p.steps];
+            let (a, b) = (p.coordinate(centre), p.coordinate(*rec));
+            let r = (0..3).map(|k| (a[k] - b[k]).powi(2)).sum::<f64>().sqrt();
+            let t_end = r / c + delay + 0.15;
+            let samples = ((t_end / p.dt) as usize).min(p.steps);
+            let (mut num, mut den) = (0.0, 0.0);
+            for (i, &v) in trace.iter().enumerate().take(samples) {
+                let t = (i + 1) as f64 * p.dt;
+                let exact = p.source.wavelet.at(t - r / c) / (4.0 * PI * r);
+                num += (v as f64 - exact).powi(2);
+                den += exact * exact;
+            }
+            let err = (num / den).sqrt();
+            eprintln!("analytic {kernel:?}: r = {r:6.1} m, relative L2 error {err:.3e}");
+            assert!(err <= 0.01, "{kernel:?} receiver {rec:?}: relative L2 error {err}");
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn too_large_grid_is_a_clear_error() {
+    let rt = CudaRuntime::new(0).expect("CUDA runtime");
+    let (free, _) = rt.mem_info().unwrap();
+    // A cube whose three fields alone exceed the free memory.
+    let side = ((free as f64 / 4.0).cbrt() * 1.05) as usize + 64;
+    // Only the layout matters before the memory check: keep the host arrays small.
+    let mut problem = gpu::synthetic_problem([8, 8, 8], 4);
+    problem.layout = seismic_run::grid::Layout::new([side, side, side], 4);
+    let err = match GpuSolver::new(rt, &problem, KernelChoice::Fused, Tuning::for_radius(4)) {
+        Ok(_) => panic!("a {side}^3 grid cannot fit"),
+        Err(e) => format!("{e:#}"),
+    };
+    eprintln!("{err}");
+    assert!(err.contains("GiB of GPU memory") && err.contains("free"), "unclear error: {err}");
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn dropping_the_solver_frees_its_memory() {
+    let watcher = CudaRuntime::new(0).expect("CUDA runtime");
+    let shape = [256, 256, 256];
+    let problem = gpu::synthetic_problem(shape, 4);
+    let expected = gpu::estimate_bytes(&problem, KernelChoice::ThreePass) as i64;
+    // Warm the kernel cache and context so that only the solver's buffers move the figure.
+    drop(GpuSolver::new(CudaRuntime::new(0).unwrap(), &problem, KernelChoice::ThreePass, Tuning::for_radius(4)));
+    let before = watcher.mem_info().unwrap().0 as i64;
+    let mut s =
+        GpuSolver::new(CudaRuntime::new(0).unwrap(), &problem, KernelChoice::ThreePass, Tuning::for_radius(4)).unwrap();
+    s.step(0).unwrap();
+    let during = watcher.mem_info().unwrap().0 as i64;
+    drop(s);
+    let after = watcher.mem_info().unwrap().0 as i64;
+    eprintln!("free before {before}, during {during}, after {after}, estimate {expected}");
+    assert!(before - during >= expected * 9 / 10, "the solver should hold its buffers while open");
+    assert!((before - after).abs() < 64 << 20, "memory not returned: {} bytes", before - after);
+}
