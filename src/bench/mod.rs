@@ -227,14 +227,21 @@ pub struct Launch {
     pub min_blocks: u32,
     /// z iterations unrolled.
     pub unroll_z: u32,
+    /// Rows of y per thread (results written before the knob existed hold one).
+    #[serde(default = "one_row")]
+    pub rows: u32,
+}
+
+fn one_row() -> u32 {
+    1
 }
 
 impl Launch {
-    /// "by8 v4 w64 s2 m2 u9".
+    /// "by6 v4 w64 s2 m2 u9 r2".
     pub fn label(&self) -> String {
         format!(
-            "by{} v{} w{} s{} m{} u{}",
-            self.block_y, self.vec, self.window, self.stages, self.min_blocks, self.unroll_z
+            "by{} v{} w{} s{} m{} u{} r{}",
+            self.block_y, self.vec, self.window, self.stages, self.min_blocks, self.unroll_z, self.rows
         )
     }
 }
@@ -461,13 +468,13 @@ impl Report {
     /// One line per row, with a header.
     pub fn csv(&self) -> String {
         let mut s = String::from(
-            "device,date,nx,ny,nz,radius,operator,block_y,vec,window,stages,min_blocks,unroll_z,tuning,seconds,gbs,gpts,\
+            "device,date,nx,ny,nz,radius,operator,block_y,vec,window,stages,min_blocks,unroll_z,rows,tuning,seconds,gbs,gpts,\
              ceiling,ceiling_gbs,percent\n",
         );
         for r in &self.rows {
             let _ = writeln!(
                 s,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6e},{:.2},{:.4},{},{:.2},{:.2}",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6e},{:.2},{:.4},{},{:.2},{:.2}",
                 csv_field(&self.device),
                 self.date,
                 r.shape[0],
@@ -481,6 +488,7 @@ impl Report {
                 r.launch.stages,
                 r.launch.min_blocks,
                 r.launch.unroll_z,
+                r.launch.rows,
                 csv_field(&r.tuning),
                 r.seconds,
                 r.gbs,
@@ -536,7 +544,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<PathBuf> {
 mod tests {
     use super::*;
 
-    const LAUNCH: Launch = Launch { block_y: 8, vec: 4, window: 64, stages: 2, min_blocks: 2, unroll_z: 9 };
+    const LAUNCH: Launch = Launch { block_y: 8, vec: 4, window: 64, stages: 2, min_blocks: 2, unroll_z: 9, rows: 1 };
 
     fn ceilings() -> Ceilings {
         Ceilings { copy_gbs: 3000.0, three_read_one_write_gbs: 3200.0, array_bytes: 1 << 30, repetitions: 20 }

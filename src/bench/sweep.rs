@@ -45,6 +45,7 @@ fn as_launch(t: &Tuning) -> Launch {
         stages: t.stages,
         min_blocks: t.min_blocks,
         unroll_z: t.unroll_z,
+        rows: t.rows,
     }
 }
 

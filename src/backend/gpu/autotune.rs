@@ -88,6 +88,9 @@ pub struct TunedEntry {
     pub stages: u32,
     pub min_blocks: u32,
     pub unroll_z: u32,
+    /// Rows of y per thread (caches written before the knob existed hold one).
+    #[serde(default = "one_row")]
+    pub rows: u32,
     /// Median seconds of the winner's fused step, and of the default tuning's, on `shape`.
     pub seconds: f64,
     pub default_seconds: f64,
@@ -109,8 +112,13 @@ impl TunedEntry {
             stages: self.stages,
             min_blocks: self.min_blocks,
             unroll_z: self.unroll_z,
+            rows: self.rows,
         }
     }
+}
+
+fn one_row() -> u32 {
+    1
 }
 
 /// The tuning cache of one device: `tuning-<device>.json`.
@@ -250,6 +258,11 @@ pub fn launch_candidates(radius: usize, default: Tuning) -> Vec<Tuning> {
     let mut v = vec![
         d,
         Tuning { block_y: 16.max(r), ..d },
+        if d.rows == 1 {
+            Tuning { rows: 2, block_y: 6.max(r), ..d }
+        } else {
+            Tuning { rows: 1, block_y: 8.max(r), ..d }
+        },
         Tuning { stages: if d.stages == 0 { 2 } else { 0 }, ..d },
         Tuning { min_blocks: if d.min_blocks == 1 { 2 } else { 1 }, ..d },
         Tuning { unroll_z: if d.unroll_z == 1 { full_unroll } else { 1 }, ..d },
@@ -283,10 +296,10 @@ pub struct Trial {
     pub seconds: f64,
 }
 
-/// "by8 v4 w64 s2 m2 u9": block rows, vector width, z-window, cp.async stages, blocks per SM, z
-/// unrolling.
+/// "by6 v4 w64 s2 m2 u9 r2": block rows, vector width, z-window, cp.async stages, blocks per SM, z
+/// unrolling, rows of y per thread.
 pub fn label(t: &Tuning) -> String {
-    format!("by{} v{} w{} s{} m{} u{}", t.block_y, t.vec, t.window, t.stages, t.min_blocks, t.unroll_z)
+    format!("by{} v{} w{} s{} m{} u{} r{}", t.block_y, t.vec, t.window, t.stages, t.min_blocks, t.unroll_z, t.rows)
 }
 
 /// What a search found.
@@ -363,6 +376,7 @@ pub fn search<Rt: GpuRuntime>(
             stages: best.tuning.stages,
             min_blocks: best.tuning.min_blocks,
             unroll_z: best.tuning.unroll_z,
+            rows: best.tuning.rows,
             seconds: best.seconds,
             default_seconds,
             tried: trials.len(),
@@ -411,6 +425,7 @@ mod tests {
             stages: 2,
             min_blocks: 2,
             unroll_z: 9,
+            rows: 1,
             seconds: 1e-3,
             default_seconds: 1.2e-3,
             tried: 10,

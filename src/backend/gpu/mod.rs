@@ -444,6 +444,8 @@ pub struct GpuSolver<Rt: GpuRuntime> {
     steps_done: usize,
     allocations: Vec<DevicePtr>,
     events: Vec<Rt::Event>,
+    /// Host copy of the interior z-planes for snapshots (sized at the first one, then reused).
+    snapshot_staging: Vec<f32>,
     laplacian: Option<(Rt::Module, Rt::Function)>,
     f: Kernels<Rt::Function>,
     /// Keeps the functions in `f` valid.
@@ -562,6 +564,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             steps_done: 0,
             allocations: Vec::new(),
             events: Vec::new(),
+            snapshot_staging: Vec::new(),
             laplacian: None,
             f,
             _module: module,
@@ -942,9 +945,18 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
             out.len(),
             self.layout.points()
         );
-        let mut field = vec![0.0f32; self.layout.len()];
-        self.rt.download(self.cur, as_bytes_mut(&mut field))?;
-        self.layout.gather(&field, out);
+        // Only the interior's z-planes come down, into a host buffer kept between snapshots.
+        let l = self.layout;
+        let staging = &mut self.snapshot_staging;
+        staging.resize(l.nz * l.plane, 0.0);
+        self.rt.download(self.cur + (l.halo * l.plane * 4) as DevicePtr, as_bytes_mut(staging))?;
+        for iz in 0..l.nz {
+            for iy in 0..l.ny {
+                let src = iz * l.plane + (iy + l.halo) * l.pitch + l.x_offset;
+                let dst = (iz * l.ny + iy) * l.nx;
+                out[dst..dst + l.nx].copy_from_slice(&staging[src..src + l.nx]);
+            }
+        }
         Ok(())
     }
 
