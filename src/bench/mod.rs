@@ -641,11 +641,13 @@ mod tests {
         assert!(md.contains("copy **3000 GB/s**") && md.contains("3-read-1-write **3200 GB/s**"), "{md}");
         let table_rows = md.lines().filter(|l| l.ends_with("% of 3R1W |") || l.ends_with("% of copy |")).count();
         assert_eq!(table_rows, rep.rows.len());
-        assert!(md.contains("| 512x512x512 | 4 | fused step | by8 v4 w64 s2 m2 u9 (default) |"), "{md}");
+        assert!(md.contains("| 512x512x512 | 4 | fused step | by8 v4 w64 s2 m2 u9 r1 (default) |"), "{md}");
         // 2950 - 40 GB/s of 3200.
         assert!(md.contains("| 2910 |") && md.contains("90.9% of 3R1W"), "{md}");
         assert!(
-            md.contains("| 4 | xy~2^18 z~2^9 | 512x512x512 | by16 v4 w32 s2 m2 u9 | 1.000 | 1.100 | +10.0% | 15/40 |"),
+            md.contains(
+                "| 4 | xy~2^18 z~2^9 | 512x512x512 | by16 v4 w32 s2 m2 u9 r1 | 1.000 | 1.100 | +10.0% | 15/40 |"
+            ),
             "{md}"
         );
         assert!(md.contains("4096x4096x4096 R=4: needs 768 GiB"));
@@ -673,13 +675,13 @@ mod tests {
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(lines.len(), rep.rows.len() + 1);
         let header: Vec<&str> = lines[0].split(',').collect();
-        assert_eq!(header.len(), 20);
+        assert_eq!(header.len(), 21);
         assert!(
-            lines[1].starts_with("\"Test GPU, rev \"\"A\"\"\",2026-11-22,256,256,256,4,fused,8,4,64,2,2,9,default,")
+            lines[1].starts_with("\"Test GPU, rev \"\"A\"\"\",2026-11-22,256,256,256,4,fused,8,4,64,2,2,9,1,default,")
         );
-        // After the quoted device, every line has the header's other 19 fields.
+        // After the quoted device, every line has the header's other 20 fields.
         for l in &lines[1..] {
-            assert_eq!(l.split_once("\",").unwrap().1.split(',').count(), 19, "{l}");
+            assert_eq!(l.split_once("\",").unwrap().1.split(',').count(), 20, "{l}");
         }
         assert_eq!(csv_field("plain"), "plain");
     }
