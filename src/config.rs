@@ -387,7 +387,7 @@ impl Config {
     /// output directory (`base_dir` resolves a relative `output.path`; see [`check_output_writable`]).
     pub fn validate(&self, base_dir: &Path) -> Result<()> {
         self.grid.validate()?;
-        check_output_writable(&base_dir.join(&self.output.path))
+        check_output_writable(&base_dir.join(&self.output.path), "output.path")
     }
 }
 
@@ -415,13 +415,15 @@ impl GridConfig {
     }
 }
 
-/// Checks, before any work, that the output file can be created: its directory exists, is a
-/// directory and accepts a new file (a probe file is created and removed again), and the path
-/// itself is not a directory. Errors name `output.path` and the directory.
-pub fn check_output_writable(path: &Path) -> Result<()> {
-    if path.is_dir() {
+/// Checks, before any work, that the output file can be created: missing parent directories are
+/// created, the parent must be a directory that accepts a new file (a probe file is created and
+/// removed again), the path itself must not be a directory, and an existing file must be
+/// replaceable. Errors name `key` (`output.path`, or `--output` when the option set it) and the
+/// directory.
+pub fn check_output_writable(path: &Path, key: &str) -> Result<()> {
+    if path.file_name().is_none() || path.is_dir() {
         bail!(
-            "output.path = {} is a directory; give a file name such as {}",
+            "{key} = {} is a directory; give a file name such as {}",
             path.display(),
             path.join("output.h5").display()
         );
@@ -430,25 +432,23 @@ pub fn check_output_writable(path: &Path) -> Result<()> {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let meta = match std::fs::metadata(&dir) {
-        Ok(m) => m,
-        Err(e) => bail!("output.path = {}: directory {} cannot be used: {e}", path.display(), dir.display()),
-    };
-    if !meta.is_dir() {
-        bail!("output.path = {}: {} is not a directory", path.display(), dir.display());
+    if let Some(file) = dir.ancestors().find(|a| a.is_file()) {
+        bail!("{key} = {}: {} is not a directory", path.display(), file.display());
     }
+    std::fs::create_dir_all(&dir)
+        .with_context(|| format!("{key} = {}: cannot create the directory {}", path.display(), dir.display()))?;
     let probe = dir.join(format!(".seismic-run-write-probe-{}", std::process::id()));
     match std::fs::OpenOptions::new().write(true).create_new(true).open(&probe) {
         Ok(_) => {
             let _ = std::fs::remove_file(&probe);
         }
-        Err(e) => bail!("output.path = {}: cannot write in directory {}: {e}", path.display(), dir.display()),
+        Err(e) => bail!("{key} = {}: cannot write in directory {}: {e}", path.display(), dir.display()),
     }
     if path.exists() {
         std::fs::OpenOptions::new()
             .append(true)
             .open(path)
-            .with_context(|| format!("output.path = {}: the existing file cannot be overwritten", path.display()))?;
+            .with_context(|| format!("{key} = {}: the existing file cannot be overwritten", path.display()))?;
     }
     Ok(())
 }

@@ -127,7 +127,7 @@ fn run(args: &RunArgs) -> Result<()> {
     let want_plot = args.plot || cfg.output.plot;
 
     // Cheap checks before the model is loaded: the output can be written, the grid fits.
-    hdf5::check_writable(&out_path, out_key)?;
+    seismic_run::config::check_output_writable(&out_path, out_key)?;
     let buffers = if cfg.output.snapshot_every > 0 { SNAPSHOT_BUFFERS } else { 0 };
     solver::check_host_bytes(
         cfg.grid.shape,

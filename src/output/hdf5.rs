@@ -62,22 +62,6 @@ pub fn partial_path(path: &Path) -> PathBuf {
     path.with_file_name(name)
 }
 
-/// Makes sure `path` can be written before anything expensive happens: creates missing parent
-/// directories and a scratch file next to it (removed again). Errors name the key and the path.
-pub fn check_writable(path: &Path, key: &str) -> Result<()> {
-    if path.file_name().is_none() || path.is_dir() {
-        bail!("{key} = {}: not a file name", path.display());
-    }
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("{key} = {}: cannot create the directory {}", path.display(), dir.display()))?;
-    let scratch = partial_path(path);
-    std::fs::File::create(&scratch)
-        .with_context(|| format!("{key} = {}: cannot write in the directory {}", path.display(), dir.display()))?;
-    std::fs::remove_file(&scratch).ok();
-    Ok(())
-}
-
 /// The writer thread's handle; also the run's [`SnapshotSink`].
 pub struct Hdf5Writer<'scope> {
     messages: Option<SyncSender<Message>>,

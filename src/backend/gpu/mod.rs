@@ -483,7 +483,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
         if need + margin > free as u64 {
             bail!(
-                "grid {}x{}x{} (radius {r}, {} kernel) needs {:.2} GiB of GPU memory, but {} has only {:.2} GiB \
+                "grid.shape = [{}, {}, {}] (radius {r}, {} kernel) needs {:.2} GiB of GPU memory, but {} has only {:.2} GiB \
                  free of {:.2} GiB: use a smaller grid or the CPU backend",
                 shape[0],
                 shape[1],
