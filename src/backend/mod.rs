@@ -13,6 +13,7 @@
 //! 7. swap p^n and p^{n+1}.
 
 pub mod cpu;
+pub mod tuning;
 
 use anyhow::Result;
 

@@ -212,39 +212,8 @@ pub fn parse_list<T>(s: &str, item: impl Fn(&str) -> Result<T>) -> Result<Vec<T>
     s.split(',').filter(|p| !p.trim().is_empty()).map(item).collect()
 }
 
-/// The launch shape of a measurement (the GPU backend's `Tuning`, as plain data).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Launch {
-    /// Rows of a block's xy tile (32 x block_y threads).
-    pub block_y: u32,
-    /// Points per thread in x.
-    pub vec: u32,
-    /// z-planes per fused block.
-    pub window: u32,
-    /// Planes fetched ahead through cp.async (0: through registers).
-    pub stages: u32,
-    /// Blocks per multiprocessor the compiler leaves room for.
-    pub min_blocks: u32,
-    /// z iterations unrolled.
-    pub unroll_z: u32,
-    /// Rows of y per thread (results written before the knob existed hold one).
-    #[serde(default = "one_row")]
-    pub rows: u32,
-}
-
-fn one_row() -> u32 {
-    1
-}
-
-impl Launch {
-    /// "by6 v4 w64 s2 m2 u9 r2".
-    pub fn label(&self) -> String {
-        format!(
-            "by{} v{} w{} s{} m{} u{} r{}",
-            self.block_y, self.vec, self.window, self.stages, self.min_blocks, self.unroll_z, self.rows
-        )
-    }
-}
+/// The launch shape of a measurement.
+pub type Launch = crate::backend::tuning::Tuning;
 
 /// One measurement.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -4,7 +4,7 @@
 //! default). One solver per (grid, radius) serves all operators; a case that does not fit or fails
 //! is reported as skipped and the sweep goes on.
 
-use super::{Ceilings, Launch, OperatorKind, Report, Row, Skipped, SweepSpec, TuneSummary};
+use super::{Ceilings, OperatorKind, Report, Row, Skipped, SweepSpec, TuneSummary};
 use crate::backend::gpu::autotune::{self, ShapeClass};
 use crate::backend::gpu::{self, GpuRuntime, GpuSolver, Operator, Tuning};
 use crate::config::KernelChoice;
@@ -35,18 +35,6 @@ pub struct Settings {
     /// The backend's default launch shape for a radius (`Tuning::for_radius` on CUDA,
     /// `hip::tuning` on HIP).
     pub default_tuning: fn(usize) -> Tuning,
-}
-
-fn as_launch(t: &Tuning) -> Launch {
-    Launch {
-        block_y: t.block_y,
-        vec: t.vec,
-        window: t.window,
-        stages: t.stages,
-        min_blocks: t.min_blocks,
-        unroll_z: t.unroll_z,
-        rows: t.rows,
-    }
 }
 
 fn operator(op: OperatorKind) -> Operator {
@@ -126,7 +114,7 @@ pub fn run<Rt: GpuRuntime>(mut open: impl FnMut() -> Result<Rt>, spec: &SweepSpe
                     eprintln!(
                         "tuned R={radius} {class} on {}: {} {:.3} ms (default {:.3} ms), {}/{} candidates in {:.1} s",
                         super::shape_label(e.shape),
-                        autotune::label(&e.tuning()),
+                        e.tuning.label(),
                         e.seconds * 1e3,
                         e.default_seconds * 1e3,
                         e.tried,
@@ -140,7 +128,7 @@ pub fn run<Rt: GpuRuntime>(mut open: impl FnMut() -> Result<Rt>, spec: &SweepSpe
                         radius,
                         class: class.to_string(),
                         shape: e.shape,
-                        launch: as_launch(&e.tuning()),
+                        launch: e.tuning(),
                         seconds: e.seconds,
                         default_seconds: e.default_seconds,
                         tried: e.tried,
@@ -194,7 +182,7 @@ pub fn run<Rt: GpuRuntime>(mut open: impl FnMut() -> Result<Rt>, spec: &SweepSpe
         for &op in &spec.operators {
             match s.time_interior(operator(op), spec.reps) {
                 Ok(times) => {
-                    let row = Row::new(shape, radius, op, as_launch(&t), source, median(times), &ceilings);
+                    let row = Row::new(shape, radius, op, t, source, median(times), &ceilings);
                     eprintln!(
                         "{label} R={radius} {:16} {} ({source}): {:8.3} ms {:6.0} GB/s {:5.1}% of {} (set-up {setup:.1} s)",
                         op.label(),

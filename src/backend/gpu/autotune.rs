@@ -81,16 +81,9 @@ pub struct TunedEntry {
     pub class: ShapeClass,
     /// The grid the search timed.
     pub shape: [usize; 3],
-    pub block_y: u32,
-    pub vec: u32,
-    /// z-planes per fused block (never 0 here: the search times explicit lengths).
-    pub window: u32,
-    pub stages: u32,
-    pub min_blocks: u32,
-    pub unroll_z: u32,
-    /// Rows of y per thread (caches written before the knob existed hold one).
-    #[serde(default = "one_row")]
-    pub rows: u32,
+    /// The winner (z-window never 0 here: the search times explicit lengths).
+    #[serde(flatten)]
+    pub tuning: Tuning,
     /// Median seconds of the winner's fused step, and of the default tuning's, on `shape`.
     pub seconds: f64,
     pub default_seconds: f64,
@@ -105,20 +98,8 @@ pub struct TunedEntry {
 
 impl TunedEntry {
     pub fn tuning(&self) -> Tuning {
-        Tuning {
-            block_y: self.block_y,
-            vec: self.vec,
-            window: self.window,
-            stages: self.stages,
-            min_blocks: self.min_blocks,
-            unroll_z: self.unroll_z,
-            rows: self.rows,
-        }
+        self.tuning
     }
-}
-
-fn one_row() -> u32 {
-    1
 }
 
 /// The tuning cache of one device: `tuning-<device>.json`.
@@ -296,12 +277,6 @@ pub struct Trial {
     pub seconds: f64,
 }
 
-/// "by6 v4 w64 s2 m2 u9 r2": block rows, vector width, z-window, cp.async stages, blocks per SM, z
-/// unrolling, rows of y per thread.
-pub fn label(t: &Tuning) -> String {
-    format!("by{} v{} w{} s{} m{} u{} r{}", t.block_y, t.vec, t.window, t.stages, t.min_blocks, t.unroll_z, t.rows)
-}
-
 /// What a search found.
 #[derive(Clone, Debug)]
 pub struct Search {
@@ -357,7 +332,7 @@ pub fn search<Rt: GpuRuntime>(
         };
         match run() {
             Ok(t) => trials.extend(t),
-            Err(e) => failures.push(format!("{}: {e:#}", label(&tuning))),
+            Err(e) => failures.push(format!("{}: {e:#}", tuning.label())),
         }
     }
     let best = trials.iter().filter(|t| t.seconds.is_finite()).min_by(|a, b| a.seconds.total_cmp(&b.seconds)).cloned();
@@ -370,13 +345,7 @@ pub fn search<Rt: GpuRuntime>(
             radius,
             class: ShapeClass::of(shape),
             shape: tshape,
-            block_y: best.tuning.block_y,
-            vec: best.tuning.vec,
-            window: best.tuning.window,
-            stages: best.tuning.stages,
-            min_blocks: best.tuning.min_blocks,
-            unroll_z: best.tuning.unroll_z,
-            rows: best.tuning.rows,
+            tuning: best.tuning,
             seconds: best.seconds,
             default_seconds,
             tried: trials.len(),
@@ -419,13 +388,7 @@ mod tests {
             radius,
             class: ShapeClass::of(shape),
             shape,
-            block_y,
-            vec: 4,
-            window: 32,
-            stages: 2,
-            min_blocks: 2,
-            unroll_z: 9,
-            rows: 1,
+            tuning: Tuning { block_y, vec: 4, window: 32, stages: 2, min_blocks: 2, unroll_z: 9, rows: 1 },
             seconds: 1e-3,
             default_seconds: 1.2e-3,
             tried: 10,
@@ -453,17 +416,17 @@ mod tests {
         c.insert(entry(4, [512, 512, 512], 8));
         c.insert(entry(4, [1024, 1024, 1024], 16));
         c.insert(entry(2, [600, 600, 600], 4));
-        assert_eq!(c.lookup(4, [512, 512, 512], "k1").unwrap().block_y, 8);
-        assert_eq!(c.lookup(4, [1000, 1000, 1100], "k1").unwrap().block_y, 16);
+        assert_eq!(c.lookup(4, [512, 512, 512], "k1").unwrap().tuning.block_y, 8);
+        assert_eq!(c.lookup(4, [1000, 1000, 1100], "k1").unwrap().tuning.block_y, 16);
         // 640^3: xy 2^18.6 -> 19, z 2^9.3 -> 9: one step from 512^3, two from 1024^3.
-        assert_eq!(c.lookup(4, [640, 640, 640], "k1").unwrap().block_y, 8);
+        assert_eq!(c.lookup(4, [640, 640, 640], "k1").unwrap().tuning.block_y, 8);
         assert!(c.lookup(4, [2048, 2048, 64], "k1").is_none(), "too far from every entry");
         assert!(c.lookup(3, [512, 512, 512], "k1").is_none());
         assert!(c.lookup(4, [512, 512, 512], "k2").is_none(), "other kernel sources");
         // Same radius and class: replaced, not duplicated.
         c.insert(entry(4, [520, 500, 512], 32));
         assert_eq!(c.entries.len(), 3);
-        assert_eq!(c.lookup(4, [512, 512, 512], "k1").unwrap().block_y, 32);
+        assert_eq!(c.lookup(4, [512, 512, 512], "k1").unwrap().tuning.block_y, 32);
     }
 
     #[test]
