@@ -5,12 +5,13 @@
 //! over the receiver traces, for R = 1..8, both kernels, odd grid sizes and every boundary.
 #![cfg(feature = "cuda")]
 
+mod common;
+
 use seismic_run::backend::Backend;
 use seismic_run::backend::cpu::CpuSolver;
 use seismic_run::backend::gpu::{self, GpuRuntime, GpuSolver, Tuning, cuda::CudaRuntime};
 use seismic_run::config::{Config, KernelChoice};
 use seismic_run::problem::Problem;
-use std::f64::consts::PI;
 
 const TOLERANCE: f64 = 1e-5;
 
@@ -233,52 +234,16 @@ fn gpu_matches_cpu_at_tile_edges() {
 #[test]
 #[ignore = "needs a GPU"]
 fn gpu_point_source_matches_green_function() {
-    let (c, f0) = (2000.0, 10.0);
-    let delay = 1.5 / f0;
-    let half = 60usize;
-    let n = 2 * half + 1;
-    let centre = [half; 3];
-    let receivers: Vec<[usize; 3]> = vec![
-        [half + 10, half, half],
-        [half + 20, half, half],
-        [half + 30, half, half],
-        [half, half, half - 25],
-        [half + 12, half + 12, half + 12],
-    ];
-    let pos = |p: [usize; 3]| format!("[{}, {}, {}]", p[0] as f64 * H, p[1] as f64 * H, p[2] as f64 * H);
-    let duration = delay + 0.15 + 300.0 / c;
-    let mut toml = format!(
-        "[grid]\nshape = [{n}, {n}, {n}]\nspacing = [{H}, {H}, {H}]\n\n[model]\nkind = \"constant\"\nvp = {c}\n\n\
-         [stencil]\nradius = 4\n\n[time]\nduration = {duration}\ncfl_safety = 0.2\n\n\
-         [source]\nposition = {}\nfrequency = {f0}\ndelay = {delay}\ninjection = \"nearest\"\n\n\
-         [boundary]\nkind = \"none\"\nwidth = 0\n",
-        pos(centre)
-    );
-    for &r in &receivers {
-        toml += &format!("\n[[receivers]]\nposition = {}\n", pos(r));
-    }
-    let cfg = Config::from_toml(&toml).expect("parses");
-    let p = Problem::build(&cfg, vec![c as f32; n * n * n]).expect("builds");
+    let setup = common::free_space_point_source();
+    let p = setup.problem();
     for kernel in [KernelChoice::Fused, KernelChoice::ThreePass] {
         let mut gpu = gpu::open_cuda(&p, kernel).expect("CUDA backend");
         for s in 0..p.steps {
             gpu.step(s).unwrap();
         }
-        let traces = gpu.traces(p.steps).unwrap();
-        for (i, rec) in receivers.iter().enumerate() {
-            let trace = &traces[i * p.steps..(i + 1) * p.steps];
-            let (a, b) = (p.coordinate(centre), p.coordinate(*rec));
-            let r = (0..3).map(|k| (a[k] - b[k]).powi(2)).sum::<f64>().sqrt();
-            let t_end = r / c + delay + 0.15;
-            let samples = ((t_end / p.dt) as usize).min(p.steps);
-            let (mut num, mut den) = (0.0, 0.0);
-            for (i, &v) in trace.iter().enumerate().take(samples) {
-                let t = (i + 1) as f64 * p.dt;
-                let exact = p.source.wavelet.at(t - r / c) / (4.0 * PI * r);
-                num += (v as f64 - exact).powi(2);
-                den += exact * exact;
-            }
-            let err = (num / den).sqrt();
+        let flat = gpu.traces(p.steps).unwrap();
+        let traces: Vec<Vec<f64>> = flat.chunks(p.steps).map(|t| t.iter().map(|&v| v as f64).collect()).collect();
+        for (rec, (r, err)) in setup.receivers.iter().zip(common::green_function_errors(&setup, &p, &traces)) {
             eprintln!("analytic {kernel:?}: r = {r:6.1} m, relative L2 error {err:.3e}");
             assert!(err <= 0.01, "{kernel:?} receiver {rec:?}: relative L2 error {err}");
         }
