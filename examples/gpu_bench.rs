@@ -2,12 +2,13 @@
 //! step, the three-pass step and the Laplacian-only operator on cubes, with their effective
 //! bandwidth (`problem::step_bytes` over the median kernel time) as a share of the ceilings.
 //!
-//! Usage: gpu_bench [N ...] [--radius R ...] [--reps K] [--sweep] [--ops fused,three-pass,laplacian]
-//! [--variant SPEC ...]
+//! Usage: gpu_bench [N | NXxNYxNZ ...] [--radius R ...] [--reps K] [--sweep]
+//! [--ops fused,three-pass,laplacian] [--variant SPEC ...] [--windows W,W,...]
 //! `--sweep` also tries fused block shapes and z-windows. Each `--variant` times every operator with
-//! the default tuning changed by SPEC, colon-separated keys by, vec, w, st, mb, uz, rows (e.g.
+//! the default tuning changed by SPEC, colon-separated keys bx, by, vec, w, st, mb, uz, rows, o (e.g.
 //! `rows=2:by=4:mb=3`; `base` for the default itself) in one process, so that all variants share
-//! one ceiling measurement. Needs an NVIDIA GPU.
+//! one ceiling measurement. `--windows` times each variant at these fused z-windows on one solver
+//! (0: the automatic choice). Needs an NVIDIA GPU.
 
 use anyhow::Result;
 use seismic_run::backend::gpu::{self, Operator, Tuning, cuda::CudaRuntime};
@@ -19,6 +20,7 @@ fn main() -> Result<()> {
     let mut sweep = false;
     let mut ops = vec![Operator::Fused, Operator::ThreePass, Operator::Laplacian];
     let mut specs: Vec<String> = Vec::new();
+    let mut windows: Option<Vec<u32>> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -26,6 +28,10 @@ fn main() -> Result<()> {
             "--reps" => reps = args.next().expect("--reps K").parse()?,
             "--sweep" => sweep = true,
             "--variant" => specs.push(args.next().expect("--variant SPEC")),
+            "--windows" => {
+                windows =
+                    Some(args.next().expect("--windows list").split(',').map(|w| w.parse()).collect::<Result<_, _>>()?)
+            }
             "--ops" => {
                 ops = args
                     .next()
@@ -39,11 +45,18 @@ fn main() -> Result<()> {
                     })
                     .collect()
             }
-            n => sizes.push(n.parse::<usize>()?),
+            n => {
+                let d: Vec<usize> = n.split('x').map(|v| v.parse()).collect::<Result<_, _>>()?;
+                sizes.push(match d[..] {
+                    [n] => [n, n, n],
+                    [x, y, z] => [x, y, z],
+                    _ => anyhow::bail!("size {n}: N or NXxNYxNZ"),
+                });
+            }
         }
     }
     if sizes.is_empty() {
-        sizes.push(512);
+        sizes.push([512; 3]);
     }
     if radii.is_empty() {
         radii.push(4);
@@ -82,16 +95,20 @@ fn main() -> Result<()> {
                 }
             }
             for (op, t) in variants {
-                match gpu::bench_step(CudaRuntime::new(0)?, [n, n, n], r, op, t, reps) {
-                    Ok(b) => {
+                let ws = windows.clone().unwrap_or_else(|| vec![t.window]);
+                match gpu::bench_windows(CudaRuntime::new(0)?, n, r, op, t, &ws, reps) {
+                    Ok(bs) => bs.into_iter().for_each(|b| {
+                        let n = format!("{}x{}x{}", n[0], n[1], n[2]);
                         let ceiling = if op == Operator::Laplacian { c.copy_gbs } else { c.three_read_one_write_gbs };
                         let line = format!(
-                            "[{defs}|fma={fmad}|st={}|mb={}|rows={}] n={n:5} R={r} {:10} by={:2} vec={} window={:3}: {:8.3} ms {:7.0} GB/s = {:5.1}% of {} \
+                            "[{defs}|fma={fmad}|st={}|mb={}|rows={}|o={}] n={n:>14} R={r} {:10} bx={:2} by={:2} vec={} window={:3}: {:8.3} ms {:7.0} GB/s = {:5.1}% of {} \
                              {:6.2} GPts/s",
                             b.stages,
                             b.min_blocks,
                             b.rows,
+                            b.order,
                             b.operator,
+                            b.block_x,
                             b.block_y,
                             b.vec,
                             b.window,
@@ -103,8 +120,8 @@ fn main() -> Result<()> {
                         );
                         println!("{line}  [{}]", b.kernel_info);
                         rows.push(line);
-                    }
-                    Err(e) => println!("n={n} R={r} {op:?} {t:?}: {e:#}"),
+                    }),
+                    Err(e) => println!("n={n:?} R={r} {op:?} {t:?}: {e:#}"),
                 }
             }
         }
@@ -122,6 +139,7 @@ fn apply_spec(mut t: Tuning, spec: &str) -> Result<Tuning> {
         let (k, v) = kv.split_once('=').ok_or_else(|| anyhow::anyhow!("variant key without value: {kv}"))?;
         let v: u32 = v.parse()?;
         match k {
+            "bx" => t.block_x = v,
             "by" => t.block_y = v,
             "vec" => t.vec = v,
             "w" => t.window = v,
@@ -129,7 +147,8 @@ fn apply_spec(mut t: Tuning, spec: &str) -> Result<Tuning> {
             "mb" => t.min_blocks = v,
             "uz" => t.unroll_z = v,
             "rows" => t.rows = v,
-            _ => anyhow::bail!("unknown variant key {k} (by, vec, w, st, mb, uz, rows)"),
+            "o" => t.order = v,
+            _ => anyhow::bail!("unknown variant key {k} (bx, by, vec, w, st, mb, uz, rows, o)"),
         }
     }
     Ok(t)

@@ -1,5 +1,5 @@
-// fused.cu: one pass over the grid per time step. Each block owns an xy tile (32 threads x VEC
-// points in x, BLOCK_Y rows in y) and marches in z over `window` planes (2.5D blocking):
+// fused.cu: one pass over the grid per time step. Each block owns an xy tile (BLOCK_X threads x
+// VEC points in x, BLOCK_Y rows in y) and marches in z over `window` planes (2.5D blocking):
 // - z neighbours: each thread keeps its column of 2R+1 planes in a register queue; the plane z+R+1
 //   is fetched DEPTH iterations ahead, so its latency hides behind whole planes of work;
 // - y and x neighbours: the current plane's tile, with R halo rows and ceil(R/VEC) halo vectors on
@@ -11,6 +11,11 @@
 // With ROWS > 1 each thread owns ROWS consecutive rows (register blocking in y): the tile is
 // BLOCK_Y * ROWS rows tall, so the 2R y-halo rows are a smaller share of it, and a row's y
 // neighbours inside the thread's own rows come from its registers instead of shared memory.
+// ORDER (the grid-index order, seed 002's knob for the last-level cache): 0, every z-chunk marches
+// up; 1, odd chunks march down, so two chunks that share a boundary read its 2R halo planes at the
+// same moment (both at their start, or both at their end) and the second read hits L2 instead of
+// DRAM; 2, as 1 with blockIdx.x running over y tiles (tile columns before tile rows).
+// Marching down only swaps the two operands of each z term's addition, which is exact.
 
 #ifndef PREFETCH_PV
 #define PREFETCH_PV 1  // load p^{n-1} and c^2 dt^2 one plane ahead
@@ -41,12 +46,18 @@
 #ifndef UNROLL_Z
 #define UNROLL_Z 1  // z iterations unrolled (QN lets the compiler rename the queue instead of moving it)
 #endif
+#ifndef BLOCK_X
+#define BLOCK_X 32  // threads in x
+#endif
+#ifndef ORDER
+#define ORDER 0
+#endif
 #define SEISMIC_PRAGMA(x) _Pragma(#x)
 #define SEISMIC_UNROLL(n) SEISMIC_PRAGMA(unroll n)
 
 namespace fused {
 constexpr int R = RADIUS;
-constexpr int FX = 32;
+constexpr int FX = BLOCK_X;
 constexpr int FY = BLOCK_Y;               // threads in y
 constexpr int RY = ROWS;                  // rows per thread
 constexpr int TY = FY * RY;               // interior rows of the tile
@@ -60,7 +71,7 @@ static_assert(RY >= 1 && RY <= 4, "ROWS must be 1..4");
 static_assert(TH * 2 * HV <= FX * FY, "too few threads to load the x halo");
 }  // namespace fused
 
-extern "C" __global__ LAUNCH_BOUNDS(32 * BLOCK_Y) void fused_step(const float* RESTRICT cur, float* RESTRICT out,
+extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(const float* RESTRICT cur, float* RESTRICT out,
                                                                   const float* RESTRICT vel,
                                                                   const float* RESTRICT gx,
                                                                   const float* RESTRICT gy,
@@ -71,11 +82,17 @@ extern "C" __global__ LAUNCH_BOUNDS(32 * BLOCK_Y) void fused_step(const float* R
     __shared__ Vf tile[2][TH][TWV];
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int lt = ty * FX + tx;
-    const int ix = (blockIdx.x * FX + tx) * VEC;
-    const int rowb = blockIdx.y * TY;  // first grid row of the tile
-    const int iy = rowb + ty * RY;     // the thread's first row; its rows are iy .. iy + RY - 1
+    const int tile_x = ORDER == 2 ? blockIdx.y : blockIdx.x;
+    const int tile_y = ORDER == 2 ? blockIdx.x : blockIdx.y;
+    const int ix = (tile_x * FX + tx) * VEC;
+    const int rowb = tile_y * TY;     // first grid row of the tile
+    const int iy = rowb + ty * RY;  // the thread's first row; its rows are iy .. iy + RY - 1
     const int z0 = blockIdx.z * window;
-    const int z1 = imin(z0 + window, nz);
+    const int nsteps = imin(z0 + window, nz) - z0;
+    // Planes are visited as z = zfirst + dz * s, s = 0 .. nsteps - 1.
+    const bool down = ORDER > 0 && (blockIdx.z & 1);
+    const int dz = down ? -1 : 1;
+    const int zfirst = down ? z0 + nsteps - 1 : z0;
     const i64 col = (i64)iy * pitch + ix;
     // Threads ty < R also fetch tile rows ty (grid row rowb + ty - R) and ty + TY + R (grid row
     // rowb + TY + ty).
@@ -88,80 +105,86 @@ extern "C" __global__ LAUNCH_BOUNDS(32 * BLOCK_Y) void fused_step(const float* R
     const int xrow = lt / (2 * HV);
     const int xside = lt % (2 * HV);
     const int xcolv = xside < HV ? xside : FX + xside;
-    const i64 col_x = (i64)(rowb + xrow - R) * pitch + ((int)blockIdx.x * FX - HV + xcolv) * VEC;
+    const i64 col_x = (i64)(rowb + xrow - R) * pitch + (tile_x * FX - HV + xcolv) * VEC;
 
 #if STAGES > 0
     static_assert(VEC == 4, "the asynchronous path copies 16-byte vectors");
-    // ring[slot][field][row][thread], field 0: plane z+R of p^n, 1: p^{n-1}, 2: c^2 dt^2 of plane z.
+    // ring[slot][field][row][thread], field 0: plane z+R (z-R marching down) of p^n, 1: p^{n-1},
+    // 2: c^2 dt^2 of plane z; step s of the march uses slot s % SLOTS.
     extern __shared__ Vf ring[];
     constexpr int SLOTS = STAGES + 1;
-    auto slot = [&](int zz, int field, int r) -> Vf* {
-        return ring + ((((zz - z0) % SLOTS) * 3 + field) * RY + r) * (FX * FY) + lt;
+    auto slot = [&](int s, int field, int r) -> Vf* {
+        return ring + (((s % SLOTS) * 3 + field) * RY + r) * (FX * FY) + lt;
     };
-    auto issue = [&](int zz) {
-        if (zz < z1) {
+    auto issue = [&](int s) {
+        if (s < nsteps) {
+            const int zz = zfirst + dz * s;
 #pragma unroll
             for (int r = 0; r < RY; r++) {
                 const i64 c = col + (i64)r * pitch;
-                cp_async16(slot(zz, 0, r), cur + (i64)(zz + R) * plane + c);
+                cp_async16(slot(s, 0, r), cur + (i64)(zz + dz * R) * plane + c);
 #if !LAPLACIAN_ONLY
-                cp_async16(slot(zz, 1, r), out + (i64)zz * plane + c);
-                cp_async16(slot(zz, 2, r), vel + (i64)zz * plane + c);
+                cp_async16(slot(s, 1, r), out + (i64)zz * plane + c);
+                cp_async16(slot(s, 2, r), vel + (i64)zz * plane + c);
 #endif
             }
         }
         cp_async_commit();  // one group per plane, empty past the window, so the count stays right
     };
 #pragma unroll
-    for (int i = 0; i < STAGES; i++) issue(z0 + i);
+    for (int i = 0; i < STAGES; i++) issue(i);
 #endif
-    // q[0..QN-1]: planes z-R..z+R of the current iteration; q[QN..QS-1]: the next DEPTH planes,
-    // already in flight. Planes past the last halo plane are never needed and not loaded.
+    // q[0..QN-1]: planes z-dz*R..z+dz*R of the current iteration; q[QN..QS-1]: the next DEPTH
+    // planes, already in flight. Planes past the last halo plane are never needed and not loaded.
     Vf q[RY][QS];
 #pragma unroll
     for (int r = 0; r < RY; r++)
 #pragma unroll
         for (int i = 1; i < QS; i++) {
-            const int zp = z0 - R + i - 1;
-            if (zp < nz + R) q[r][i] = vload(cur + (i64)zp * plane + col + (i64)r * pitch);
+            const int zp = zfirst + dz * (i - 1 - R);
+            if (zp >= -R && zp < nz + R) q[r][i] = vload(cur + (i64)zp * plane + col + (i64)r * pitch);
         }
     Vf nylo, nyhi, nxh;
-    if (yhalo) {
-        nylo = vload(cur + (i64)z0 * plane + col_ylo);
-        nyhi = vload(cur + (i64)z0 * plane + col_yhi);
+    {
+        const i64 pf = (i64)zfirst * plane;
+        if (yhalo) {
+            nylo = vload(cur + pf + col_ylo);
+            nyhi = vload(cur + pf + col_yhi);
+        }
+        if (xhalo) nxh = vload(cur + pf + col_x);
     }
-    if (xhalo) nxh = vload(cur + (i64)z0 * plane + col_x);
     static_assert(RY == 1 || STAGES > 0, "ROWS > 1 needs STAGES > 0");
 #if PREFETCH_PV && !LAPLACIAN_ONLY
-    Vf npm = LOAD_ONCE(out + (i64)z0 * plane + col);
-    Vf nvv = LOAD_ONCE(vel + (i64)z0 * plane + col);
+    Vf npm = LOAD_ONCE(out + (i64)zfirst * plane + col);
+    Vf nvv = LOAD_ONCE(vel + (i64)zfirst * plane + col);
 #endif
 
     SEISMIC_UNROLL(UNROLL_Z)
-    for (int z = z0; z < z1; z++) {
+    for (int s = 0; s < nsteps; s++) {
+        const int z = zfirst + dz * s;
 #pragma unroll
         for (int r = 0; r < RY; r++)
 #pragma unroll
             for (int i = 0; i < QS - 1; i++) q[r][i] = q[r][i + 1];
 #if STAGES > 0
-        issue(z + STAGES);
+        issue(s + STAGES);
         CP_ASYNC_WAIT(STAGES);  // this plane's group has landed
 #pragma unroll
-        for (int r = 0; r < RY; r++) q[r][QS - 1] = *slot(z, 0, r);
+        for (int r = 0; r < RY; r++) q[r][QS - 1] = *slot(s, 0, r);
 #if !LAPLACIAN_ONLY && ROWS == 1
         // One row keeps its measured order: these reads before the barrier, the x centre from the
         // tile (79% of 3R1W at R = 4; 74% with the reads after the stencil and the centre from the
         // queue, as the several-row path does).
-        const Vf pm = *slot(z, 1, 0);
-        const Vf vv = *slot(z, 2, 0);
+        const Vf pm = *slot(s, 1, 0);
+        const Vf vv = *slot(s, 2, 0);
 #endif
 #else
         {
-            const int zp = z + R + DEPTH;
-            if (zp < nz + R) q[0][QS - 1] = vload(cur + (i64)zp * plane + col);
+            const int zp = z + dz * (R + DEPTH);
+            if (zp >= -R && zp < nz + R) q[0][QS - 1] = vload(cur + (i64)zp * plane + col);
         }
 #endif
-        const int b = (z - z0) & 1;
+        const int b = s & 1;
 #pragma unroll
         for (int r = 0; r < RY; r++) tile[b][ty * RY + r + R][tx + HV] = q[r][R];
         if (yhalo) {
@@ -174,8 +197,8 @@ extern "C" __global__ LAUNCH_BOUNDS(32 * BLOCK_Y) void fused_step(const float* R
         const Vf vv = nvv;
 #endif
         // Fetch the next plane's data now; it is not needed before the next barrier.
-        if (z + 1 < z1) {
-            const i64 pn = (i64)(z + 1) * plane;
+        if (s + 1 < nsteps) {
+            const i64 pn = (i64)(z + dz) * plane;
             if (yhalo) {
                 nylo = vload(cur + pn + col_ylo);
                 nyhi = vload(cur + pn + col_yhi);
@@ -243,8 +266,8 @@ extern "C" __global__ LAUNCH_BOUNDS(32 * BLOCK_Y) void fused_step(const float* R
 #if STAGES > 0 && ROWS > 1
             // Several rows: read late, to keep 8 * ROWS registers free during the stencil (the slot
             // stays valid until the next iteration's issue).
-            const Vf pm = *slot(z, 1, r);
-            const Vf vv = *slot(z, 2, r);
+            const Vf pm = *slot(s, 1, r);
+            const Vf vv = *slot(s, 2, r);
 #endif
 #if SPONGE
             // The sponge damps p^{n-1} too (friction, not a restoring force): same expression as cpu.rs.

@@ -437,13 +437,13 @@ impl Report {
     /// One line per row, with a header.
     pub fn csv(&self) -> String {
         let mut s = String::from(
-            "device,date,nx,ny,nz,radius,operator,block_y,vec,window,stages,min_blocks,unroll_z,rows,tuning,seconds,gbs,gpts,\
+            "device,date,nx,ny,nz,radius,operator,block_x,block_y,vec,window,stages,min_blocks,unroll_z,rows,order,tuning,seconds,gbs,gpts,\
              ceiling,ceiling_gbs,percent\n",
         );
         for r in &self.rows {
             let _ = writeln!(
                 s,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6e},{:.2},{:.4},{},{:.2},{:.2}",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6e},{:.2},{:.4},{},{:.2},{:.2}",
                 csv_field(&self.device),
                 self.date,
                 r.shape[0],
@@ -451,6 +451,7 @@ impl Report {
                 r.shape[2],
                 r.radius,
                 r.operator.key(),
+                r.launch.block_x,
                 r.launch.block_y,
                 r.launch.vec,
                 r.launch.window,
@@ -458,6 +459,7 @@ impl Report {
                 r.launch.min_blocks,
                 r.launch.unroll_z,
                 r.launch.rows,
+                r.launch.order,
                 csv_field(&r.tuning),
                 r.seconds,
                 r.gbs,
@@ -513,7 +515,17 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<PathBuf> {
 mod tests {
     use super::*;
 
-    const LAUNCH: Launch = Launch { block_y: 8, vec: 4, window: 64, stages: 2, min_blocks: 2, unroll_z: 9, rows: 1 };
+    const LAUNCH: Launch = Launch {
+        block_x: 32,
+        block_y: 8,
+        vec: 4,
+        window: 64,
+        stages: 2,
+        min_blocks: 2,
+        unroll_z: 9,
+        rows: 1,
+        order: 1,
+    };
 
     fn ceilings() -> Ceilings {
         Ceilings { copy_gbs: 3000.0, three_read_one_write_gbs: 3200.0, array_bytes: 1 << 30, repetitions: 20 }
@@ -610,12 +622,12 @@ mod tests {
         assert!(md.contains("copy **3000 GB/s**") && md.contains("3-read-1-write **3200 GB/s**"), "{md}");
         let table_rows = md.lines().filter(|l| l.ends_with("% of 3R1W |") || l.ends_with("% of copy |")).count();
         assert_eq!(table_rows, rep.rows.len());
-        assert!(md.contains("| 512x512x512 | 4 | fused step | by8 v4 w64 s2 m2 u9 r1 (default) |"), "{md}");
+        assert!(md.contains("| 512x512x512 | 4 | fused step | bx32 by8 v4 w64 s2 m2 u9 r1 o1 (default) |"), "{md}");
         // 2950 - 40 GB/s of 3200.
         assert!(md.contains("| 2910 |") && md.contains("90.9% of 3R1W"), "{md}");
         assert!(
             md.contains(
-                "| 4 | xy~2^18 z~2^9 | 512x512x512 | by16 v4 w32 s2 m2 u9 r1 | 1.000 | 1.100 | +10.0% | 15/40 |"
+                "| 4 | xy~2^18 z~2^9 | 512x512x512 | bx32 by16 v4 w32 s2 m2 u9 r1 o1 | 1.000 | 1.100 | +10.0% | 15/40 |"
             ),
             "{md}"
         );
@@ -644,13 +656,14 @@ mod tests {
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(lines.len(), rep.rows.len() + 1);
         let header: Vec<&str> = lines[0].split(',').collect();
-        assert_eq!(header.len(), 21);
+        assert_eq!(header.len(), 23);
         assert!(
-            lines[1].starts_with("\"Test GPU, rev \"\"A\"\"\",2026-11-22,256,256,256,4,fused,8,4,64,2,2,9,1,default,")
+            lines[1]
+                .starts_with("\"Test GPU, rev \"\"A\"\"\",2026-11-22,256,256,256,4,fused,32,8,4,64,2,2,9,1,1,default,")
         );
-        // After the quoted device, every line has the header's other 20 fields.
+        // After the quoted device, every line has the header's other 22 fields.
         for l in &lines[1..] {
-            assert_eq!(l.split_once("\",").unwrap().1.split(',').count(), 20, "{l}");
+            assert_eq!(l.split_once("\",").unwrap().1.split(',').count(), 22, "{l}");
         }
         assert_eq!(csv_field("plain"), "plain");
     }

@@ -4,8 +4,9 @@
 //! `open_hip` use: the cached winner for the problem's radius and shape class when there is one,
 //! else [`Tuning::for_radius`]. `SEISMIC_NO_TUNING=1` (or [`disable`], the CLI's `--no-tuning`)
 //! turns the cache off, and the explicit overrides of [`Tuning::for_radius`] (SEISMIC_BLOCK_Y...)
-//! win over it. The search covers every knob `Tuning` has: block rows, vector width, z-window,
-//! cp.async ring depth, blocks per SM and z unrolling (the kernels have no grid-index-order option).
+//! win over it. The search covers every knob `Tuning` has: block columns and rows, vector width,
+//! z-window (the wave-filling automatic choice first), cp.async ring depth, blocks per SM, z
+//! unrolling, rows per thread and grid-index order.
 //!
 //! Shapes are grouped by the rounded log2 of the xy-plane's points and of nz: the plane size decides
 //! how many tiles a z-window has and whether neighbouring planes stay in the last-level cache
@@ -29,12 +30,21 @@ pub fn disable() {
 }
 
 /// The variables of [`Tuning::for_radius`]: setting any of them means the user chose the launch shape.
-const OVERRIDES: [&str; 6] =
-    ["SEISMIC_BLOCK_Y", "SEISMIC_VEC", "SEISMIC_WINDOW", "SEISMIC_STAGES", "SEISMIC_MIN_BLOCKS", "SEISMIC_UNROLL_Z"];
+const OVERRIDES: [&str; 9] = [
+    "SEISMIC_BLOCK_X",
+    "SEISMIC_BLOCK_Y",
+    "SEISMIC_VEC",
+    "SEISMIC_WINDOW",
+    "SEISMIC_STAGES",
+    "SEISMIC_MIN_BLOCKS",
+    "SEISMIC_UNROLL_Z",
+    "SEISMIC_ROWS",
+    "SEISMIC_ORDER",
+];
 
 /// Whether [`tuning_for`] consults the cache: not after [`disable`], not with SEISMIC_NO_TUNING set
-/// (to anything but "0" or ""), and not when one of the SEISMIC_BLOCK_Y, SEISMIC_VEC,
-/// SEISMIC_WINDOW, SEISMIC_STAGES, SEISMIC_MIN_BLOCKS or SEISMIC_UNROLL_Z overrides is set.
+/// (to anything but "0" or ""), and not when one of the overrides of [`Tuning::for_radius`]
+/// (SEISMIC_BLOCK_X ... SEISMIC_ORDER) is set.
 pub fn enabled() -> bool {
     let set = |k: &str| std::env::var(k).map(|v| !v.is_empty() && v != "0").unwrap_or(false);
     let overridden = OVERRIDES.iter().any(|k| std::env::var_os(k).is_some());
@@ -81,7 +91,7 @@ pub struct TunedEntry {
     pub class: ShapeClass,
     /// The grid the search timed.
     pub shape: [usize; 3],
-    /// The winner (z-window never 0 here: the search times explicit lengths).
+    /// The winner (z-window 0: the automatic choice, which measured fastest).
     #[serde(flatten)]
     pub tuning: Tuning,
     /// Median seconds of the winner's fused step, and of the default tuning's, on `shape`.
@@ -230,14 +240,18 @@ pub fn search_shape(shape: [usize; 3], radius: usize) -> [usize; 3] {
 }
 
 /// Compile-time launch shapes to try, most promising first: the vendor's `default`, then it with
-/// one knob changed (block rows, cp.async ring depth, blocks per SM, z unrolling, vector width), each
-/// valid for `radius` (window 0: the z-window is searched separately, at run time).
+/// one knob changed (tile shape, grid-index order, cp.async ring depth, blocks per SM, z unrolling,
+/// vector width), each valid for `radius` (window 0: the z-window is searched separately, at run
+/// time).
 pub fn launch_candidates(radius: usize, default: Tuning) -> Vec<Tuning> {
     let d = Tuning { window: 0, ..default };
     let r = radius as u32;
     let full_unroll = 2 * r + 1;
     let mut v = vec![
         d,
+        Tuning { block_x: 16, block_y: (2 * d.block_y).min(32 / d.rows).max(r), ..d },
+        Tuning { order: if d.order == 1 { 0 } else { 1 }, ..d },
+        Tuning { order: 2, ..d },
         Tuning { block_y: 16.max(r), ..d },
         if d.rows == 1 {
             Tuning { rows: 2, block_y: 6.max(r), ..d }
@@ -253,6 +267,7 @@ pub fn launch_candidates(radius: usize, default: Tuning) -> Vec<Tuning> {
         Tuning { block_y: 4.max(r), ..d },
         Tuning { block_y: 16.max(r), stages: 0, ..d },
         Tuning { block_y: 32, stages: 0, min_blocks: 1, ..d },
+        Tuning { block_x: 16, block_y: 16.max(r), rows: 1, ..d },
     ];
     let mut seen = Vec::new();
     v.retain(|t| {
@@ -263,7 +278,8 @@ pub fn launch_candidates(radius: usize, default: Tuning) -> Vec<Tuning> {
     v
 }
 
-/// z-window lengths to try on a grid of depth `nz`: 16, 32, 64, 128 and the whole depth.
+/// Explicit z-window lengths to try on a grid of depth `nz` after the automatic one: 16, 32, 64,
+/// 128 and the whole depth.
 pub fn window_candidates(nz: usize) -> Vec<u32> {
     let mut v: Vec<u32> = [16u32, 32, 64, 128].into_iter().filter(|&w| (w as usize) < nz).collect();
     v.push(nz as u32);
@@ -306,7 +322,7 @@ pub fn search<Rt: GpuRuntime>(
     let (cur, prev) = (noise(points, 11), noise(points, 12));
     let launches = launch_candidates(radius, default);
     let windows = window_candidates(tshape[2]);
-    let candidates = launches.len() * windows.len();
+    let candidates = launches.len() * (windows.len() + 1);
     let mut trials = Vec::new();
     let mut failures = Vec::new();
     let mut default_seconds = f64::NAN;
@@ -322,9 +338,12 @@ pub fn search<Rt: GpuRuntime>(
                 // The default tuning (its own window choice), the baseline of the report.
                 default_seconds = median(&mut s.time_interior(Operator::Fused, reps)?);
             }
+            // Window 0 (the automatic, wave-filling choice) first: a winner with it carries over to
+            // every grid of the class; an explicit length only where it measured faster.
+            let auto = s.window;
             let mut out = Vec::new();
-            for &w in &windows {
-                s.window = w;
+            for &w in std::iter::once(&0).chain(windows.iter().filter(|&&w| w != auto)) {
+                s.window = if w == 0 { auto } else { w };
                 let seconds = median(&mut s.time_interior(Operator::Fused, reps)?);
                 out.push(Trial { tuning: Tuning { window: w, ..tuning }, seconds });
             }
@@ -388,7 +407,17 @@ mod tests {
             radius,
             class: ShapeClass::of(shape),
             shape,
-            tuning: Tuning { block_y, vec: 4, window: 32, stages: 2, min_blocks: 2, unroll_z: 9, rows: 1 },
+            tuning: Tuning {
+                block_x: 32,
+                block_y,
+                vec: 4,
+                window: 32,
+                stages: 2,
+                min_blocks: 2,
+                unroll_z: 9,
+                rows: 1,
+                order: 1,
+            },
             seconds: 1e-3,
             default_seconds: 1.2e-3,
             tried: 10,

@@ -278,6 +278,13 @@ impl GpuRuntime for CudaRuntime {
         .map_err(|e| anyhow!("cannot allow {bytes} B of dynamic shared memory: {e}"))
     }
 
+    fn resident_blocks(&self, f: CudaFunction, threads: u32, shared_bytes: u32) -> Option<u32> {
+        // SAFETY: f is a loaded function.
+        let n =
+            unsafe { cu::occupancy::max_active_block_per_multiprocessor(f.0, threads as i32, shared_bytes as usize) };
+        n.ok().filter(|&n| n > 0).map(|n| n as u32)
+    }
+
     fn function_info(&self, f: CudaFunction) -> String {
         use sys::CUfunction_attribute_enum::*;
         // SAFETY: f is a loaded function.

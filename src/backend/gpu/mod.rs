@@ -89,6 +89,12 @@ pub trait GpuRuntime {
         let _ = (f, bytes);
         Ok(())
     }
+    /// Blocks of `threads` threads and `shared_bytes` of dynamic shared memory that fit on one
+    /// multiprocessor at once (None when the runtime cannot tell).
+    fn resident_blocks(&self, f: Self::Function, threads: u32, shared_bytes: u32) -> Option<u32> {
+        let _ = (f, threads, shared_bytes);
+        None
+    }
     /// Compiler resources of a kernel (registers, spills, shared memory), for reports.
     fn function_info(&self, f: Self::Function) -> String {
         let _ = f;
@@ -195,6 +201,7 @@ fn kernel_options(radius: usize, t: &Tuning, sponge: bool, laplacian_only: bool)
     let t = &t.effective(radius);
     let mut o = vec![
         format!("-DRADIUS={radius}"),
+        format!("-DBLOCK_X={}", t.block_x),
         format!("-DBLOCK_Y={}", t.block_y),
         format!("-DVEC={}", t.vec),
         format!("-DSPONGE={}", sponge as u32),
@@ -203,6 +210,7 @@ fn kernel_options(radius: usize, t: &Tuning, sponge: bool, laplacian_only: bool)
         format!("-DMIN_BLOCKS={}", t.min_blocks),
         format!("-DUNROLL_Z={}", t.unroll_z),
         format!("-DROWS={}", t.rows),
+        format!("-DORDER={}", t.order),
     ];
     if let Ok(extra) = std::env::var("SEISMIC_KERNEL_DEFS") {
         o.extend(extra.split_whitespace().filter(|d| d.starts_with("-D")).map(String::from));
@@ -272,6 +280,35 @@ struct CpmlAxisDev {
     zeta: DevicePtr,
     a: DevicePtr,
     b: DevicePtr,
+}
+
+/// z-planes per block of the fused kernel for `tiles` xy tiles over `nz` planes when `slots` blocks
+/// run at once. Blocks all take about the same time, so a launch runs in waves of `slots` blocks;
+/// the window minimises waves x (window + radius), the radius standing for the 2R planes of queue
+/// priming every block pays, among windows of 16 to 48 planes (ties: the longest). Measured on an
+/// H200 (kernels/NOTES.md): filling the last wave is what counts on small grids (256^3: 77% of
+/// 3R1W with 6 chunks in one wave, 63-71% with 1.3-2.7 waves), while windows past ~48 planes
+/// lose on every grid (1024^3: 81.5% at 40 planes, 79.4% at 128, 77% at 342), as neighbouring
+/// blocks drift apart and stop sharing their halo rows in L2.
+fn best_window(tiles: usize, nz: usize, slots: usize, radius: usize) -> u32 {
+    let (tiles, nz, slots) = (tiles.max(1), nz.max(1), slots.max(1));
+    let mut best = (usize::MAX, nz.min(48));
+    let mut last = 0;
+    for chunks in 1..=nz {
+        let w = nz.div_ceil(chunks);
+        if w == last || w > 48 {
+            continue;
+        }
+        if w < 16.min(nz) {
+            break;
+        }
+        last = w;
+        let cost = (tiles * nz.div_ceil(w)).div_ceil(slots) * (w + radius);
+        if cost < best.0 {
+            best = (cost, w);
+        }
+    }
+    best.1 as u32
 }
 
 /// Elements added after each field beyond `Layout::len`, so that tiles of up to 32 rows overhanging
@@ -553,17 +590,17 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         Ok(p)
     }
 
-    /// z-planes per fused block: enough blocks for about 16 per multiprocessor, and windows long
-    /// enough that the 2R planes of queue priming stay a small fraction.
+    /// z-planes per fused block: [`best_window`] for the blocks that fit on the device at once.
     fn choose_window(&self) -> u32 {
         if self.tuning.window > 0 {
             return self.tuning.window;
         }
+        let t = &self.tuning;
+        let threads = t.block_x * t.block_y;
+        let per_sm = self.rt.resident_blocks(self.f.fused, threads, t.dynamic_shared_bytes()).unwrap_or(t.min_blocks);
         let [nx, ny, nz] = self.shape;
-        let xy = nx.div_ceil(self.tuning.tile_x()) * ny.div_ceil(self.tuning.fused_tile_y() as usize);
-        let target = self.rt.multiprocessors() as usize * 16;
-        let zblocks = target.div_ceil(xy).max(1);
-        (nz.div_ceil(zblocks)).clamp(16.min(nz), 64) as u32
+        let tiles = nx.div_ceil(t.fused_tile_x()) * ny.div_ceil(t.fused_tile_y() as usize);
+        best_window(tiles, nz, self.rt.multiprocessors() as usize * per_sm.max(1) as usize, self.radius)
     }
 
     /// Compiler resources of the interior kernels, for reports.
@@ -601,6 +638,15 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         self.rt.upload(self.prev, as_bytes(&field))
     }
 
+    /// The fused kernel's grid: x tiles, y tiles (swapped with grid-index order 2), z-chunks.
+    fn fused_grid(&self) -> [u32; 3] {
+        let [nx, ny, nz] = self.shape;
+        let tx = nx.div_ceil(self.tuning.fused_tile_x()) as u32;
+        let ty = ny.div_ceil(self.tuning.fused_tile_y() as usize) as u32;
+        let tz = (nz as u32).div_ceil(self.window);
+        if self.tuning.order == 2 { [ty, tx, tz] } else { [tx, ty, tz] }
+    }
+
     fn grid_xy(&self) -> (u32, u32) {
         let [nx, ny, _] = self.shape;
         (nx.div_ceil(self.tuning.tile_x()) as u32, ny.div_ceil(self.tuning.block_y as usize) as u32)
@@ -617,13 +663,12 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let block = [32, self.tuning.block_y, 1];
         let window = self.window as i32;
         let fused = |f: Rt::Function| {
-            let grid = [bx, (ny as u32).div_ceil(self.tuning.fused_tile_y()), (nz as u32).div_ceil(self.window)];
             // SAFETY: matches fused_step's parameters.
             unsafe {
                 self.rt.launch(
                     f,
-                    grid,
-                    block,
+                    self.fused_grid(),
+                    [self.tuning.block_x, self.tuning.block_y, 1],
                     self.tuning.dynamic_shared_bytes(),
                     kargs![cur, outp, vel, gx, gy, gz, w, nx, ny, nz, pitch, plane, window],
                 )
@@ -1013,12 +1058,14 @@ pub struct BenchResult {
     pub shape: [usize; 3],
     pub radius: usize,
     pub operator: String,
+    pub block_x: u32,
     pub block_y: u32,
     pub vec: u32,
     pub window: u32,
     pub stages: u32,
     pub min_blocks: u32,
     pub rows: u32,
+    pub order: u32,
     /// Median device seconds per application.
     pub seconds: f64,
     /// Effective bandwidth: `problem::step_bytes` over the median time, GB/s.
@@ -1038,29 +1085,59 @@ pub fn bench_step<Rt: GpuRuntime>(
     tuning: Tuning,
     reps: usize,
 ) -> Result<BenchResult> {
+    let mut v = bench_windows(rt, shape, radius, op, tuning, &[tuning.window], reps)?;
+    Ok(v.remove(0))
+}
+
+/// [`bench_step`] for several fused z-windows on one solver (0: the automatic choice).
+pub fn bench_windows<Rt: GpuRuntime>(
+    rt: Rt,
+    shape: [usize; 3],
+    radius: usize,
+    op: Operator,
+    tuning: Tuning,
+    windows: &[u32],
+    reps: usize,
+) -> Result<Vec<BenchResult>> {
     let problem = synthetic_problem(shape, radius);
     let kernel = if op == Operator::ThreePass { KernelChoice::ThreePass } else { KernelChoice::Fused };
     let mut s = GpuSolver::new(rt, &problem, kernel, tuning)?;
     let points = problem.layout.points();
     s.set_state(&noise(points, 1), &noise(points, 2))?;
-    let mut t = s.time_interior(op, reps)?;
-    let sec = median(&mut t);
-    let tu = s.tuning();
-    Ok(BenchResult {
-        shape,
-        radius,
-        operator: format!("{op:?}"),
-        block_y: tu.block_y,
-        vec: tu.vec,
-        window: tu.window,
-        stages: tu.stages,
-        min_blocks: tu.min_blocks,
-        rows: tu.rows,
-        seconds: sec,
-        gbs: op.bytes(shape, radius) as f64 / sec / 1e9,
-        gpts: points as f64 / sec / 1e9,
-        kernel_info: s.kernel_info(),
-    })
+    let auto = s.window;
+    let mut out = Vec::new();
+    for &w in windows {
+        s.window = if w == 0 { auto } else { w };
+        out.push(s.bench_result(op, reps)?);
+    }
+    Ok(out)
+}
+
+impl<Rt: GpuRuntime> GpuSolver<Rt> {
+    fn bench_result(&mut self, op: Operator, reps: usize) -> Result<BenchResult> {
+        let (shape, radius) = (self.shape, self.radius);
+        let points = self.layout.points();
+        let mut t = self.time_interior(op, reps)?;
+        let sec = median(&mut t);
+        let tu = self.tuning();
+        Ok(BenchResult {
+            shape,
+            radius,
+            operator: format!("{op:?}"),
+            block_x: tu.block_x,
+            block_y: tu.block_y,
+            vec: tu.vec,
+            window: tu.window,
+            stages: tu.stages,
+            min_blocks: tu.min_blocks,
+            rows: tu.rows,
+            order: tu.order,
+            seconds: sec,
+            gbs: op.bytes(shape, radius) as f64 / sec / 1e9,
+            gpts: points as f64 / sec / 1e9,
+            kernel_info: self.kernel_info(),
+        })
+    }
 }
 
 /// Opens the CUDA backend on device 0 for this problem (allocates everything once).
@@ -1082,10 +1159,29 @@ pub fn open_hip(problem: &Problem, kernel: KernelChoice) -> Result<Box<dyn Backe
 
 #[cfg(test)]
 mod tests {
-    use super::Tuning;
+    use super::{Tuning, best_window};
 
     fn tuning(block_y: u32, stages: u32, rows: u32) -> Tuning {
-        Tuning { block_y, vec: 4, window: 0, stages, min_blocks: 2, unroll_z: 1, rows }
+        Tuning { block_x: 32, block_y, vec: 4, window: 0, stages, min_blocks: 2, unroll_z: 1, rows, order: 1 }
+    }
+
+    #[test]
+    fn windows_fill_whole_waves() {
+        // 256^3 in 128 x 12 tiles: 44 tiles, 264 resident blocks: 6 chunks of 43 planes, one wave.
+        assert_eq!(best_window(44, 256, 264, 4), 43);
+        // 512^3: 172 tiles; 12 chunks of 43 planes fill 7.8 of 8 waves.
+        assert_eq!(best_window(172, 512, 264, 4), 43);
+        // 2048 x 2048 x 64: 2736 tiles, 2 chunks of 32 (21 waves of 36) beat 1 of 64 (11 of 68).
+        assert_eq!(best_window(2736, 64, 264, 4), 32);
+        // Shallow grids: the whole depth.
+        assert_eq!(best_window(1, 8, 1000, 4), 8);
+        assert_eq!(best_window(10, 12, 1, 4), 12);
+        // Deep columns on one slot: the longest window allowed.
+        assert_eq!(best_window(10, 100, 1, 4), 34);
+        for nz in 1..200 {
+            let w = best_window(100, nz, 264, 4) as usize;
+            assert!(w >= 16.min(nz) && w <= 48.min(nz), "nz {nz}: {w}");
+        }
     }
 
     #[test]

@@ -203,6 +203,10 @@ impl GpuRuntime for HipRuntime {
         Ok(())
     }
 
+    fn resident_blocks(&self, f: Function, threads: u32, shared_bytes: u32) -> Option<u32> {
+        f.resident_blocks(threads, shared_bytes).ok().filter(|&n| n > 0)
+    }
+
     fn function_info(&self, f: Function) -> String {
         use sys::hipFunction_attribute as A;
         let get = |a| f.attribute(a).unwrap_or(-1);

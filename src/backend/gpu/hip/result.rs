@@ -339,6 +339,24 @@ pub unsafe fn func_get_attribute(
     Ok(v)
 }
 
+/// Blocks of `threads` threads with `shared_bytes` of dynamic LDS that one compute unit runs at once.
+///
+/// # Safety
+/// `f` is a function of a loaded module.
+pub unsafe fn occupancy_blocks_per_cu(
+    f: sys::hipFunction_t,
+    threads: i32,
+    shared_bytes: usize,
+) -> Result<i32, HipError> {
+    let mut v: c_int = 0;
+    // SAFETY: the caller's contract; writes one int.
+    check(
+        unsafe { sys::hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(&mut v, f, threads, shared_bytes) },
+        "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor",
+    )?;
+    Ok(v)
+}
+
 /// Queues kernel `f` on `stream`.
 ///
 /// # Safety

@@ -244,6 +244,13 @@ impl Function {
         // SAFETY: a function handle from a loaded module.
         unsafe { result::func_get_attribute(self.0, attribute) }
     }
+
+    /// Blocks of `threads` threads with `shared_bytes` of dynamic LDS one compute unit runs at once.
+    pub fn resident_blocks(&self, threads: u32, shared_bytes: u32) -> Result<u32, HipError> {
+        // SAFETY: a function handle from a loaded module.
+        unsafe { result::occupancy_blocks_per_cu(self.0, threads as i32, shared_bytes as usize) }
+            .map(|n| n.max(0) as u32)
+    }
 }
 
 /// A hipRTC program; destroyed on drop.
