@@ -72,6 +72,36 @@ fn hiprtc_compiles_the_fused_kernel_tuning_knobs() {
 }
 
 #[test]
+fn hiprtc_compiles_the_grid_order_tile_shape_and_tile_ring_variants() {
+    // Grid-index orders, 16-thread-wide blocks, and fused_ring.cu (the whole tile through the ring)
+    // for one and two rows per thread, in the step module as the run-time path assembles it.
+    let base = aot::step_variants().into_iter().find(|v| v.radius == 4).expect("R = 4").options;
+    let set = |changes: &[(&str, &str)]| -> Vec<String> {
+        base.iter()
+            .map(|o| changes.iter().find(|(k, _)| o.starts_with(k)).map(|(_, v)| v.to_string()).unwrap_or(o.clone()))
+            .collect()
+    };
+    let plain = aot::step_source();
+    let ring = sources::assemble(&sources::STEP.map(|s| if s == sources::FUSED { sources::FUSED_RING } else { s }));
+    let cases: [(&str, &String, Vec<String>); 5] = [
+        ("order 1", &plain, set(&[("-DORDER=", "-DORDER=1")])),
+        ("order 2", &plain, set(&[("-DORDER=", "-DORDER=2")])),
+        ("block_x 16", &plain, set(&[("-DBLOCK_X=", "-DBLOCK_X=16"), ("-DBLOCK_Y=", "-DBLOCK_Y=12")])),
+        ("tile ring", &ring, set(&[("-DSTAGES=", "-DSTAGES=2")])),
+        (
+            "tile ring, 2 rows, order 1",
+            &ring,
+            set(&[("-DSTAGES=", "-DSTAGES=2"), ("-DROWS=", "-DROWS=2"), ("-DORDER=", "-DORDER=1")]),
+        ),
+    ];
+    for (what, source, options) in cases {
+        let code = hip::compile_for("gfx90a", source, "seismic_kernels.cu", &options)
+            .unwrap_or_else(|e| panic!("{what} ({}): {e}", options.join(" ")));
+        assert_amdgpu_code_object(&code, &aot::KERNEL_ORDER, what);
+    }
+}
+
+#[test]
 fn hiprtc_compiles_the_step_module_for_gfx940_or_refuses_cleanly() {
     let source = aot::step_source();
     let version = result::runtime_version().expect("hipRuntimeGetVersion");

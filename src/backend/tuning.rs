@@ -36,6 +36,11 @@ pub struct Tuning {
     /// with blockIdx.x over y tiles. Records written before the knob existed hold 0.
     #[serde(default)]
     pub order: u32,
+    /// 1: the fused kernel's whole xy tile of p^n, halos included, arrives through the
+    /// asynchronous ring (kernels/fused_ring.cu; needs `stages` >= 1 and `vec` 4); 0: threads copy
+    /// the halos through registers (kernels/fused.cu). Records written before the knob existed hold 0.
+    #[serde(default)]
+    pub tile_ring: u32,
 }
 
 fn one_row() -> u32 {
@@ -50,7 +55,7 @@ impl Tuning {
     /// The default shape (measured best on an H200, kernels/NOTES.md), overridable for experiments
     /// with SEISMIC_BLOCK_X, SEISMIC_BLOCK_Y, SEISMIC_VEC, SEISMIC_WINDOW, SEISMIC_STAGES,
     /// SEISMIC_MIN_BLOCKS, SEISMIC_UNROLL_Z, SEISMIC_ROWS (1 gives the one-row kernel, 8 rows of
-    /// threads) and SEISMIC_ORDER.
+    /// threads), SEISMIC_ORDER and SEISMIC_TILE_RING.
     pub fn for_radius(radius: usize) -> Tuning {
         Self::defaults(radius, true)
     }
@@ -81,12 +86,29 @@ impl Tuning {
             unroll_z: env("SEISMIC_UNROLL_Z").unwrap_or(if r <= 4 { 2 * r + 1 } else { 1 }),
             rows,
             order: env("SEISMIC_ORDER").unwrap_or(0),
+            tile_ring: env("SEISMIC_TILE_RING").unwrap_or(0),
         }
     }
 
-    /// Dynamic shared memory of the fused kernel: the ring of asynchronously copied planes.
-    pub fn dynamic_shared_bytes(&self) -> u32 {
-        if self.stages == 0 { 0 } else { (self.stages + 1) * 3 * self.block_x * self.block_y * self.rows * 16 }
+    /// Dynamic shared memory of the fused kernel at `radius`: the ring of asynchronously copied
+    /// planes (with `tile_ring`, R + stages + 1 whole tiles of p^n and stages + 1 slots of p^{n-1}
+    /// and c^2 dt^2).
+    pub fn dynamic_shared_bytes(&self, radius: usize) -> u32 {
+        let per_thread_row = self.block_x * self.block_y * self.rows * 16;
+        if self.stages == 0 {
+            0
+        } else if self.tile_ring == 1 {
+            (radius as u32 + self.stages + 1) * self.static_tile_bytes(radius) / 2
+                + (self.stages + 1) * 2 * per_thread_row
+        } else {
+            (self.stages + 1) * 3 * per_thread_row
+        }
+    }
+
+    /// Static shared memory of the fused kernel without `tile_ring`: two tiles of p^n with halos.
+    fn static_tile_bytes(&self, radius: usize) -> u32 {
+        let r = radius as u32;
+        2 * (self.fused_tile_y() + 2 * r) * (self.block_x + 2 * r.div_ceil(self.vec.max(1))) * 4 * self.vec
     }
 
     /// The tuning the solver runs: `rows` lowered to 1 without the asynchronous ring (the kernel's
@@ -98,11 +120,12 @@ impl Tuning {
         if t.stages == 0 {
             t.rows = 1;
         }
-        let r = radius as u32;
-        let row_vectors = t.block_x + 2 * r.div_ceil(t.vec.max(1));
+        if t.stages == 0 || t.vec != 4 {
+            t.tile_ring = 0;
+        }
         while t.rows > 1 {
-            let tile = 2 * (t.fused_tile_y() + 2 * r) * row_vectors * 4 * t.vec;
-            if t.fused_tile_y() <= 32 && tile <= 48 << 10 && tile + t.dynamic_shared_bytes() <= 227 << 10 {
+            let tile = if t.tile_ring == 1 { 0 } else { t.static_tile_bytes(radius) };
+            if t.fused_tile_y() <= 32 && tile <= 48 << 10 && tile + t.dynamic_shared_bytes(radius) <= 227 << 10 {
                 break;
             }
             t.rows -= 1;
@@ -120,6 +143,15 @@ impl Tuning {
         ensure!(self.block_y >= r && self.block_y <= 32, "block_y must be in {r}..=32, got {}", self.block_y);
         ensure!(matches!(self.block_x, 8 | 16 | 32), "block_x must be 8, 16 or 32, got {}", self.block_x);
         ensure!(self.order <= 2, "order must be 0, 1 or 2, got {}", self.order);
+        ensure!(
+            self.tile_ring == 0 || (self.tile_ring == 1 && self.stages > 0 && self.vec == 4),
+            "tile_ring must be 0, or 1 with stages > 0 and vector width 4"
+        );
+        ensure!(
+            self.dynamic_shared_bytes(radius) <= 227 << 10,
+            "the fused kernel's ring needs {} B of shared memory (at most 227 KiB)",
+            self.dynamic_shared_bytes(radius)
+        );
         ensure!(
             (1..=4).contains(&self.rows) && (self.rows == 1 || self.stages > 0),
             "rows must be 1..=4 (above 1 only with stages > 0), got {} with stages {}",
@@ -153,12 +185,12 @@ impl Tuning {
         self.block_y * self.rows
     }
 
-    /// "bx32 by6 v4 w64 s2 m2 u9 r2 o1": block columns and rows, vector width, z-window,
+    /// "bx32 by6 v4 w64 s2 m2 u9 r2 o1 t0": block columns and rows, vector width, z-window,
     /// asynchronous-copy stages, blocks per multiprocessor, z unrolling, rows of y per thread,
-    /// grid-index order.
+    /// grid-index order, tile ring.
     pub fn label(&self) -> String {
         format!(
-            "bx{} by{} v{} w{} s{} m{} u{} r{} o{}",
+            "bx{} by{} v{} w{} s{} m{} u{} r{} o{} t{}",
             self.block_x,
             self.block_y,
             self.vec,
@@ -167,7 +199,8 @@ impl Tuning {
             self.min_blocks,
             self.unroll_z,
             self.rows,
-            self.order
+            self.order,
+            self.tile_ring
         )
     }
 }

@@ -524,7 +524,8 @@ mod tests {
         min_blocks: 2,
         unroll_z: 9,
         rows: 1,
-        order: 1,
+        order: 0,
+        tile_ring: 0,
     };
 
     fn ceilings() -> Ceilings {
@@ -622,12 +623,12 @@ mod tests {
         assert!(md.contains("copy **3000 GB/s**") && md.contains("3-read-1-write **3200 GB/s**"), "{md}");
         let table_rows = md.lines().filter(|l| l.ends_with("% of 3R1W |") || l.ends_with("% of copy |")).count();
         assert_eq!(table_rows, rep.rows.len());
-        assert!(md.contains("| 512x512x512 | 4 | fused step | bx32 by8 v4 w64 s2 m2 u9 r1 o1 (default) |"), "{md}");
+        assert!(md.contains("| 512x512x512 | 4 | fused step | bx32 by8 v4 w64 s2 m2 u9 r1 o0 t0 (default) |"), "{md}");
         // 2950 - 40 GB/s of 3200.
         assert!(md.contains("| 2910 |") && md.contains("90.9% of 3R1W"), "{md}");
         assert!(
             md.contains(
-                "| 4 | xy~2^18 z~2^9 | 512x512x512 | bx32 by16 v4 w32 s2 m2 u9 r1 o1 | 1.000 | 1.100 | +10.0% | 15/40 |"
+                "| 4 | xy~2^18 z~2^9 | 512x512x512 | bx32 by16 v4 w32 s2 m2 u9 r1 o0 t0 | 1.000 | 1.100 | +10.0% | 15/40 |"
             ),
             "{md}"
         );
@@ -659,7 +660,7 @@ mod tests {
         assert_eq!(header.len(), 23);
         assert!(
             lines[1]
-                .starts_with("\"Test GPU, rev \"\"A\"\"\",2026-11-22,256,256,256,4,fused,32,8,4,64,2,2,9,1,1,default,")
+                .starts_with("\"Test GPU, rev \"\"A\"\"\",2026-11-22,256,256,256,4,fused,32,8,4,64,2,2,9,1,0,default,")
         );
         // After the quoted device, every line has the header's other 22 fields.
         for l in &lines[1..] {

@@ -124,7 +124,7 @@ pub struct TuningCache {
 /// Hash of the kernel sources (cached winners are only trusted for the kernels they were timed on).
 pub fn kernels_hash() -> String {
     let mut h = Sha256::new();
-    for s in sources::STEP {
+    for s in sources::STEP.iter().chain([&sources::FUSED_RING]) {
         h.update(s.as_bytes());
     }
     h.update(sources::PRELUDE.as_bytes());
@@ -247,17 +247,18 @@ pub fn launch_candidates(radius: usize, default: Tuning) -> Vec<Tuning> {
     let d = Tuning { window: 0, ..default };
     let r = radius as u32;
     let full_unroll = 2 * r + 1;
+    // Ordered by what measured closest to the default on an H200 (kernels/NOTES.md), so that a short
+    // budget spends itself on the likeliest winners.
     let mut v = vec![
         d,
-        Tuning { block_x: 16, block_y: (2 * d.block_y).min(32 / d.rows).max(r), ..d },
-        Tuning { order: if d.order == 1 { 0 } else { 1 }, ..d },
-        Tuning { order: 2, ..d },
-        Tuning { block_y: 16.max(r), ..d },
         if d.rows == 1 {
             Tuning { rows: 2, block_y: 6.max(r), ..d }
         } else {
             Tuning { rows: 1, block_y: 8.max(r), ..d }
         },
+        Tuning { tile_ring: 1, rows: 2, block_y: 8.max(r), min_blocks: 1, ..d },
+        Tuning { order: if d.order == 1 { 0 } else { 1 }, ..d },
+        Tuning { block_y: 16.max(r), ..d },
         Tuning { stages: if d.stages == 0 { 2 } else { 0 }, ..d },
         Tuning { min_blocks: if d.min_blocks == 1 { 2 } else { 1 }, ..d },
         Tuning { unroll_z: if d.unroll_z == 1 { full_unroll } else { 1 }, ..d },
@@ -267,6 +268,10 @@ pub fn launch_candidates(radius: usize, default: Tuning) -> Vec<Tuning> {
         Tuning { block_y: 4.max(r), ..d },
         Tuning { block_y: 16.max(r), stages: 0, ..d },
         Tuning { block_y: 32, stages: 0, min_blocks: 1, ..d },
+        Tuning { order: 2, ..d },
+        Tuning { tile_ring: 1 - d.tile_ring.min(1), ..d },
+        Tuning { tile_ring: 1 - d.tile_ring.min(1), rows: 1, block_y: 8.max(r), ..d },
+        Tuning { block_x: 16, block_y: (2 * d.block_y).min(32 / d.rows).max(r), ..d },
         Tuning { block_x: 16, block_y: 16.max(r), rows: 1, ..d },
     ];
     let mut seen = Vec::new();
@@ -278,11 +283,13 @@ pub fn launch_candidates(radius: usize, default: Tuning) -> Vec<Tuning> {
     v
 }
 
-/// Explicit z-window lengths to try on a grid of depth `nz` after the automatic one: 16, 32, 64,
-/// 128 and the whole depth.
+/// Explicit z-window lengths to try on a grid of depth `nz` after the automatic one: 8 to 64
+/// planes (longer windows measured slower on every grid), and the whole depth when it is shorter.
 pub fn window_candidates(nz: usize) -> Vec<u32> {
-    let mut v: Vec<u32> = [16u32, 32, 64, 128].into_iter().filter(|&w| (w as usize) < nz).collect();
-    v.push(nz as u32);
+    let mut v: Vec<u32> = [8u32, 16, 24, 32, 40, 48, 64].into_iter().filter(|&w| (w as usize) < nz).collect();
+    if nz <= 64 {
+        v.push(nz as u32);
+    }
     v
 }
 
@@ -416,7 +423,8 @@ mod tests {
                 min_blocks: 2,
                 unroll_z: 9,
                 rows: 1,
-                order: 1,
+                order: 0,
+                tile_ring: 0,
             },
             seconds: 1e-3,
             default_seconds: 1.2e-3,
@@ -501,9 +509,9 @@ mod tests {
                 assert!(!l[..i].contains(t), "R={r}: {t:?} twice");
             }
         }
-        assert_eq!(window_candidates(512), vec![16, 32, 64, 128, 512]);
-        assert_eq!(window_candidates(64), vec![16, 32, 64]);
-        assert_eq!(window_candidates(20), vec![16, 20]);
+        assert_eq!(window_candidates(512), vec![8, 16, 24, 32, 40, 48, 64]);
+        assert_eq!(window_candidates(64), vec![8, 16, 24, 32, 40, 48, 64]);
+        assert_eq!(window_candidates(20), vec![8, 16, 20]);
     }
 
     #[test]

@@ -106,6 +106,7 @@ pub trait GpuRuntime {
 pub mod sources {
     pub const PRELUDE: &str = include_str!("../../../kernels/prelude.h");
     pub const FUSED: &str = include_str!("../../../kernels/fused.cu");
+    pub const FUSED_RING: &str = include_str!("../../../kernels/fused_ring.cu");
     pub const PASS_X: &str = include_str!("../../../kernels/pass_x.cu");
     pub const PASS_Y: &str = include_str!("../../../kernels/pass_y.cu");
     pub const PASS_Z: &str = include_str!("../../../kernels/pass_z.cu");
@@ -117,6 +118,18 @@ pub mod sources {
 
     /// Every kernel of a step.
     pub const STEP: [&str; 9] = [FUSED, PASS_X, PASS_Y, PASS_Z, UPDATE, CPML, FREE_SURFACE, SOURCES, STREAM];
+
+    /// The fused kernel's source for a tuning (both define `fused_step`).
+    pub fn fused(t: &super::Tuning) -> &'static str {
+        if t.tile_ring == 1 { FUSED_RING } else { FUSED }
+    }
+
+    /// [`STEP`] with the fused kernel `t` asks for.
+    pub fn step(t: &super::Tuning) -> [&'static str; 9] {
+        let mut s = STEP;
+        s[0] = fused(t);
+        s
+    }
 
     /// The prelude followed by `parts`, as one translation unit.
     pub fn assemble(parts: &[&str]) -> String {
@@ -417,10 +430,10 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         }
         let b = &problem.boundary;
         let sponge = b.kind == BoundaryKind::Sponge;
-        let module = load_kernels(&rt, &sources::STEP, &kernel_options(r, &tuning, sponge, false))?;
+        let module = load_kernels(&rt, &sources::step(&tuning), &kernel_options(r, &tuning, sponge, false))?;
         let fun = |n: &str| rt.function(&module, n);
         let fused = fun("fused_step")?;
-        rt.allow_dynamic_shared(fused, tuning.dynamic_shared_bytes())?;
+        rt.allow_dynamic_shared(fused, tuning.dynamic_shared_bytes(r))?;
         let f = Kernels {
             fused,
             pass_x: fun("pass_x")?,
@@ -597,7 +610,8 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         }
         let t = &self.tuning;
         let threads = t.block_x * t.block_y;
-        let per_sm = self.rt.resident_blocks(self.f.fused, threads, t.dynamic_shared_bytes()).unwrap_or(t.min_blocks);
+        let per_sm =
+            self.rt.resident_blocks(self.f.fused, threads, t.dynamic_shared_bytes(self.radius)).unwrap_or(t.min_blocks);
         let [nx, ny, nz] = self.shape;
         let tiles = nx.div_ceil(t.fused_tile_x()) * ny.div_ceil(t.fused_tile_y() as usize);
         best_window(tiles, nz, self.rt.multiprocessors() as usize * per_sm.max(1) as usize, self.radius)
@@ -669,7 +683,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                     f,
                     self.fused_grid(),
                     [self.tuning.block_x, self.tuning.block_y, 1],
-                    self.tuning.dynamic_shared_bytes(),
+                    self.tuning.dynamic_shared_bytes(self.radius),
                     kargs![cur, outp, vel, gx, gy, gz, w, nx, ny, nz, pitch, plane, window],
                 )
             }
@@ -813,10 +827,13 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 self.lap = self.alloc_zeroed(self.field_len * 4)?;
             }
             Operator::Laplacian if self.laplacian.is_none() => {
-                let m =
-                    load_kernels(&self.rt, &[sources::FUSED], &kernel_options(self.radius, &self.tuning, false, true))?;
+                let m = load_kernels(
+                    &self.rt,
+                    &[sources::fused(&self.tuning)],
+                    &kernel_options(self.radius, &self.tuning, false, true),
+                )?;
                 let f = self.rt.function(&m, "fused_step")?;
-                self.rt.allow_dynamic_shared(f, self.tuning.dynamic_shared_bytes())?;
+                self.rt.allow_dynamic_shared(f, self.tuning.dynamic_shared_bytes(self.radius))?;
                 self.laplacian = Some((m, f));
                 if self.lap == 0 {
                     self.lap = self.alloc_zeroed(self.field_len * 4)?;
@@ -1066,6 +1083,7 @@ pub struct BenchResult {
     pub min_blocks: u32,
     pub rows: u32,
     pub order: u32,
+    pub tile_ring: u32,
     /// Median device seconds per application.
     pub seconds: f64,
     /// Effective bandwidth: `problem::step_bytes` over the median time, GB/s.
@@ -1132,6 +1150,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             min_blocks: tu.min_blocks,
             rows: tu.rows,
             order: tu.order,
+            tile_ring: tu.tile_ring,
             seconds: sec,
             gbs: op.bytes(shape, radius) as f64 / sec / 1e9,
             gpts: points as f64 / sec / 1e9,
@@ -1162,7 +1181,18 @@ mod tests {
     use super::{Tuning, best_window};
 
     fn tuning(block_y: u32, stages: u32, rows: u32) -> Tuning {
-        Tuning { block_x: 32, block_y, vec: 4, window: 0, stages, min_blocks: 2, unroll_z: 1, rows, order: 1 }
+        Tuning {
+            block_x: 32,
+            block_y,
+            vec: 4,
+            window: 0,
+            stages,
+            min_blocks: 2,
+            unroll_z: 1,
+            rows,
+            order: 0,
+            tile_ring: 0,
+        }
     }
 
     #[test]
