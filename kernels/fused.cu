@@ -14,7 +14,10 @@
 // ORDER (the grid-index order, seed 002's knob for the last-level cache): 0, every z-chunk marches
 // up; 1, odd chunks march down, so two chunks that share a boundary read its 2R halo planes at the
 // same moment (both at their start, or both at their end) and the second read hits L2 instead of
-// DRAM; 2, as 1 with blockIdx.x running over y tiles (tile columns before tile rows).
+// DRAM; 2, as 1 with blockIdx.x running over y tiles (tile columns before tile rows); 3, banded
+// (seed 002's subdomains): gridDim.y tile rows form a band, blockIdx.z runs over the z-chunks of a
+// band before the next band, so a tile's consecutive chunks run close in time and the planes one
+// primes with are still in L2 from the other.
 // Marching down only swaps the two operands of each z term's addition, which is exact.
 
 #ifndef PREFETCH_PV
@@ -82,15 +85,24 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(const flo
     __shared__ Vf tile[2][TH][TWV];
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int lt = ty * FX + tx;
+#if ORDER == 3
+    const int nchunks = (nz + window - 1) / window;
+    const int chunk = blockIdx.z % nchunks;
+    const int tile_x = blockIdx.x;
+    const int tile_y = blockIdx.z / nchunks * gridDim.y + blockIdx.y;
+    if (tile_y * TY >= ny) return;  // the last band's missing rows: the whole block, before any barrier
+#else
+    const int chunk = blockIdx.z;
     const int tile_x = ORDER == 2 ? blockIdx.y : blockIdx.x;
     const int tile_y = ORDER == 2 ? blockIdx.x : blockIdx.y;
+#endif
     const int ix = (tile_x * FX + tx) * VEC;
     const int rowb = tile_y * TY;     // first grid row of the tile
     const int iy = rowb + ty * RY;  // the thread's first row; its rows are iy .. iy + RY - 1
-    const int z0 = blockIdx.z * window;
+    const int z0 = chunk * window;
     const int nsteps = imin(z0 + window, nz) - z0;
     // Planes are visited as z = zfirst + dz * s, s = 0 .. nsteps - 1.
-    const bool down = ORDER > 0 && (blockIdx.z & 1);
+    const bool down = (ORDER == 1 || ORDER == 2) && (chunk & 1);
     const int dz = down ? -1 : 1;
     const int zfirst = down ? z0 + nsteps - 1 : z0;
     const i64 col = (i64)iy * pitch + ix;

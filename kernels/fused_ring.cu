@@ -59,14 +59,24 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(const flo
     Vf* const pv_ring = ring + TILES * TILE;
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int lt = ty * FX + tx;
+    // Grid-index orders as in fused.cu.
+#if ORDER == 3
+    const int nchunks = (nz + window - 1) / window;
+    const int chunk = blockIdx.z % nchunks;
+    const int tile_x = blockIdx.x;
+    const int tile_y = blockIdx.z / nchunks * gridDim.y + blockIdx.y;
+    if (tile_y * TY >= ny) return;
+#else
+    const int chunk = blockIdx.z;
     const int tile_x = ORDER == 2 ? blockIdx.y : blockIdx.x;
     const int tile_y = ORDER == 2 ? blockIdx.x : blockIdx.y;
+#endif
     const int ix = (tile_x * FX + tx) * VEC;
     const int rowb = tile_y * TY;
     const int iy = rowb + ty * RY;
-    const int z0 = blockIdx.z * window;
+    const int z0 = chunk * window;
     const int nsteps = imin(z0 + window, nz) - z0;
-    const bool down = ORDER > 0 && (blockIdx.z & 1);
+    const bool down = (ORDER == 1 || ORDER == 2) && (chunk & 1);
     const int dz = down ? -1 : 1;
     const int zfirst = down ? z0 + nsteps - 1 : z0;
     const i64 col = (i64)iy * pitch + ix;

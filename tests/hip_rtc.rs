@@ -73,7 +73,7 @@ fn hiprtc_compiles_the_fused_kernel_tuning_knobs() {
 
 #[test]
 fn hiprtc_compiles_the_grid_order_tile_shape_and_tile_ring_variants() {
-    // Grid-index orders, 16-thread-wide blocks, and fused_ring.cu (the whole tile through the ring)
+    // Grid-index orders (zigzag, y tiles first, banded), 16-thread-wide blocks, and fused_ring.cu (the whole tile through the ring)
     // for one and two rows per thread, in the step module as the run-time path assembles it.
     let base = aot::step_variants().into_iter().find(|v| v.radius == 4).expect("R = 4").options;
     let set = |changes: &[(&str, &str)]| -> Vec<String> {
@@ -83,9 +83,10 @@ fn hiprtc_compiles_the_grid_order_tile_shape_and_tile_ring_variants() {
     };
     let plain = aot::step_source();
     let ring = sources::assemble(&sources::STEP.map(|s| if s == sources::FUSED { sources::FUSED_RING } else { s }));
-    let cases: [(&str, &String, Vec<String>); 5] = [
+    let cases: [(&str, &String, Vec<String>); 7] = [
         ("order 1", &plain, set(&[("-DORDER=", "-DORDER=1")])),
         ("order 2", &plain, set(&[("-DORDER=", "-DORDER=2")])),
+        ("order 3", &plain, set(&[("-DORDER=", "-DORDER=3")])),
         ("block_x 16", &plain, set(&[("-DBLOCK_X=", "-DBLOCK_X=16"), ("-DBLOCK_Y=", "-DBLOCK_Y=12")])),
         ("tile ring", &ring, set(&[("-DSTAGES=", "-DSTAGES=2")])),
         (
@@ -93,6 +94,7 @@ fn hiprtc_compiles_the_grid_order_tile_shape_and_tile_ring_variants() {
             &ring,
             set(&[("-DSTAGES=", "-DSTAGES=2"), ("-DROWS=", "-DROWS=2"), ("-DORDER=", "-DORDER=1")]),
         ),
+        ("tile ring, order 3", &ring, set(&[("-DSTAGES=", "-DSTAGES=2"), ("-DORDER=", "-DORDER=3")])),
     ];
     for (what, source, options) in cases {
         let code = hip::compile_for("gfx90a", source, "seismic_kernels.cu", &options)

@@ -33,7 +33,9 @@ pub struct Tuning {
     pub rows: u32,
     /// Grid-index order of the fused kernel: 0, every z-chunk marches up; 1, odd chunks march down
     /// (neighbouring chunks read their shared halo planes at the same moment, from L2); 2, as 1
-    /// with blockIdx.x over y tiles. Records written before the knob existed hold 0.
+    /// with blockIdx.x over y tiles; 3, banded: the tile rows in bands of about half the resident
+    /// blocks, each band's z-chunks launched before the next band. Records written before the knob
+    /// existed hold 0.
     #[serde(default)]
     pub order: u32,
     /// 1: the fused kernel's whole xy tile of p^n, halos included, arrives through the
@@ -142,7 +144,7 @@ impl Tuning {
         ensure!((1..=32).contains(&self.unroll_z), "unroll_z must be in 1..=32");
         ensure!(self.block_y >= r && self.block_y <= 32, "block_y must be in {r}..=32, got {}", self.block_y);
         ensure!(matches!(self.block_x, 8 | 16 | 32), "block_x must be 8, 16 or 32, got {}", self.block_x);
-        ensure!(self.order <= 2, "order must be 0, 1 or 2, got {}", self.order);
+        ensure!(self.order <= 3, "order must be 0..=3, got {}", self.order);
         ensure!(
             self.tile_ring == 0 || (self.tile_ring == 1 && self.stages > 0 && self.vec == 4),
             "tile_ring must be 0, or 1 with stages > 0 and vector width 4"

@@ -257,6 +257,15 @@ pub fn launch_candidates(radius: usize, default: Tuning) -> Vec<Tuning> {
             Tuning { rows: 1, block_y: 8.max(r), ..d }
         },
         Tuning { tile_ring: 1, rows: 2, block_y: 8.max(r), min_blocks: 1, ..d },
+        Tuning { order: if d.order == 3 { 0 } else { 3 }, ..d },
+        Tuning {
+            order: if d.order == 3 { 0 } else { 3 },
+            tile_ring: 1,
+            rows: 2,
+            block_y: 8.max(r),
+            min_blocks: 1,
+            ..d
+        },
         Tuning { order: if d.order == 1 { 0 } else { 1 }, ..d },
         Tuning { block_y: 16.max(r), ..d },
         Tuning { stages: if d.stages == 0 { 2 } else { 0 }, ..d },

@@ -353,6 +353,8 @@ pub struct GpuSolver<Rt: GpuRuntime> {
     radius: usize,
     tuning: Tuning,
     window: u32,
+    /// Fused blocks the device runs at once.
+    resident_blocks: u32,
     free_surface: bool,
     weights: StencilWeights,
     axis_weights: [AxisWeights; 3],
@@ -473,6 +475,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             radius: r,
             tuning,
             window: 0,
+            resident_blocks: 0,
             free_surface: b.free_surface,
             weights,
             axis_weights,
@@ -503,6 +506,9 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             _module: module,
             rt,
         };
+        let t = &s.tuning;
+        let per_sm = s.rt.resident_blocks(s.f.fused, t.block_x * t.block_y, t.dynamic_shared_bytes(r));
+        s.resident_blocks = s.rt.multiprocessors() * per_sm.unwrap_or(t.min_blocks).max(1);
         s.window = s.choose_window();
         let field_bytes = s.field_len * 4;
         s.cur = s.alloc_zeroed(field_bytes)?;
@@ -609,12 +615,9 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             return self.tuning.window;
         }
         let t = &self.tuning;
-        let threads = t.block_x * t.block_y;
-        let per_sm =
-            self.rt.resident_blocks(self.f.fused, threads, t.dynamic_shared_bytes(self.radius)).unwrap_or(t.min_blocks);
         let [nx, ny, nz] = self.shape;
         let tiles = nx.div_ceil(t.fused_tile_x()) * ny.div_ceil(t.fused_tile_y() as usize);
-        best_window(tiles, nz, self.rt.multiprocessors() as usize * per_sm.max(1) as usize, self.radius)
+        best_window(tiles, nz, self.resident_blocks as usize, self.radius)
     }
 
     /// Compiler resources of the interior kernels, for reports.
@@ -652,13 +655,22 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         self.rt.upload(self.prev, as_bytes(&field))
     }
 
-    /// The fused kernel's grid: x tiles, y tiles (swapped with grid-index order 2), z-chunks.
+    /// The fused kernel's grid: x tiles, y tiles (swapped with grid-index order 2), z-chunks; with
+    /// order 3, x tiles, tile rows per band, z-chunks x bands (bands of about half the blocks that
+    /// fit on the device at once, so that two chunks of a band run together).
     fn fused_grid(&self) -> [u32; 3] {
         let [nx, ny, nz] = self.shape;
         let tx = nx.div_ceil(self.tuning.fused_tile_x()) as u32;
         let ty = ny.div_ceil(self.tuning.fused_tile_y() as usize) as u32;
         let tz = (nz as u32).div_ceil(self.window);
-        if self.tuning.order == 2 { [ty, tx, tz] } else { [tx, ty, tz] }
+        match self.tuning.order {
+            2 => [ty, tx, tz],
+            3 => {
+                let band = (self.resident_blocks / (2 * tx)).clamp(1, ty);
+                [tx, band, tz * ty.div_ceil(band)]
+            }
+            _ => [tx, ty, tz],
+        }
     }
 
     fn grid_xy(&self) -> (u32, u32) {
