@@ -53,7 +53,7 @@
 #define BLOCK_X 32  // threads in x
 #endif
 #ifndef ORDER
-#define ORDER 0
+#define ORDER 3
 #endif
 #define SEISMIC_PRAGMA(x) _Pragma(#x)
 #define SEISMIC_UNROLL(n) SEISMIC_PRAGMA(unroll n)

@@ -16,7 +16,7 @@
 #define BLOCK_X 32
 #endif
 #ifndef ORDER
-#define ORDER 0
+#define ORDER 3
 #endif
 #ifndef UNROLL_Z
 #define UNROLL_Z 1

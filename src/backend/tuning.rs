@@ -87,7 +87,7 @@ impl Tuning {
             min_blocks: env("SEISMIC_MIN_BLOCKS").unwrap_or(2),
             unroll_z: env("SEISMIC_UNROLL_Z").unwrap_or(if r <= 4 { 2 * r + 1 } else { 1 }),
             rows,
-            order: env("SEISMIC_ORDER").unwrap_or(0),
+            order: env("SEISMIC_ORDER").unwrap_or(3),
             tile_ring: env("SEISMIC_TILE_RING").unwrap_or(0),
         }
     }

@@ -297,26 +297,21 @@ struct CpmlAxisDev {
 
 /// z-planes per block of the fused kernel for `tiles` xy tiles over `nz` planes when `slots` blocks
 /// run at once. Blocks all take about the same time, so a launch runs in waves of `slots` blocks;
-/// the window minimises waves x (window + radius), the radius standing for the 2R planes of queue
-/// priming every block pays, among windows of 16 to 48 planes (ties: the longest). Measured on an
-/// H200 (kernels/NOTES.md): filling the last wave is what counts on small grids (256^3: 77% of
-/// 3R1W with 6 chunks in one wave, 63-71% with 1.3-2.7 waves), while windows past ~48 planes
-/// lose on every grid (1024^3: 81.5% at 40 planes, 79.4% at 128, 77% at 342), as neighbouring
-/// blocks drift apart and stop sharing their halo rows in L2.
-fn best_window(tiles: usize, nz: usize, slots: usize, radius: usize) -> u32 {
+/// the window minimises waves x (window + priming), `priming` standing for the queue's 2R planes
+/// every block loads first, among windows of `shortest` to 48 planes (ties: the shortest).
+/// Measured on an H200 (kernels/NOTES.md): filling the last wave is what counts on small grids
+/// (256^3: 77% of 3R1W with 6 chunks in one wave, 63-71% with 1.3-2.7 waves), while windows past
+/// ~48 planes lose on every grid (1024^3: 81.5% at 40 planes, 79.4% at 128, 77% at 342), as
+/// neighbouring blocks drift apart and stop sharing their halo rows in L2.
+fn best_window(tiles: usize, nz: usize, slots: usize, priming: usize, shortest: usize) -> u32 {
     let (tiles, nz, slots) = (tiles.max(1), nz.max(1), slots.max(1));
     let mut best = (usize::MAX, nz.min(48));
-    let mut last = 0;
-    for chunks in 1..=nz {
+    for chunks in (1..=nz).rev() {
         let w = nz.div_ceil(chunks);
-        if w == last || w > 48 {
-            continue;
+        if w < shortest.min(nz) || w > 48 || (chunks < nz && nz.div_ceil(chunks + 1) == w) {
+            continue; // out of range, or a window already costed
         }
-        if w < 16.min(nz) {
-            break;
-        }
-        last = w;
-        let cost = (tiles * nz.div_ceil(w)).div_ceil(slots) * (w + radius);
+        let cost = (tiles * nz.div_ceil(w)).div_ceil(slots) * (w + priming);
         if cost < best.0 {
             best = (cost, w);
         }
@@ -609,7 +604,9 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         Ok(p)
     }
 
-    /// z-planes per fused block: [`best_window`] for the blocks that fit on the device at once.
+    /// z-planes per fused block: [`best_window`] for the blocks that fit on the device at once;
+    /// with banded order (3) the planes a chunk primes with come from L2 (its band's previous
+    /// chunk ran alongside), so priming costs nothing and windows of 8 planes are allowed.
     fn choose_window(&self) -> u32 {
         if self.tuning.window > 0 {
             return self.tuning.window;
@@ -617,7 +614,11 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let t = &self.tuning;
         let [nx, ny, nz] = self.shape;
         let tiles = nx.div_ceil(t.fused_tile_x()) * ny.div_ceil(t.fused_tile_y() as usize);
-        best_window(tiles, nz, self.resident_blocks as usize, self.radius)
+        if t.order == 3 {
+            best_window(tiles, nz, self.resident_blocks as usize, 0, 8)
+        } else {
+            best_window(tiles, nz, self.resident_blocks as usize, self.radius, 16)
+        }
     }
 
     /// Compiler resources of the interior kernels, for reports.
@@ -666,7 +667,9 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         match self.tuning.order {
             2 => [ty, tx, tz],
             3 => {
-                let band = (self.resident_blocks / (2 * tx)).clamp(1, ty);
+                // One band when the whole plane's tiles fit at once (then order 3 is order 0).
+                let band =
+                    if tx * ty <= self.resident_blocks { ty } else { (self.resident_blocks / (2 * tx)).clamp(1, ty) };
                 [tx, band, tz * ty.div_ceil(band)]
             }
             _ => [tx, ty, tz],
@@ -1210,19 +1213,25 @@ mod tests {
     #[test]
     fn windows_fill_whole_waves() {
         // 256^3 in 128 x 12 tiles: 44 tiles, 264 resident blocks: 6 chunks of 43 planes, one wave.
-        assert_eq!(best_window(44, 256, 264, 4), 43);
+        assert_eq!(best_window(44, 256, 264, 4, 16), 43);
+        assert_eq!(best_window(44, 256, 264, 0, 8), 43);
         // 512^3: 172 tiles; 12 chunks of 43 planes fill 7.8 of 8 waves.
-        assert_eq!(best_window(172, 512, 264, 4), 43);
+        assert_eq!(best_window(172, 512, 264, 4, 16), 43);
+        // Free priming (banded order): the shortest window that fills its waves as well.
+        assert_eq!(best_window(172, 512, 264, 0, 8), 8);
+        assert_eq!(best_window(688, 1024, 264, 0, 8), 8);
         // 2048 x 2048 x 64: 2736 tiles, 2 chunks of 32 (21 waves of 36) beat 1 of 64 (11 of 68).
-        assert_eq!(best_window(2736, 64, 264, 4), 32);
+        assert_eq!(best_window(2736, 64, 264, 4, 16), 32);
         // Shallow grids: the whole depth.
-        assert_eq!(best_window(1, 8, 1000, 4), 8);
-        assert_eq!(best_window(10, 12, 1, 4), 12);
+        assert_eq!(best_window(1, 8, 1000, 4, 16), 8);
+        assert_eq!(best_window(10, 12, 1, 4, 16), 12);
         // Deep columns on one slot: the longest window allowed.
-        assert_eq!(best_window(10, 100, 1, 4), 34);
+        assert_eq!(best_window(10, 100, 1, 4, 16), 34);
         for nz in 1..200 {
-            let w = best_window(100, nz, 264, 4) as usize;
-            assert!(w >= 16.min(nz) && w <= 48.min(nz), "nz {nz}: {w}");
+            for (priming, shortest) in [(4, 16), (0, 8)] {
+                let w = best_window(100, nz, 264, priming, shortest) as usize;
+                assert!(w >= shortest.min(nz) && w <= 48.min(nz), "nz {nz}: {w}");
+            }
         }
     }
 
