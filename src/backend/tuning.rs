@@ -75,9 +75,10 @@ impl Tuning {
         let vec = env("SEISMIC_VEC").unwrap_or(4);
         let stages = env("SEISMIC_STAGES").unwrap_or(if ring && vec == 4 { 2 } else { 0 });
         // Two rows per thread in 6 rows of threads where measured faster (R = 2: 86% of 3R1W
-        // against 76%; R = 4: 82.5% against 79%); R = 1 was not faster, R = 3 and 5..8 were not measured.
+        // against 76%; R = 4: 82.5% against 79%; the autotuner's winners at R = 3, 5, 6 have two
+        // rows too, 8-18% faster than one); R = 1 and 8 keep one (kernels/NOTES.md).
         // Not where the ring is a plain copy: a 64 KiB LDS would not hold the doubled ring.
-        let rows = env("SEISMIC_ROWS").unwrap_or(if ring && stages > 0 && matches!(r, 2 | 4) { 2 } else { 1 });
+        let rows = env("SEISMIC_ROWS").unwrap_or(if ring && stages > 0 && (2..=6).contains(&r) { 2 } else { 1 });
         Tuning {
             block_x: env("SEISMIC_BLOCK_X").unwrap_or(32),
             block_y: env("SEISMIC_BLOCK_Y").unwrap_or(if rows > 1 { 6 } else { 8 }).max(r),
