@@ -359,7 +359,7 @@ pub fn search<Rt: GpuRuntime>(
             let auto = s.window;
             let mut out = Vec::new();
             for &w in std::iter::once(&0).chain(windows.iter().filter(|&&w| w != auto)) {
-                s.window = if w == 0 { auto } else { w };
+                s.set_window(if w == 0 { auto } else { w });
                 let seconds = median(&mut s.time_interior(Operator::Fused, reps)?);
                 out.push(Trial { tuning: Tuning { window: w, ..tuning }, seconds });
             }

@@ -504,7 +504,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let t = &s.tuning;
         let per_sm = s.rt.resident_blocks(s.f.fused, t.block_x * t.block_y, t.dynamic_shared_bytes(r));
         s.resident_blocks = s.rt.multiprocessors() * per_sm.unwrap_or(t.min_blocks).max(1);
-        s.window = s.choose_window();
+        s.set_window(s.choose_window());
         let field_bytes = s.field_len * 4;
         s.cur = s.alloc_zeroed(field_bytes)?;
         s.prev = s.alloc_zeroed(field_bytes)?;
@@ -654,6 +654,15 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         self.rt.upload(self.cur, as_bytes(&field))?;
         self.layout.scatter(previous, &mut field);
         self.rt.upload(self.prev, as_bytes(&field))
+    }
+
+    /// Sets the fused kernel's z-window, lengthened where needed to keep the grid's z dimension
+    /// within the 65535 blocks every GPU allows (only extremely deep grids need it).
+    pub(crate) fn set_window(&mut self, window: u32) {
+        self.window = window.max(1);
+        while self.fused_grid()[2] > 65535 {
+            self.window = self.window.saturating_mul(2);
+        }
     }
 
     /// The fused kernel's grid: x tiles, y tiles (swapped with grid-index order 2), z-chunks; with
@@ -1140,7 +1149,7 @@ pub fn bench_windows<Rt: GpuRuntime>(
     let auto = s.window;
     let mut out = Vec::new();
     for &w in windows {
-        s.window = if w == 0 { auto } else { w };
+        s.set_window(if w == 0 { auto } else { w });
         out.push(s.bench_result(op, reps)?);
     }
     Ok(out)
