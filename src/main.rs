@@ -83,6 +83,10 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.downcast_ref::<solver::Interrupted>().is_some() => {
+            eprintln!("{e:#}");
+            ExitCode::from(130) // the shell's convention for SIGINT
+        }
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
@@ -149,6 +153,13 @@ fn run(args: &RunArgs) -> Result<()> {
         print_header(input, &problem, &plan, &device, &out_path);
     }
 
+    // Ctrl-C stops the loop between steps (the partial output is removed); a second one exits now.
+    ctrlc::set_handler(|| {
+        if solver::request_stop() {
+            std::process::exit(130);
+        }
+    })
+    .context("cannot install the Ctrl-C handler")?;
     let meta = RunMetadata { input_toml: text.clone(), version: env!("CARGO_PKG_VERSION").into(), device };
     let mut bar = Progress::new(problem.steps, problem.layout.points(), args.quiet);
     let (record, stats, written) = std::thread::scope(|scope| -> Result<_> {

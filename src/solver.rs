@@ -5,14 +5,41 @@
 //! the sink (the HDF5 writer thread) writes while the next steps run. The loop never asks the
 //! backend for its step times: that would synchronise a GPU every step. Progress is reported
 //! from wall-clock time, at most [`PROGRESS_INTERVAL`] apart, and device seconds per step are
-//! read once at the end.
+//! read once at the end. A stop request ([`request_stop`], the binary's Ctrl-C handler) ends the
+//! loop before the next step with an [`Interrupted`] error, so that the output writer discards
+//! its partial file.
 
 use crate::backend::Backend;
 use crate::config::{BackendChoice, Config, KernelChoice};
 use crate::grid::Layout;
 use crate::problem::Problem;
 use anyhow::{Context, Result, bail, ensure};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+/// Asks a running [`run`] to stop before its next step; returns whether a stop was already asked.
+/// Safe from a signal handler's thread.
+pub fn request_stop() -> bool {
+    STOP.swap(true, Ordering::Relaxed)
+}
+
+/// The error of a run stopped by [`request_stop`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Interrupted {
+    /// Steps completed before the stop.
+    pub steps_done: usize,
+    pub steps: usize,
+}
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "interrupted after {} of {} steps: no output file written", self.steps_done, self.steps)
+    }
+}
+
+impl std::error::Error for Interrupted {}
 
 /// Shortest wall-clock time between two progress reports.
 pub const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
@@ -243,6 +270,9 @@ pub fn run(
     let mut last_report = start;
     let mut next_snapshot = plan.snapshot_steps.iter().copied().enumerate().peekable();
     for n in 0..steps {
+        if STOP.load(Ordering::Relaxed) {
+            return Err(Interrupted { steps_done: n, steps }.into());
+        }
         backend.step(n).with_context(|| format!("time step {n}"))?;
         let done = n + 1;
         if let Some(&(index, at)) = next_snapshot.peek()

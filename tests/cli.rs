@@ -1,5 +1,6 @@
 //! The `seismic-run` binary end to end: bad inputs fail with a message naming the key or file, a
-//! non-zero exit and no output file; a tiny run writes a complete result file.
+//! non-zero exit and no output file; a tiny run writes a complete result file; Ctrl-C stops a run
+//! with exit code 130 and removes its partial file.
 
 use rust_hdf5::H5File;
 use std::path::{Path, PathBuf};
@@ -203,4 +204,35 @@ fn steps_override_and_quiet() {
     // Default output path from the input: output.h5 in the current directory.
     let f = H5File::open(dir.join("output.h5")).unwrap();
     assert_eq!(f.dataset("stats/seconds").unwrap().shape(), vec![3]);
+}
+
+#[test]
+fn ctrl_c_stops_between_steps_and_leaves_no_output() {
+    let dir = scratch("interrupt");
+    let input = tiny_input("steps = 200000", CONSTANT).replace("snapshot_every = 5", "snapshot_every = 0");
+    let path = dir.join("input.toml");
+    std::fs::write(&path, input).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_seismic-run"))
+        .current_dir(&*dir)
+        .args(["--backend", "cpu", "-o", "out.h5"])
+        .arg(&path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    // The partial file exists once the writer has started, i.e. the loop is running.
+    let started = std::time::Instant::now();
+    while !dir.join("out.h5.partial").exists() {
+        assert!(started.elapsed().as_secs() < 60, "the run never started");
+        assert!(child.try_wait().unwrap().is_none(), "the run ended before it could be interrupted");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let kill = Command::new("kill").args(["-INT", &child.id().to_string()]).status().expect("kill runs");
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "stderr:\n{stderr}");
+    assert!(stderr.contains("interrupted after") && stderr.contains("of 200000 steps"), "{stderr}");
+    assert_eq!(outputs(&dir), Vec::<String>::new(), "an interrupted run leaves no file, partial or not");
 }
