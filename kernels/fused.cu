@@ -227,45 +227,9 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(const flo
 #endif
         BLOCK_SYNC();
 
-        // Same operation order as the CPU reference: centre, x, y, z terms, k ascending in each.
+        // One row keeps the x centre from the tile (its measured code); several take it from the queue.
         float lap[RY][VEC];
-#pragma unroll
-        for (int r = 0; r < RY; r++) {
-#pragma unroll
-            for (int j = 0; j < VEC; j++) lap[r][j] = w.centre * q[r][R].v[j];
-            float xr[(2 * HV + 1) * VEC];
-#pragma unroll
-            for (int s = 0; s < 2 * HV + 1; s++) {
-                // Several rows: the centre vector from the queue (one shared load fewer per row).
-                const Vf t = s == HV && RY > 1 ? q[r][R] : tile[b][ty * RY + r + R][tx + s];
-#pragma unroll
-                for (int j = 0; j < VEC; j++) xr[s * VEC + j] = t.v[j];
-            }
-#pragma unroll
-            for (int k = 1; k <= R; k++)
-#pragma unroll
-                for (int j = 0; j < VEC; j++)
-                    lap[r][j] += w.cx[k] * (xr[HV * VEC + j - k] + xr[HV * VEC + j + k]);
-        }
-        // y neighbours: rows inside the thread's own come from its registers, the others from the
-        // tile (all indices are compile-time constants once unrolled). k outer, so that a tile row
-        // shared by two of the thread's rows is loaded once.
-#pragma unroll
-        for (int k = 1; k <= R; k++)
-#pragma unroll
-            for (int r = 0; r < RY; r++) {
-                const int ml = r - k, mh = r + k;  // ml < RY and mh >= 0 always
-                const Vf lo = ml >= 0 ? q[ml >= 0 ? ml : 0][R] : tile[b][ty * RY + ml + R][tx + HV];
-                const Vf hi = mh < RY ? q[mh < RY ? mh : 0][R] : tile[b][ty * RY + mh + R][tx + HV];
-#pragma unroll
-                for (int j = 0; j < VEC; j++) lap[r][j] += w.cy[k] * (lo.v[j] + hi.v[j]);
-            }
-#pragma unroll
-        for (int r = 0; r < RY; r++)
-#pragma unroll
-            for (int k = 1; k <= R; k++)
-#pragma unroll
-                for (int j = 0; j < VEC; j++) lap[r][j] += w.cz[k] * (q[r][R - k].v[j] + q[r][R + k].v[j]);
+        laplacian_rows<R, RY, HV, TWV, QS, (RY > 1)>(lap, q, tile[b] + ty * RY, tx, w);
 
 #pragma unroll
         for (int r = 0; r < RY; r++) {

@@ -150,39 +150,7 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(const flo
         }
 
         float lap[RY][VEC];
-#pragma unroll
-        for (int r = 0; r < RY; r++) {
-#pragma unroll
-            for (int j = 0; j < VEC; j++) lap[r][j] = w.centre * q[r][R].v[j];
-            float xr[(2 * HV + 1) * VEC];
-#pragma unroll
-            for (int s2 = 0; s2 < 2 * HV + 1; s2++) {
-                const Vf t = s2 == HV ? q[r][R] : tile[ty * RY + r + R][tx + s2];
-#pragma unroll
-                for (int j = 0; j < VEC; j++) xr[s2 * VEC + j] = t.v[j];
-            }
-#pragma unroll
-            for (int k = 1; k <= R; k++)
-#pragma unroll
-                for (int j = 0; j < VEC; j++)
-                    lap[r][j] += w.cx[k] * (xr[HV * VEC + j - k] + xr[HV * VEC + j + k]);
-        }
-#pragma unroll
-        for (int k = 1; k <= R; k++)
-#pragma unroll
-            for (int r = 0; r < RY; r++) {
-                const int ml = r - k, mh = r + k;
-                const Vf lo = ml >= 0 ? q[ml >= 0 ? ml : 0][R] : tile[ty * RY + ml + R][tx + HV];
-                const Vf hi = mh < RY ? q[mh < RY ? mh : 0][R] : tile[ty * RY + mh + R][tx + HV];
-#pragma unroll
-                for (int j = 0; j < VEC; j++) lap[r][j] += w.cy[k] * (lo.v[j] + hi.v[j]);
-            }
-#pragma unroll
-        for (int r = 0; r < RY; r++)
-#pragma unroll
-            for (int k = 1; k <= R; k++)
-#pragma unroll
-                for (int j = 0; j < VEC; j++) lap[r][j] += w.cz[k] * (q[r][R - k].v[j] + q[r][R + k].v[j]);
+        laplacian_rows<R, RY, HV, TWV, QN, true>(lap, q, tile + ty * RY, tx, w);
 
 #if !LAPLACIAN_ONLY
         const Vf* pv = pv_ring + (s % (STAGES + 1)) * PV;

@@ -185,6 +185,51 @@ DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memor
 #define CP_ASYNC_WAIT(n) asm volatile("cp.async.wait_group %0;" ::"n"(n) : "memory")
 #endif
 
+// The Laplacian at a thread's RY consecutive rows of VEC points, in the CPU reference's operation
+// order (centre, x, y, z; k ascending in each), so that the fused kernels reproduce it bit for bit.
+// `tile` points at the shared-memory tile row R rows above the thread's first row (rows of TWV
+// vectors with HV halo vectors on each side; `col` is the thread's vector column without them);
+// q[r][R + k] is the thread's row r at plane z + k (z - k when marching down: the same sums).
+// Rows inside the thread's own come from its queue; with CentreFromQueue the x centre does too
+// (one shared load fewer per row). Every index is a compile-time constant once unrolled.
+template <int R, int RY, int HV, int TWV, int QS, bool CentreFromQueue>
+DEVICE void laplacian_rows(float (&lap)[RY][VEC], const Vf (&q)[RY][QS], const Vf (*tile)[TWV], int col,
+                           StencilWeights w) {
+#pragma unroll
+    for (int r = 0; r < RY; r++) {
+#pragma unroll
+        for (int j = 0; j < VEC; j++) lap[r][j] = w.centre * q[r][R].v[j];
+        float xr[(2 * HV + 1) * VEC];
+#pragma unroll
+        for (int s = 0; s < 2 * HV + 1; s++) {
+            const Vf t = s == HV && CentreFromQueue ? q[r][R] : tile[r + R][col + s];
+#pragma unroll
+            for (int j = 0; j < VEC; j++) xr[s * VEC + j] = t.v[j];
+        }
+#pragma unroll
+        for (int k = 1; k <= R; k++)
+#pragma unroll
+            for (int j = 0; j < VEC; j++) lap[r][j] += w.cx[k] * (xr[HV * VEC + j - k] + xr[HV * VEC + j + k]);
+    }
+    // k outer, so that a tile row two of the thread's rows need is loaded once.
+#pragma unroll
+    for (int k = 1; k <= R; k++)
+#pragma unroll
+        for (int r = 0; r < RY; r++) {
+            const int ml = r - k, mh = r + k;  // ml < RY and mh >= 0 always
+            const Vf lo = ml >= 0 ? q[ml >= 0 ? ml : 0][R] : tile[ml + R][col + HV];
+            const Vf hi = mh < RY ? q[mh < RY ? mh : 0][R] : tile[mh + R][col + HV];
+#pragma unroll
+            for (int j = 0; j < VEC; j++) lap[r][j] += w.cy[k] * (lo.v[j] + hi.v[j]);
+        }
+#pragma unroll
+    for (int r = 0; r < RY; r++)
+#pragma unroll
+        for (int k = 1; k <= R; k++)
+#pragma unroll
+            for (int j = 0; j < VEC; j++) lap[r][j] += w.cz[k] * (q[r][R - k].v[j] + q[r][R + k].v[j]);
+}
+
 // Writes the first `valid` lanes of a vector (all of them when the vector lies inside the row):
 // points past the row's end are halo of the next step and must stay zero.
 DEVICE void vstore_guarded(float* p, const Vf& a, int valid) {
