@@ -5,7 +5,7 @@
 #![cfg(feature = "hip")]
 
 use seismic_run::backend::gpu::hip::{self, aot, result, safe};
-use seismic_run::backend::gpu::sources;
+use seismic_run::backend::gpu::{Tuning, sources};
 
 /// ELF, 64-bit, little-endian, e_machine EM_AMDGPU (0xe0).
 fn assert_amdgpu_code_object(code: &[u8], kernels: &[&str], what: &str) {
@@ -82,7 +82,7 @@ fn hiprtc_compiles_the_grid_order_tile_shape_and_tile_ring_variants() {
             .collect()
     };
     let plain = aot::step_source();
-    let ring = sources::assemble(&sources::STEP.map(|s| if s == sources::FUSED { sources::FUSED_RING } else { s }));
+    let ring = sources::assemble(&sources::step(&Tuning { tile_ring: 1, ..hip::tuning(4) }));
     let cases: [(&str, &String, Vec<String>); 7] = [
         ("order 1", &plain, set(&[("-DORDER=", "-DORDER=1")])),
         ("order 2", &plain, set(&[("-DORDER=", "-DORDER=2")])),

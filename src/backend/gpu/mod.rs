@@ -657,11 +657,13 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
     }
 
     /// Sets the fused kernel's z-window, lengthened where needed to keep the grid's z dimension
-    /// within the 65535 blocks every GPU allows (only extremely deep grids need it).
+    /// within the 65535 blocks every GPU allows (only extremely deep grids need it; past the whole
+    /// depth a longer window changes nothing, so the search stops there).
     pub(crate) fn set_window(&mut self, window: u32) {
+        let nz = self.shape[2] as u32;
         self.window = window.max(1);
-        while self.fused_grid()[2] > 65535 {
-            self.window = self.window.saturating_mul(2);
+        while self.fused_grid()[2] > 65535 && self.window < nz {
+            self.window = self.window.saturating_mul(2).min(nz);
         }
     }
 
