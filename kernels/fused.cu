@@ -56,6 +56,9 @@
 #ifndef ORDER
 #define ORDER 3
 #endif
+#ifndef SPLIT
+#define SPLIT 0  // 1: split-phase cluster barrier and three tile buffers (below; sm_90+)
+#endif
 #define SEISMIC_PRAGMA(x) _Pragma(#x)
 #define SEISMIC_UNROLL(n) SEISMIC_PRAGMA(unroll n)
 
@@ -72,10 +75,19 @@ constexpr int QN = 2 * R + 1;            // z stencil planes
 constexpr int QS = QN + DEPTH;           // z queue length, planes in flight included
 static_assert(FY >= R, "BLOCK_Y must be at least RADIUS (threads ty < R load the y halo rows)");
 static_assert(RY >= 1 && RY <= 4, "ROWS must be 1..4");
-static_assert(TH * 2 * HV <= FX * FY, "too few threads to load the x halo");
+static_assert(TY * 2 * HV <= FX * FY, "too few threads to load the x halo");
+// SPLIT: an iteration writes the tile of the next plane, arrives at the barrier, computes its own
+// plane from the tile written one iteration earlier, then waits, so the barrier's latency (across
+// SMs with clusters) overlaps a whole plane of work. A buffer is rewritten two iterations after
+// its last read, hence three.
+constexpr int NBUF = SPLIT ? 3 : 2;
+constexpr int QT = SPLIT ? R + 1 : R;  // queue index of the plane whose tile an iteration writes
+static_assert(CLUSTER_Y == 1 || SPLIT, "clusters run with the split barrier");
+static_assert(!SPLIT || (STAGES > 0 && VEC == 4 && ORDER != 2),
+              "the split barrier needs the ring, 16-byte vectors and y tiles along blockIdx.y");
 }  // namespace fused
 
-extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(const float* RESTRICT cur, float* RESTRICT out,
+extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void CLUSTER_DIMS fused_step(const float* RESTRICT cur, float* RESTRICT out,
                                                                   const float* RESTRICT vel,
                                                                   const float* RESTRICT gx,
                                                                   const float* RESTRICT gy,
@@ -83,7 +95,7 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(const flo
                                                                   int nx, int ny, int nz, i64 pitch, i64 plane,
                                                                   int window) {
     using namespace fused;
-    __shared__ Vf tile[2][TH][TWV];
+    __shared__ Vf tile[NBUF][TH][TWV];
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int lt = ty * FX + tx;
 #if ORDER == 3
@@ -91,7 +103,9 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(const flo
     const int chunk = blockIdx.z % nchunks;
     const int tile_x = blockIdx.x;
     const int tile_y = blockIdx.z / nchunks * gridDim.y + blockIdx.y;
+#if CLUSTER_Y == 1
     if (tile_y * TY >= ny) return;  // the last band's missing rows: the whole block, before any barrier
+#endif
 #else
     const int chunk = blockIdx.z;
     const int tile_x = ORDER == 2 ? blockIdx.y : blockIdx.x;
@@ -107,15 +121,41 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(const flo
     const int dz = down ? -1 : 1;
     const int zfirst = down ? z0 + nsteps - 1 : z0;
     const i64 col = (i64)iy * pitch + ix;
+#if CLUSTER_Y > 1
+    // Cluster neighbours in y write this tile's halo rows on their side; the grid's top and bottom
+    // tiles and the cluster's outer tiles fetch them. Blocks past the grid's last tile row (the
+    // grid's y is a multiple of CLUSTER_Y) only keep the cluster's barrier count.
+    const int crank = blockIdx.y % CLUSTER_Y;
+    const int ntiles_y = (ny + TY - 1) / TY;
+    cluster_arrive();  // nobody writes into a block of the cluster before all of them have started
+    if (tile_y >= ntiles_y) {
+        for (int s = 0; s < nsteps + 2; s++) {
+            if (s > 0) cluster_arrive();
+            cluster_wait();
+        }
+        return;
+    }
+    const bool up_in_cluster = crank > 0;
+    const bool down_in_cluster = crank < CLUSTER_Y - 1 && tile_y + 1 < ntiles_y;
+    const unsigned tile_local = smem_addr(&tile[0][0][0]);
+    const unsigned tile_up = up_in_cluster ? cluster_map(tile_local, crank - 1) : 0;
+    const unsigned tile_down = down_in_cluster ? cluster_map(tile_local, crank + 1) : 0;
+#else
+#if SPLIT
+    cluster_arrive();  // a cluster of one: the split barrier's first phase, as above
+#endif
+    const bool up_in_cluster = false, down_in_cluster = false;
+#endif
     // Threads ty < R also fetch tile rows ty (grid row rowb + ty - R) and ty + TY + R (grid row
-    // rowb + TY + ty).
-    const bool yhalo = ty < R;
+    // rowb + TY + ty), where no cluster neighbour writes them.
+    const bool yhalo_lo = ty < R && !up_in_cluster;
+    const bool yhalo_hi = ty < R && !down_in_cluster;
     const i64 col_ylo = col - (i64)(ty * (RY - 1) + R) * pitch;
     const i64 col_yhi = col + (i64)(TY - ty * (RY - 1)) * pitch;
-    // The first TH * 2 * HV threads fetch one halo vector each: left side tile columns 0..HV-1,
-    // right side FX+HV..FX+2HV-1.
-    const bool xhalo = lt < TH * 2 * HV;
-    const int xrow = lt / (2 * HV);
+    // The first TY * 2 * HV threads fetch one halo vector each: left side tile columns 0..HV-1,
+    // right side FX+HV..FX+2HV-1, of the interior rows only (the star stencil never reads a corner).
+    const bool xhalo = lt < TY * 2 * HV;
+    const int xrow = lt / (2 * HV) + R;
     const int xside = lt % (2 * HV);
     const int xcolv = xside < HV ? xside : FX + xside;
     const i64 col_x = (i64)(rowb + xrow - R) * pitch + (tile_x * FX - HV + xcolv) * VEC;
@@ -158,20 +198,48 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(const flo
             if (zp >= -R && zp < nz + R) q[r][i] = vload(cur + (i64)zp * plane + col + (i64)r * pitch);
         }
     Vf nylo, nyhi, nxh;
-    {
-        const i64 pf = (i64)zfirst * plane;
-        if (yhalo) {
-            nylo = vload(cur + pf + col_ylo);
-            nyhi = vload(cur + pf + col_yhi);
-        }
+    // The halo rows and vectors of plane zz into registers, to be written into a tile later.
+    auto fetch_halos = [&](int zz) {
+        const i64 pf = (i64)zz * plane;
+        if (yhalo_lo) nylo = vload(cur + pf + col_ylo);
+        if (yhalo_hi) nyhi = vload(cur + pf + col_yhi);
         if (xhalo) nxh = vload(cur + pf + col_x);
-    }
+    };
+    // Tile buffer b of the plane at queue index QT: the thread's own rows, the fetched halos and,
+    // in a cluster, the neighbours' halo rows (this tile's first R rows are the upper neighbour's
+    // bottom halo, its last R rows the lower neighbour's top halo; every block has the same layout,
+    // so only the base address differs).
+    auto write_tile = [&](int b) {
+#pragma unroll
+        for (int r = 0; r < RY; r++) tile[b][ty * RY + r + R][tx + HV] = q[r][QT];
+        if (yhalo_lo) tile[b][ty][tx + HV] = nylo;
+        if (yhalo_hi) tile[b][ty + TY + R][tx + HV] = nyhi;
+        if (xhalo) tile[b][xrow][xcolv] = nxh;
+#if CLUSTER_Y > 1
+#pragma unroll
+        for (int r = 0; r < RY; r++) {
+            const int row = ty * RY + r;
+            const unsigned v = (unsigned)sizeof(Vf);
+            if (up_in_cluster && row < R) cluster_store(tile_up + ((b * TH + TY + R + row) * TWV + tx + HV) * v, q[r][QT]);
+            if (down_in_cluster && row >= TY - R)
+                cluster_store(tile_down + ((b * TH + row - (TY - R)) * TWV + tx + HV) * v, q[r][QT]);
+        }
+#endif
+    };
+    fetch_halos(zfirst);
     static_assert(RY == 1 || STAGES > 0, "ROWS > 1 needs STAGES > 0");
 #if PREFETCH_PV && !LAPLACIAN_ONLY
     Vf npm = LOAD_ONCE(out + (i64)zfirst * plane + col);
     Vf nvv = LOAD_ONCE(vel + (i64)zfirst * plane + col);
 #endif
 
+#if SPLIT
+    cluster_wait();  // every block of the cluster has started
+    write_tile(0);   // plane zfirst, before the queue's first shift
+    if (nsteps > 1) fetch_halos(zfirst + dz);
+    cluster_arrive();
+    cluster_wait();
+#endif
     SEISMIC_UNROLL(UNROLL_Z)
     for (int s = 0; s < nsteps; s++) {
         const int z = zfirst + dz * s;
@@ -197,27 +265,23 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(const flo
             if (zp >= -R && zp < nz + R) q[0][QS - 1] = vload(cur + (i64)zp * plane + col);
         }
 #endif
+#if SPLIT
+        const int b = s % NBUF;
+        if (s + 1 < nsteps) write_tile((s + 1) % NBUF);
+        cluster_arrive();
+        if (s + 2 < nsteps) fetch_halos(z + 2 * dz);
+#else
         const int b = s & 1;
-#pragma unroll
-        for (int r = 0; r < RY; r++) tile[b][ty * RY + r + R][tx + HV] = q[r][R];
-        if (yhalo) {
-            tile[b][ty][tx + HV] = nylo;
-            tile[b][ty + TY + R][tx + HV] = nyhi;
-        }
-        if (xhalo) tile[b][xrow][xcolv] = nxh;
+        write_tile(b);
 #if PREFETCH_PV && !LAPLACIAN_ONLY
         const Vf pm = npm;
         const Vf vv = nvv;
 #endif
         // Fetch the next plane's data now; it is not needed before the next barrier.
         if (s + 1 < nsteps) {
-            const i64 pn = (i64)(z + dz) * plane;
-            if (yhalo) {
-                nylo = vload(cur + pn + col_ylo);
-                nyhi = vload(cur + pn + col_yhi);
-            }
-            if (xhalo) nxh = vload(cur + pn + col_x);
+            fetch_halos(z + dz);
 #if PREFETCH_PV && !LAPLACIAN_ONLY
+            const i64 pn = (i64)(z + dz) * plane;
             npm = LOAD_ONCE(out + pn + col);
             nvv = LOAD_ONCE(vel + pn + col);
 #endif
@@ -227,6 +291,7 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(const flo
         const Vf vv = LOAD_ONCE(vel + (i64)z * plane + col);
 #endif
         BLOCK_SYNC();
+#endif
 
         // One row keeps the x centre from the tile (its measured code); several take it from the queue.
         float lap[RY][VEC];
@@ -261,5 +326,8 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(const flo
 #endif
             if (iy + r < ny && ix < nx) vstore_guarded(out + o, res, nx - ix);
         }
+#if SPLIT
+        cluster_wait();  // the next plane's tile is complete, neighbours' rows included
+#endif
     }
 }
