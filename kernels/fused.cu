@@ -56,9 +56,6 @@
 #ifndef ORDER
 #define ORDER 3
 #endif
-#ifndef SPLIT
-#define SPLIT 0  // 1: split-phase cluster barrier and three tile buffers (below; sm_90+)
-#endif
 #define SEISMIC_PRAGMA(x) _Pragma(#x)
 #define SEISMIC_UNROLL(n) SEISMIC_PRAGMA(unroll n)
 
@@ -76,18 +73,9 @@ constexpr int QS = QN + DEPTH;           // z queue length, planes in flight inc
 static_assert(FY >= R, "BLOCK_Y must be at least RADIUS (threads ty < R load the y halo rows)");
 static_assert(RY >= 1 && RY <= 4, "ROWS must be 1..4");
 static_assert(TY * 2 * HV <= FX * FY, "too few threads to load the x halo");
-// SPLIT: an iteration writes the tile of the next plane, arrives at the barrier, computes its own
-// plane from the tile written one iteration earlier, then waits, so the barrier's latency (across
-// SMs with clusters) overlaps a whole plane of work. A buffer is rewritten two iterations after
-// its last read, hence three.
-constexpr int NBUF = SPLIT ? 3 : 2;
-constexpr int QT = SPLIT ? R + 1 : R;  // queue index of the plane whose tile an iteration writes
-static_assert(CLUSTER_Y == 1 || SPLIT, "clusters run with the split barrier");
-static_assert(!SPLIT || (STAGES > 0 && VEC == 4 && ORDER != 2),
-              "the split barrier needs the ring, 16-byte vectors and y tiles along blockIdx.y");
 }  // namespace fused
 
-extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void CLUSTER_DIMS fused_step(const float* RESTRICT cur, float* RESTRICT out,
+extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(const float* RESTRICT cur, float* RESTRICT out,
                                                                   const float* RESTRICT vel,
                                                                   const float* RESTRICT gx,
                                                                   const float* RESTRICT gy,
@@ -95,7 +83,7 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void CLUSTER_DIMS fused_s
                                                                   int nx, int ny, int nz, i64 pitch, i64 plane,
                                                                   int window) {
     using namespace fused;
-    __shared__ Vf tile[NBUF][TH][TWV];
+    __shared__ Vf tile[2][TH][TWV];
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int lt = ty * FX + tx;
 #if ORDER == 3
@@ -103,9 +91,7 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void CLUSTER_DIMS fused_s
     const int chunk = blockIdx.z % nchunks;
     const int tile_x = blockIdx.x;
     const int tile_y = blockIdx.z / nchunks * gridDim.y + blockIdx.y;
-#if CLUSTER_Y == 1
     if (tile_y * TY >= ny) return;  // the last band's missing rows: the whole block, before any barrier
-#endif
 #else
     const int chunk = blockIdx.z;
     const int tile_x = ORDER == 2 ? blockIdx.y : blockIdx.x;
@@ -121,35 +107,9 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void CLUSTER_DIMS fused_s
     const int dz = down ? -1 : 1;
     const int zfirst = down ? z0 + nsteps - 1 : z0;
     const i64 col = (i64)iy * pitch + ix;
-#if CLUSTER_Y > 1
-    // Cluster neighbours in y write this tile's halo rows on their side; the grid's top and bottom
-    // tiles and the cluster's outer tiles fetch them. Blocks past the grid's last tile row (the
-    // grid's y is a multiple of CLUSTER_Y) only keep the cluster's barrier count.
-    const int crank = blockIdx.y % CLUSTER_Y;
-    const int ntiles_y = (ny + TY - 1) / TY;
-    cluster_arrive();  // nobody writes into a block of the cluster before all of them have started
-    if (tile_y >= ntiles_y) {
-        for (int s = 0; s < nsteps + 2; s++) {
-            if (s > 0) cluster_arrive();
-            cluster_wait();
-        }
-        return;
-    }
-    const bool up_in_cluster = crank > 0;
-    const bool down_in_cluster = crank < CLUSTER_Y - 1 && tile_y + 1 < ntiles_y;
-    const unsigned tile_local = smem_addr(&tile[0][0][0]);
-    const unsigned tile_up = up_in_cluster ? cluster_map(tile_local, crank - 1) : 0;
-    const unsigned tile_down = down_in_cluster ? cluster_map(tile_local, crank + 1) : 0;
-#else
-#if SPLIT
-    cluster_arrive();  // a cluster of one: the split barrier's first phase, as above
-#endif
-    const bool up_in_cluster = false, down_in_cluster = false;
-#endif
     // Threads ty < R also fetch tile rows ty (grid row rowb + ty - R) and ty + TY + R (grid row
-    // rowb + TY + ty), where no cluster neighbour writes them.
-    const bool yhalo_lo = ty < R && !up_in_cluster;
-    const bool yhalo_hi = ty < R && !down_in_cluster;
+    // rowb + TY + ty).
+    const bool yhalo = ty < R;
     const i64 col_ylo = col - (i64)(ty * (RY - 1) + R) * pitch;
     const i64 col_yhi = col + (i64)(TY - ty * (RY - 1)) * pitch;
     // The first TY * 2 * HV threads fetch one halo vector each: left side tile columns 0..HV-1,
@@ -201,30 +161,11 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void CLUSTER_DIMS fused_s
     // The halo rows and vectors of plane zz into registers, to be written into a tile later.
     auto fetch_halos = [&](int zz) {
         const i64 pf = (i64)zz * plane;
-        if (yhalo_lo) nylo = vload(cur + pf + col_ylo);
-        if (yhalo_hi) nyhi = vload(cur + pf + col_yhi);
-        if (xhalo) nxh = vload(cur + pf + col_x);
-    };
-    // Tile buffer b of the plane at queue index QT: the thread's own rows, the fetched halos and,
-    // in a cluster, the neighbours' halo rows (this tile's first R rows are the upper neighbour's
-    // bottom halo, its last R rows the lower neighbour's top halo; every block has the same layout,
-    // so only the base address differs).
-    auto write_tile = [&](int b) {
-#pragma unroll
-        for (int r = 0; r < RY; r++) tile[b][ty * RY + r + R][tx + HV] = q[r][QT];
-        if (yhalo_lo) tile[b][ty][tx + HV] = nylo;
-        if (yhalo_hi) tile[b][ty + TY + R][tx + HV] = nyhi;
-        if (xhalo) tile[b][xrow][xcolv] = nxh;
-#if CLUSTER_Y > 1
-#pragma unroll
-        for (int r = 0; r < RY; r++) {
-            const int row = ty * RY + r;
-            const unsigned v = (unsigned)sizeof(Vf);
-            if (up_in_cluster && row < R) cluster_store(tile_up + ((b * TH + TY + R + row) * TWV + tx + HV) * v, q[r][QT]);
-            if (down_in_cluster && row >= TY - R)
-                cluster_store(tile_down + ((b * TH + row - (TY - R)) * TWV + tx + HV) * v, q[r][QT]);
+        if (yhalo) {
+            nylo = vload(cur + pf + col_ylo);
+            nyhi = vload(cur + pf + col_yhi);
         }
-#endif
+        if (xhalo) nxh = vload(cur + pf + col_x);
     };
     fetch_halos(zfirst);
     static_assert(RY == 1 || STAGES > 0, "ROWS > 1 needs STAGES > 0");
@@ -233,13 +174,6 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void CLUSTER_DIMS fused_s
     Vf nvv = LOAD_ONCE(vel + (i64)zfirst * plane + col);
 #endif
 
-#if SPLIT
-    cluster_wait();  // every block of the cluster has started
-    write_tile(0);   // plane zfirst, before the queue's first shift
-    if (nsteps > 1) fetch_halos(zfirst + dz);
-    cluster_arrive();
-    cluster_wait();
-#endif
     SEISMIC_UNROLL(UNROLL_Z)
     for (int s = 0; s < nsteps; s++) {
         const int z = zfirst + dz * s;
@@ -265,14 +199,14 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void CLUSTER_DIMS fused_s
             if (zp >= -R && zp < nz + R) q[0][QS - 1] = vload(cur + (i64)zp * plane + col);
         }
 #endif
-#if SPLIT
-        const int b = s % NBUF;
-        if (s + 1 < nsteps) write_tile((s + 1) % NBUF);
-        cluster_arrive();
-        if (s + 2 < nsteps) fetch_halos(z + 2 * dz);
-#else
         const int b = s & 1;
-        write_tile(b);
+#pragma unroll
+        for (int r = 0; r < RY; r++) tile[b][ty * RY + r + R][tx + HV] = q[r][R];
+        if (yhalo) {
+            tile[b][ty][tx + HV] = nylo;
+            tile[b][ty + TY + R][tx + HV] = nyhi;
+        }
+        if (xhalo) tile[b][xrow][xcolv] = nxh;
 #if PREFETCH_PV && !LAPLACIAN_ONLY
         const Vf pm = npm;
         const Vf vv = nvv;
@@ -291,7 +225,6 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void CLUSTER_DIMS fused_s
         const Vf vv = LOAD_ONCE(vel + (i64)z * plane + col);
 #endif
         BLOCK_SYNC();
-#endif
 
         // One row keeps the x centre from the tile (its measured code); several take it from the queue.
         float lap[RY][VEC];
@@ -326,8 +259,5 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void CLUSTER_DIMS fused_s
 #endif
             if (iy + r < ny && ix < nx) vstore_guarded(out + o, res, nx - ix);
         }
-#if SPLIT
-        cluster_wait();  // the next plane's tile is complete, neighbours' rows included
-#endif
     }
 }

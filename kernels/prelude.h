@@ -185,39 +185,6 @@ DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memor
 #define CP_ASYNC_WAIT(n) asm volatile("cp.async.wait_group %0;" ::"n"(n) : "memory")
 #endif
 
-// Thread-block clusters (sm_90+, CUDA only): CLUSTER_Y blocks stacked in y run together and write
-// the rows their neighbours need as y halo straight into the neighbours' shared memory, so those
-// rows are read from L2 once instead of twice. The cluster barrier is split: arrive once this
-// block's writes are issued (release), wait before reading what the others wrote (acquire). SPLIT
-// with CLUSTER_Y 1 uses it as a split block barrier (a cluster of one).
-#ifndef CLUSTER_Y
-#define CLUSTER_Y 1
-#endif
-#ifndef SPLIT
-#define SPLIT 0
-#endif
-#if CLUSTER_Y > 1 || SPLIT
-#if SEISMIC_HIP
-#error "CLUSTER_Y > 1 and SPLIT need thread-block clusters (NVIDIA sm_90 and later)"
-#endif
-#define CLUSTER_DIMS __cluster_dims__(1, CLUSTER_Y, 1)
-DEVICE void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
-DEVICE void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
-// The shared-memory address `local` (of this block) in block `rank` of the cluster.
-DEVICE unsigned cluster_map(unsigned local, unsigned rank) {
-    unsigned r;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(local), "r"(rank));
-    return r;
-}
-DEVICE void cluster_store(unsigned addr, const Vf& a) {
-    asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "f"(a.v[0]), "f"(a.v[1]),
-                 "f"(a.v[2]), "f"(a.v[3])
-                 : "memory");
-}
-#else
-#define CLUSTER_DIMS
-#endif
-
 // The Laplacian at a thread's RY consecutive rows of VEC points, in the CPU reference's operation
 // order (centre, x, y, z; k ascending in each), so that the fused kernels reproduce it bit for bit.
 // `tile` points at the shared-memory tile row R rows above the thread's first row (rows of TWV

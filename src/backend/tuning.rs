@@ -43,15 +43,6 @@ pub struct Tuning {
     /// the halos through registers (kernels/fused.cu). Records written before the knob existed hold 0.
     #[serde(default)]
     pub tile_ring: u32,
-    /// Thread-block clusters of the fused kernel (CUDA on sm_90 and later). 0: a plain block
-    /// barrier per plane. 1, 2, 4 or 8: blocks in clusters of that many, stacked in y, synchronised
-    /// by a split cluster barrier that overlaps a plane of work (three tile buffers); a cluster's
-    /// blocks write each other's y halo rows into shared memory, so only its outer halos are read
-    /// from L2. Needs `stages` > 0, `vec` 4, no `tile_ring` and an order other than 2
-    /// ([`Tuning::effective`] lowers it to 0 otherwise). Records written before the knob existed
-    /// hold 0.
-    #[serde(default)]
-    pub cluster_y: u32,
 }
 
 fn one_row() -> u32 {
@@ -66,7 +57,7 @@ impl Tuning {
     /// The default shape (measured best on an H200, kernels/NOTES.md), overridable for experiments
     /// with SEISMIC_BLOCK_X, SEISMIC_BLOCK_Y, SEISMIC_VEC, SEISMIC_WINDOW, SEISMIC_STAGES,
     /// SEISMIC_MIN_BLOCKS, SEISMIC_UNROLL_Z, SEISMIC_ROWS (1 gives the one-row kernel, 8 rows of
-    /// threads), SEISMIC_ORDER, SEISMIC_TILE_RING and SEISMIC_CLUSTER_Y.
+    /// threads), SEISMIC_ORDER and SEISMIC_TILE_RING.
     pub fn for_radius(radius: usize) -> Tuning {
         Self::defaults(radius, true)
     }
@@ -99,7 +90,6 @@ impl Tuning {
             rows,
             order: env("SEISMIC_ORDER").unwrap_or(3),
             tile_ring: env("SEISMIC_TILE_RING").unwrap_or(0),
-            cluster_y: env("SEISMIC_CLUSTER_Y").unwrap_or(0),
         }
     }
 
@@ -118,17 +108,14 @@ impl Tuning {
         }
     }
 
-    /// Static shared memory of the fused kernel without `tile_ring`: two tiles of p^n with halos
-    /// (three with the split cluster barrier).
+    /// Static shared memory of the fused kernel without `tile_ring`: two tiles of p^n with halos.
     fn static_tile_bytes(&self, radius: usize) -> u32 {
         let r = radius as u32;
-        let buffers = if self.cluster_y > 0 { 3 } else { 2 };
-        buffers * (self.fused_tile_y() + 2 * r) * (self.block_x + 2 * r.div_ceil(self.vec.max(1))) * 4 * self.vec
+        2 * (self.fused_tile_y() + 2 * r) * (self.block_x + 2 * r.div_ceil(self.vec.max(1))) * 4 * self.vec
     }
 
     /// The tuning the solver runs: `rows` lowered to 1 without the asynchronous ring (the kernel's
-    /// register-prefetch paths keep one row per thread, as on AMD where the ring is off), clusters
-    /// off where the kernel cannot use them, and `rows` lowered to
+    /// register-prefetch paths keep one row per thread, as on AMD where the ring is off), and to
     /// the most rows whose tile stays within 32 rows (the fields' slack), 48 KiB of static shared
     /// memory and 227 KiB of shared memory in all.
     pub fn effective(self, radius: usize) -> Tuning {
@@ -138,9 +125,6 @@ impl Tuning {
         }
         if t.stages == 0 || t.vec != 4 {
             t.tile_ring = 0;
-        }
-        if t.stages == 0 || t.vec != 4 || t.tile_ring == 1 || t.order == 2 {
-            t.cluster_y = 0;
         }
         while t.rows > 1 {
             let tile = if t.tile_ring == 1 { 0 } else { t.static_tile_bytes(radius) };
@@ -162,11 +146,6 @@ impl Tuning {
         ensure!(self.block_y >= r && self.block_y <= 32, "block_y must be in {r}..=32, got {}", self.block_y);
         ensure!(matches!(self.block_x, 8 | 16 | 32), "block_x must be 8, 16 or 32, got {}", self.block_x);
         ensure!(self.order <= 3, "order must be 0..=3, got {}", self.order);
-        ensure!(
-            matches!(self.cluster_y, 0 | 1 | 2 | 4 | 8),
-            "cluster_y must be 0, 1, 2, 4 or 8, got {}",
-            self.cluster_y
-        );
         ensure!(
             self.tile_ring == 0 || (self.tile_ring == 1 && self.stages > 0 && self.vec == 4),
             "tile_ring must be 0, or 1 with stages > 0 and vector width 4"
@@ -209,12 +188,12 @@ impl Tuning {
         self.block_y * self.rows
     }
 
-    /// "bx32 by6 v4 w64 s2 m2 u9 r2 o1 t0 c1": block columns and rows, vector width, z-window,
+    /// "bx32 by6 v4 w64 s2 m2 u9 r2 o1 t0": block columns and rows, vector width, z-window,
     /// asynchronous-copy stages, blocks per multiprocessor, z unrolling, rows of y per thread,
-    /// grid-index order, tile ring, blocks per cluster.
+    /// grid-index order, tile ring.
     pub fn label(&self) -> String {
         format!(
-            "bx{} by{} v{} w{} s{} m{} u{} r{} o{} t{} c{}",
+            "bx{} by{} v{} w{} s{} m{} u{} r{} o{} t{}",
             self.block_x,
             self.block_y,
             self.vec,
@@ -224,8 +203,7 @@ impl Tuning {
             self.unroll_z,
             self.rows,
             self.order,
-            self.tile_ring,
-            self.cluster_y
+            self.tile_ring
         )
     }
 }

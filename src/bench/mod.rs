@@ -446,13 +446,13 @@ impl Report {
     /// One line per row, with a header.
     pub fn csv(&self) -> String {
         let mut s = String::from(
-            "device,date,nx,ny,nz,radius,operator,block_x,block_y,vec,window,stages,min_blocks,unroll_z,rows,order,tile_ring,cluster_y,tuning,seconds,gbs,gpts,\
+            "device,date,nx,ny,nz,radius,operator,block_x,block_y,vec,window,stages,min_blocks,unroll_z,rows,order,tile_ring,tuning,seconds,gbs,gpts,\
              ceiling,ceiling_gbs,percent\n",
         );
         for r in &self.rows {
             let _ = writeln!(
                 s,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6e},{:.2},{:.4},{},{:.2},{:.2}",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6e},{:.2},{:.4},{},{:.2},{:.2}",
                 csv_field(&self.device),
                 self.date,
                 r.shape[0],
@@ -470,7 +470,6 @@ impl Report {
                 r.launch.rows,
                 r.launch.order,
                 r.launch.tile_ring,
-                r.launch.cluster_y,
                 csv_field(&r.tuning),
                 r.seconds,
                 r.gbs,
@@ -537,7 +536,6 @@ mod tests {
         rows: 1,
         order: 0,
         tile_ring: 0,
-        cluster_y: 0,
     };
 
     fn ceilings() -> Ceilings {

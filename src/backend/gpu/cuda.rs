@@ -121,11 +121,6 @@ impl GpuRuntime for CudaRuntime {
         self.multiprocessors
     }
 
-    fn clusters(&self) -> bool {
-        // "sm_90", "sm_100", ...: compute capability 9.0 and later.
-        self.arch.trim_start_matches("sm_").parse::<u32>().is_ok_and(|cc| cc >= 90)
-    }
-
     fn mem_info(&self) -> Result<(usize, usize)> {
         self.bind()?;
         Ok(cu::mem_get_info()?)

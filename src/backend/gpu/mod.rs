@@ -46,10 +46,6 @@ pub trait GpuRuntime {
     fn device_name(&self) -> String;
     /// Compilation target, e.g. "sm_90" or "gfx90a".
     fn arch(&self) -> String;
-    /// Whether kernels may run in thread-block clusters (NVIDIA sm_90 and later).
-    fn clusters(&self) -> bool {
-        false
-    }
     fn multiprocessors(&self) -> u32;
     /// (free, total) device memory in bytes.
     fn mem_info(&self) -> Result<(usize, usize)>;
@@ -228,8 +224,6 @@ fn kernel_options(radius: usize, t: &Tuning, sponge: bool, laplacian_only: bool)
         format!("-DUNROLL_Z={}", t.unroll_z),
         format!("-DROWS={}", t.rows),
         format!("-DORDER={}", t.order),
-        format!("-DSPLIT={}", (t.cluster_y > 0) as u32),
-        format!("-DCLUSTER_Y={}", t.cluster_y.max(1)),
     ];
     if let Ok(extra) = std::env::var("SEISMIC_KERNEL_DEFS") {
         o.extend(extra.split_whitespace().filter(|d| d.starts_with("-D")).map(String::from));
@@ -407,10 +401,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let shape = problem.shape();
         let r = problem.stencil.radius;
         ensure!(layout.halo == r, "layout halo must equal the stencil radius");
-        let mut tuning = tuning.effective(r);
-        if !rt.clusters() {
-            tuning.cluster_y = 0;
-        }
+        let tuning = tuning.effective(r);
         tuning.check(r)?;
         ensure!(
             shape.iter().all(|&n| n < i32::MAX as usize / 2),
@@ -684,19 +675,15 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let tx = nx.div_ceil(self.tuning.fused_tile_x()) as u32;
         let ty = ny.div_ceil(self.tuning.fused_tile_y() as usize) as u32;
         let tz = (nz as u32).div_ceil(self.window);
-        // Clusters stack blocks in y: the grid's y is a multiple of their size (the kernel idles
-        // the blocks past the last tile row).
-        let c = self.tuning.cluster_y.max(1);
         match self.tuning.order {
             2 => [ty, tx, tz],
             3 => {
                 // One band when the whole plane's tiles fit at once (then order 3 is order 0).
                 let band =
                     if tx * ty <= self.resident_blocks { ty } else { (self.resident_blocks / (2 * tx)).clamp(1, ty) };
-                let band = band.next_multiple_of(c);
                 [tx, band, tz * ty.div_ceil(band)]
             }
-            _ => [tx, ty.next_multiple_of(c), tz],
+            _ => [tx, ty, tz],
         }
     }
 
@@ -1123,7 +1110,6 @@ pub struct BenchResult {
     pub rows: u32,
     pub order: u32,
     pub tile_ring: u32,
-    pub cluster_y: u32,
     /// Median device seconds per application.
     pub seconds: f64,
     /// Effective bandwidth: `problem::step_bytes` over the median time, GB/s.
@@ -1191,7 +1177,6 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             rows: tu.rows,
             order: tu.order,
             tile_ring: tu.tile_ring,
-            cluster_y: tu.cluster_y,
             seconds: sec,
             gbs: op.bytes(shape, radius) as f64 / sec / 1e9,
             gpts: points as f64 / sec / 1e9,
@@ -1233,7 +1218,6 @@ mod tests {
             rows,
             order: 0,
             tile_ring: 0,
-            cluster_y: 0,
         }
     }
 
