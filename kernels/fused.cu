@@ -232,32 +232,16 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(const flo
 
 #pragma unroll
         for (int r = 0; r < RY; r++) {
-            const i64 o = (i64)z * plane + col + (i64)r * pitch;
-            Vf res;
 #if LAPLACIAN_ONLY
-#pragma unroll
-            for (int j = 0; j < VEC; j++) res.v[j] = lap[r][j];
-#else
-#if STAGES > 0 && ROWS > 1
+            const Vf &pm = q[r][R], &vv = q[r][R];  // unused
+#elif STAGES > 0 && ROWS > 1
             // Several rows: read late, to keep 8 * ROWS registers free during the stencil (the slot
             // stays valid until the next iteration's issue).
             const Vf pm = *slot(s, 1, r);
             const Vf vv = *slot(s, 2, r);
 #endif
-#if SPONGE
-            // The sponge damps p^{n-1} too (friction, not a restoring force): same expression as cpu.rs.
-            const float gyz = gy[iy + r] * gz[z];
-#pragma unroll
-            for (int j = 0; j < VEC; j++) {
-                const float g = gx[ix + j] * gyz;
-                res.v[j] = g * (2.0f * q[r][R].v[j] - g * pm.v[j] + vv.v[j] * lap[r][j]);
-            }
-#else
-#pragma unroll
-            for (int j = 0; j < VEC; j++) res.v[j] = 2.0f * q[r][R].v[j] - pm.v[j] + vv.v[j] * lap[r][j];
-#endif
-#endif
-            if (iy + r < ny && ix < nx) vstore_guarded(out + o, res, nx - ix);
+            update_row(out + (i64)z * plane + col + (i64)r * pitch, q[r][R], lap[r], pm, vv, gx,
+                       SPONGE ? gy[iy + r] * gz[z] : 0.0f, ix, nx, iy + r < ny);
         }
     }
 }

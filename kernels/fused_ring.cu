@@ -157,27 +157,14 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(const flo
 #endif
 #pragma unroll
         for (int r = 0; r < RY; r++) {
-            const i64 o = (i64)z * plane + col + (i64)r * pitch;
-            Vf res;
 #if LAPLACIAN_ONLY
-#pragma unroll
-            for (int j = 0; j < VEC; j++) res.v[j] = lap[r][j];
+            const Vf &pm = q[r][R], &vv = q[r][R];  // unused
 #else
             const Vf pm = pv[r * FX * FY + lt];
             const Vf vv = pv[(RY + r) * FX * FY + lt];
-#if SPONGE
-            const float gyz = gy[iy + r] * gz[z];
-#pragma unroll
-            for (int j = 0; j < VEC; j++) {
-                const float g = gx[ix + j] * gyz;
-                res.v[j] = g * (2.0f * q[r][R].v[j] - g * pm.v[j] + vv.v[j] * lap[r][j]);
-            }
-#else
-#pragma unroll
-            for (int j = 0; j < VEC; j++) res.v[j] = 2.0f * q[r][R].v[j] - pm.v[j] + vv.v[j] * lap[r][j];
 #endif
-#endif
-            if (iy + r < ny && ix < nx) vstore_guarded(out + o, res, nx - ix);
+            update_row(out + (i64)z * plane + col + (i64)r * pitch, q[r][R], lap[r], pm, vv, gx,
+                       SPONGE ? gy[iy + r] * gz[z] : 0.0f, ix, nx, iy + r < ny);
         }
     }
 }

@@ -230,6 +230,28 @@ DEVICE void laplacian_rows(float (&lap)[RY][VEC], const Vf (&q)[RY][QS], const V
             for (int j = 0; j < VEC; j++) lap[r][j] += w.cz[k] * (q[r][R - k].v[j] + q[r][R + k].v[j]);
 }
 
+// Marches one thread's VEC points in x along y (pass_y) or z (pass_z) from `first` to `last` - 1,
+// adding that axis's derivative terms (weights c[1..R]) to lap; `p` and `l` point at index 0 of the
+// march, `stride` floats apart. A register queue of 2R+1 vectors: each point of p is loaded once.
+template <int R>
+DEVICE void add_axis_terms(const float* RESTRICT p, float* RESTRICT l, const float* c, i64 stride, int first,
+                           int last) {
+    Vf q[2 * R + 1];
+#pragma unroll
+    for (int i = 0; i < 2 * R; i++) q[i + 1] = vload(p + (i64)(first - R + i) * stride);
+    for (int m = first; m < last; m++) {
+#pragma unroll
+        for (int i = 0; i < 2 * R; i++) q[i] = q[i + 1];
+        q[2 * R] = vload(p + (i64)(m + R) * stride);
+        Vf acc = vload(l + (i64)m * stride);
+#pragma unroll
+        for (int k = 1; k <= R; k++)
+#pragma unroll
+            for (int j = 0; j < VEC; j++) acc.v[j] += c[k] * (q[R - k].v[j] + q[R + k].v[j]);
+        vstore(l + (i64)m * stride, acc);
+    }
+}
+
 // Writes the first `valid` lanes of a vector (all of them when the vector lies inside the row):
 // points past the row's end are halo of the next step and must stay zero.
 DEVICE void vstore_guarded(float* p, const Vf& a, int valid) {
@@ -240,4 +262,25 @@ DEVICE void vstore_guarded(float* p, const Vf& a, int valid) {
         for (int j = 0; j < VEC; j++)
             if (j < valid) store_stream(p + j, a.v[j]);
     }
+}
+
+// The end of a fused step for one of a thread's rows: the leapfrog update of its VEC points from the
+// centre p, L p, p^{n-1} (pm) and c^2 dt^2 (vv), in the CPU reference's order, stored over p^{n-1}
+// where the row and the points lie inside the grid; with LAPLACIAN_ONLY, L p itself. The sponge
+// (gx[ix + j] * gyz) damps p^{n-1} too (friction, not a restoring force): the expression of cpu.rs.
+DEVICE void update_row(float* out, const Vf& p, const float (&lap)[VEC], const Vf& pm, const Vf& vv,
+                       const float* gx, float gyz, int ix, int nx, bool row_inside) {
+    Vf res;
+#pragma unroll
+    for (int j = 0; j < VEC; j++) {
+#if LAPLACIAN_ONLY
+        res.v[j] = lap[j];
+#elif SPONGE
+        const float g = gx[ix + j] * gyz;
+        res.v[j] = g * (2.0f * p.v[j] - g * pm.v[j] + vv.v[j] * lap[j]);
+#else
+        res.v[j] = 2.0f * p.v[j] - pm.v[j] + vv.v[j] * lap[j];
+#endif
+    }
+    if (row_inside && ix < nx) vstore_guarded(out, res, nx - ix);
 }
