@@ -669,14 +669,15 @@ mod tests {
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(lines.len(), rep.rows.len() + 1);
         let header: Vec<&str> = lines[0].split(',').collect();
-        assert_eq!(header.len(), 23);
+        assert_eq!(header.len(), 24);
         assert!(
-            lines[1]
-                .starts_with("\"Test GPU, rev \"\"A\"\"\",2026-11-22,256,256,256,4,fused,32,8,4,64,2,2,9,1,0,default,")
+            lines[1].starts_with(
+                "\"Test GPU, rev \"\"A\"\"\",2026-11-22,256,256,256,4,fused,32,8,4,64,2,2,9,1,0,0,default,"
+            )
         );
-        // After the quoted device, every line has the header's other 22 fields.
+        // After the quoted device, every line has the header's other 23 fields.
         for l in &lines[1..] {
-            assert_eq!(l.split_once("\",").unwrap().1.split(',').count(), 22, "{l}");
+            assert_eq!(l.split_once("\",").unwrap().1.split(',').count(), 23, "{l}");
         }
         assert_eq!(csv_field("plain"), "plain");
     }

@@ -350,6 +350,9 @@ pub struct GpuSolver<Rt: GpuRuntime> {
     window: u32,
     /// Fused blocks the device runs at once.
     resident_blocks: u32,
+    /// Blocks per band of the banded grid-index order: half the resident blocks, or
+    /// SEISMIC_BAND_BLOCKS (an experiment knob, read once here, not in the time-step loop).
+    band_blocks: u32,
     free_surface: bool,
     weights: StencilWeights,
     axis_weights: [AxisWeights; 3],
@@ -471,6 +474,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             tuning,
             window: 0,
             resident_blocks: 0,
+            band_blocks: 0,
             free_surface: b.free_surface,
             weights,
             axis_weights,
@@ -504,6 +508,11 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let t = &s.tuning;
         let per_sm = s.rt.resident_blocks(s.f.fused, t.block_x * t.block_y, t.dynamic_shared_bytes(r));
         s.resident_blocks = s.rt.multiprocessors() * per_sm.unwrap_or(t.min_blocks).max(1);
+        s.band_blocks = std::env::var("SEISMIC_BAND_BLOCKS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(s.resident_blocks / 2)
+            .max(1);
         s.set_window(s.choose_window());
         let field_bytes = s.field_len * 4;
         s.cur = s.alloc_zeroed(field_bytes)?;
@@ -679,8 +688,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             2 => [ty, tx, tz],
             3 => {
                 // One band when the whole plane's tiles fit at once (then order 3 is order 0).
-                let band =
-                    if tx * ty <= self.resident_blocks { ty } else { (self.resident_blocks / (2 * tx)).clamp(1, ty) };
+                let band = if tx * ty <= self.resident_blocks { ty } else { (self.band_blocks / tx).clamp(1, ty) };
                 [tx, band, tz * ty.div_ceil(band)]
             }
             _ => [tx, ty, tz],
