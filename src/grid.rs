@@ -103,6 +103,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn sections_of_a_padded_field_match_the_dense_extraction() {
+        let grid = [37, 5, 9];
+        let l = Layout::new(grid, 3);
+        let dense: Vec<f32> = (0..l.points()).map(|i| i as f32).collect();
+        let mut field = vec![-1.0; l.len()];
+        l.scatter(&dense, &mut field);
+        for s in [Section::Volume, Section::Xz { iy: 4 }, Section::Xy { iz: 0 }, Section::Yz { ix: 36 }] {
+            let mut from_padded = vec![f32::NAN; s.len(grid)];
+            s.copy_from(&l, |i| field[i], &mut from_padded);
+            let mut from_dense = Vec::new();
+            s.extract(grid, &dense, &mut from_dense);
+            assert_eq!(from_padded, from_dense, "{s:?}");
+            assert_eq!(from_dense.len(), s.shape(grid).iter().product::<usize>());
+        }
+        // The yz-plane at x = 36, point (iy = 2, iz = 7): dense index (7 * 5 + 2) * 37 + 36.
+        let mut yz = Vec::new();
+        Section::Yz { ix: 36 }.extract(grid, &dense, &mut yz);
+        assert_eq!(yz[7 * 5 + 2], ((7 * 5 + 2) * 37 + 36) as f32);
+    }
+
+    #[test]
     fn rows_start_aligned_and_halo_fits() {
         for halo in 1..=8 {
             for nx in [1, 7, 31, 32, 33, 67, 512] {
@@ -126,5 +147,86 @@ mod tests {
         let mut back = vec![0.0; l.points()];
         l.gather(&field, &mut back);
         assert_eq!(back, dense);
+    }
+}
+
+/// Which part of the wavefield a snapshot keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Section {
+    /// The whole interior, (nz, ny, nx).
+    Volume,
+    /// The xz-plane at y index `iy`, (nz, nx).
+    Xz { iy: usize },
+    /// The xy-plane at z index `iz`, (ny, nx).
+    Xy { iz: usize },
+    /// The yz-plane at x index `ix`, (nz, ny).
+    Yz { ix: usize },
+}
+
+impl Section {
+    /// Shape of one snapshot of this section, slowest axis first.
+    pub fn shape(&self, grid: [usize; 3]) -> Vec<usize> {
+        let [nx, ny, nz] = grid;
+        match self {
+            Section::Volume => vec![nz, ny, nx],
+            Section::Xz { .. } => vec![nz, nx],
+            Section::Xy { .. } => vec![ny, nx],
+            Section::Yz { .. } => vec![nz, ny],
+        }
+    }
+
+    /// Values in one snapshot of this section.
+    pub fn len(&self, grid: [usize; 3]) -> usize {
+        self.shape(grid).iter().product()
+    }
+
+    /// A plane as `n1` lines of `n0` interior points: (n0, n1, first point, step between two points
+    /// of a line, step between two lines), in `layout`'s elements; row-major (n1, n0) is the
+    /// section's [`Section::shape`]. None for the volume.
+    pub fn plane_lines(&self, layout: &Layout) -> Option<(usize, usize, usize, usize, usize)> {
+        let l = layout;
+        match *self {
+            Section::Volume => None,
+            Section::Xz { iy } => Some((l.nx, l.nz, l.row(iy, 0), 1, l.plane)),
+            Section::Xy { iz } => Some((l.nx, l.ny, l.row(0, iz), 1, l.pitch)),
+            Section::Yz { ix } => Some((l.ny, l.nz, l.origin() + ix, l.pitch, l.plane)),
+        }
+    }
+
+    /// Copies this section out of a dense (nz, ny, nx) field into `out` (cleared first).
+    pub fn extract(&self, grid: [usize; 3], field: &[f32], out: &mut Vec<f32>) {
+        out.clear();
+        out.resize(self.len(grid), 0.0);
+        let dense = Layout {
+            nx: grid[0],
+            ny: grid[1],
+            nz: grid[2],
+            halo: 0,
+            x_offset: 0,
+            pitch: grid[0],
+            plane: grid[0] * grid[1],
+        };
+        self.copy_from(&dense, |i| field[i], out);
+    }
+
+    /// Fills `out` (this section's [`Section::len`] values) from a field laid out as `layout`,
+    /// `at(i)` being the value at element i.
+    pub fn copy_from(&self, layout: &Layout, at: impl Fn(usize) -> f32, out: &mut [f32]) {
+        let Some((n0, n1, first, s0, s1)) = self.plane_lines(layout) else {
+            for iz in 0..layout.nz {
+                for iy in 0..layout.ny {
+                    let (src, dst) = (layout.row(iy, iz), (iz * layout.ny + iy) * layout.nx);
+                    for (ix, o) in out[dst..dst + layout.nx].iter_mut().enumerate() {
+                        *o = at(src + ix);
+                    }
+                }
+            }
+            return;
+        };
+        for (i1, line) in out.chunks_exact_mut(n0).take(n1).enumerate() {
+            for (i0, o) in line.iter_mut().enumerate() {
+                *o = at(first + i1 * s1 + i0 * s0);
+            }
+        }
     }
 }

@@ -44,54 +44,7 @@ impl std::error::Error for Interrupted {}
 /// Shortest wall-clock time between two progress reports.
 pub const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
 
-/// Which part of the wavefield a snapshot keeps.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Section {
-    /// The whole interior, (nz, ny, nx).
-    Volume,
-    /// The xz-plane at y index `iy`, (nz, nx).
-    Xz { iy: usize },
-    /// The xy-plane at z index `iz`, (ny, nx).
-    Xy { iz: usize },
-    /// The yz-plane at x index `ix`, (nz, ny).
-    Yz { ix: usize },
-}
-
-impl Section {
-    /// Shape of one snapshot of this section, slowest axis first.
-    pub fn shape(&self, grid: [usize; 3]) -> Vec<usize> {
-        let [nx, ny, nz] = grid;
-        match self {
-            Section::Volume => vec![nz, ny, nx],
-            Section::Xz { .. } => vec![nz, nx],
-            Section::Xy { .. } => vec![ny, nx],
-            Section::Yz { .. } => vec![nz, ny],
-        }
-    }
-
-    /// Copies this section out of a dense (nz, ny, nx) field into `out` (cleared first).
-    pub fn extract(&self, grid: [usize; 3], field: &[f32], out: &mut Vec<f32>) {
-        let [nx, ny, nz] = grid;
-        out.clear();
-        match *self {
-            Section::Volume => out.extend_from_slice(field),
-            Section::Xz { iy } => {
-                for iz in 0..nz {
-                    let row = (iz * ny + iy) * nx;
-                    out.extend_from_slice(&field[row..row + nx]);
-                }
-            }
-            Section::Xy { iz } => out.extend_from_slice(&field[iz * ny * nx..(iz + 1) * ny * nx]),
-            Section::Yz { ix } => {
-                for iz in 0..nz {
-                    for iy in 0..ny {
-                        out.push(field[(iz * ny + iy) * nx + ix]);
-                    }
-                }
-            }
-        }
-    }
-}
+pub use crate::grid::Section;
 
 /// One snapshot dataset: its name under `/snapshots`, the section it keeps and, for planes, the
 /// grid position of the plane (m) along its normal.
@@ -174,6 +127,11 @@ impl OutputPlan {
     }
 
     /// An xz-plane to picture: an xz snapshot, or the volume cut through `iy`.
+    /// Values in one snapshot: every section's, one after the other (the order of `snapshots`).
+    pub fn snapshot_len(&self, grid: [usize; 3]) -> usize {
+        self.snapshots.iter().map(|s| s.section.len(grid)).sum()
+    }
+
     pub fn xz_view(&self, iy: usize) -> Option<(usize, Section)> {
         let i = self
             .snapshots
@@ -194,7 +152,8 @@ fn same_kind(a: &Section, b: &Section) -> bool {
 
 /// Receives snapshots while the loop goes on.
 pub trait SnapshotSink {
-    /// A buffer of `points` values to fill (waits while every buffer is still being written).
+    /// A buffer of [`OutputPlan::snapshot_len`] values to fill (waits while every buffer is still
+    /// being written).
     fn buffer(&mut self) -> Result<Vec<f32>>;
     /// Hands over snapshot `index` (taken after `step` steps); the sink returns the buffer later.
     fn submit(&mut self, index: usize, step: usize, field: Vec<f32>) -> Result<()>;
@@ -269,6 +228,7 @@ pub fn run(
     let start = Instant::now();
     let mut last_report = start;
     let mut next_snapshot = plan.snapshot_steps.iter().copied().enumerate().peekable();
+    let sections: Vec<Section> = plan.snapshots.iter().map(|s| s.section).collect();
     for n in 0..steps {
         if STOP.load(Ordering::Relaxed) {
             return Err(Interrupted { steps_done: n, steps }.into());
@@ -279,7 +239,7 @@ pub fn run(
             && at == done
         {
             let mut field = sink.buffer()?;
-            backend.snapshot(&mut field).with_context(|| format!("snapshot after step {done}"))?;
+            backend.snapshot_sections(&sections, &mut field).with_context(|| format!("snapshot after step {done}"))?;
             sink.submit(index, done, field)?;
             next_snapshot.next();
         }
@@ -472,6 +432,9 @@ mod tests {
         fn snapshot(&mut self, out: &mut [f32]) -> Result<()> {
             out.fill(self.done as f32);
             Ok(())
+        }
+        fn snapshot_sections(&mut self, _: &[Section], out: &mut [f32]) -> Result<()> {
+            self.snapshot(out)
         }
         fn traces(&mut self, steps: usize) -> Result<Vec<f32>> {
             Ok(vec![0.0; steps * self.receivers])

@@ -11,6 +11,7 @@ use seismic_run::backend::Backend;
 use seismic_run::backend::cpu::CpuSolver;
 use seismic_run::backend::gpu::{self, GpuRuntime, GpuSolver, Tuning, cuda::CudaRuntime};
 use seismic_run::config::{Config, KernelChoice};
+use seismic_run::grid::Section;
 use seismic_run::problem::Problem;
 
 const TOLERANCE: f64 = 1e-5;
@@ -111,8 +112,30 @@ fn run_backend(backend: &mut dyn Backend, problem: &Problem) -> (Vec<f32>, Vec<f
     }
     let mut field = vec![0.0f32; problem.layout.points()];
     backend.snapshot(&mut field).expect("snapshot");
+    check_sections(backend, problem, &field);
     let traces = backend.traces(problem.steps).expect("traces");
     (field, traces)
+}
+
+/// Snapshot sections (planes gathered on the device) hold exactly the full snapshot's points.
+fn check_sections(backend: &mut dyn Backend, problem: &Problem, field: &[f32]) {
+    let grid = problem.shape();
+    let [nx, ny, nz] = grid;
+    let sections = [
+        Section::Xz { iy: ny / 2 },
+        Section::Volume,
+        Section::Xy { iz: nz - 1 },
+        Section::Yz { ix: nx / 3 },
+        Section::Xz { iy: 0 },
+    ];
+    let mut got = vec![f32::NAN; sections.iter().map(|s| s.len(grid)).sum()];
+    backend.snapshot_sections(&sections, &mut got).expect("snapshot sections");
+    let (mut want, mut part) = (Vec::new(), Vec::new());
+    for s in &sections {
+        s.extract(grid, field, &mut part);
+        want.extend_from_slice(&part);
+    }
+    assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "sections differ from the snapshot");
 }
 
 fn cpu_reference(problem: &Problem) -> (Vec<f32>, Vec<f32>) {

@@ -6,7 +6,7 @@
 
 use super::{Backend, DeviceInfo};
 use crate::boundary::{BoundaryKind, Slab};
-use crate::grid::Layout;
+use crate::grid::{Layout, Section};
 use crate::problem::Problem;
 use anyhow::{Result, ensure};
 use rayon::prelude::*;
@@ -551,6 +551,19 @@ impl<T: Real> Backend for CpuSolver<T> {
                 }
             }
         }
+        Ok(())
+    }
+
+    fn snapshot_sections(&mut self, sections: &[Section], out: &mut [f32]) -> Result<()> {
+        let l = self.layout;
+        let grid = [l.nx, l.ny, l.nz];
+        let mut rest = out;
+        for s in sections {
+            let (part, tail) = rest.split_at_mut(s.len(grid));
+            s.copy_from(&l, |i| self.cur[i].f64() as f32, part);
+            rest = tail;
+        }
+        ensure!(rest.is_empty(), "snapshot buffer has {} values more than the sections", rest.len());
         Ok(())
     }
 

@@ -17,6 +17,8 @@ pub mod tuning;
 
 use anyhow::Result;
 
+use crate::grid::Section;
+
 /// What a backend is, for reports and the output file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeviceInfo {
@@ -36,6 +38,10 @@ pub trait Backend {
 
     /// Copies the current wavefield p^n (after the last step) into `out`, dense (nz, ny, nx).
     fn snapshot(&mut self, out: &mut [f32]) -> Result<()>;
+
+    /// Copies `sections` of the current wavefield p^n into `out`, one after the other, each
+    /// laid out as its [`Section::shape`] (GPUs bring down only these points).
+    fn snapshot_sections(&mut self, sections: &[Section], out: &mut [f32]) -> Result<()>;
 
     /// Receiver traces for the first `steps` steps, (nreceivers, steps) row-major.
     fn traces(&mut self, steps: usize) -> Result<Vec<f32>>;

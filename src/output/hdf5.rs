@@ -71,7 +71,8 @@ pub struct Hdf5Writer<'scope> {
 
 impl<'scope> Hdf5Writer<'scope> {
     /// Creates `<path>.partial` (errors come back here, before the run starts) and starts the
-    /// writer thread in `scope`. `snapshot_buffers` dense buffers are allocated now, once.
+    /// writer thread in `scope`. `snapshot_buffers` buffers (each holding every snapshot section)
+    /// are allocated now, once.
     pub fn start<'env>(
         scope: &'scope Scope<'scope, 'env>,
         path: &Path,
@@ -85,7 +86,7 @@ impl<'scope> Hdf5Writer<'scope> {
         let buffers = if plan.snapshot_steps.is_empty() { 0 } else { snapshot_buffers.max(1) };
         let (free_tx, free) = sync_channel::<Vec<f32>>(buffers.max(1));
         for _ in 0..buffers {
-            free_tx.send(vec![0.0f32; problem.layout.points()]).expect("receiver alive");
+            free_tx.send(vec![0.0f32; plan.snapshot_len(problem.shape())]).expect("receiver alive");
         }
         let (ready_tx, ready) = sync_channel::<Result<()>>(1);
         let thread = scope.spawn(move || {
@@ -276,28 +277,36 @@ fn write_file(
 
     let xz_view = plan.xz_view(nearest_index(problem, 1, problem.source.position[1]));
     let mut last_xz = None;
-    let mut section = Vec::new();
     let (record, stats) = loop {
         match inbox.recv() {
             Ok(Message::Snapshot { index, step, field }) => {
                 if plan.snapshot_steps.get(index) != Some(&step) {
                     bail!("snapshot {index} arrived for step {step}, planned for {:?}", plan.snapshot_steps.get(index));
                 }
+                // The buffer holds the sections one after the other, in the plan's order.
+                let mut parts = Vec::with_capacity(plan.snapshots.len());
+                let mut rest = &field[..];
                 for (spec, ds) in plan.snapshots.iter().zip(&snapshot_sets) {
-                    spec.section.extract(grid, &field, &mut section);
+                    let (part, tail) = rest.split_at(spec.section.len(grid));
+                    rest = tail;
+                    parts.push(part);
                     let mut starts = vec![index];
                     let mut counts = vec![1];
                     for n in spec.section.shape(grid) {
                         starts.push(0);
                         counts.push(n);
                     }
-                    ds.write_slice(&starts, &counts, &section).map_err(h5)?;
+                    ds.write_slice(&starts, &counts, part).map_err(h5)?;
                 }
                 if index + 1 == nsnap
-                    && let Some((_, view @ Section::Xz { iy })) = xz_view
+                    && let Some((i, view @ Section::Xz { iy })) = xz_view
                 {
                     let mut data = Vec::new();
-                    view.extract(grid, &field, &mut data);
+                    if plan.snapshots[i].section == Section::Volume {
+                        view.extract(grid, parts[i], &mut data);
+                    } else {
+                        data.extend_from_slice(parts[i]);
+                    }
                     last_xz = Some(PlaneImage { iy, data, rows: nz, cols: nx });
                 }
                 // The run may have finished taking snapshots: then nobody waits for the buffer.

@@ -30,7 +30,7 @@ pub fn disable() {
 }
 
 /// The variables of [`Tuning::for_radius`]: setting any of them means the user chose the launch shape.
-const OVERRIDES: [&str; 9] = [
+const OVERRIDES: [&str; 10] = [
     "SEISMIC_BLOCK_X",
     "SEISMIC_BLOCK_Y",
     "SEISMIC_VEC",
@@ -40,6 +40,7 @@ const OVERRIDES: [&str; 9] = [
     "SEISMIC_UNROLL_Z",
     "SEISMIC_ROWS",
     "SEISMIC_ORDER",
+    "SEISMIC_TILE_RING",
 ];
 
 /// Whether [`tuning_for`] consults the cache: not after [`disable`], not with SEISMIC_NO_TUNING set

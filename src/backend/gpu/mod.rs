@@ -23,7 +23,7 @@ pub mod hip;
 use super::{Backend, DeviceInfo};
 use crate::boundary::{Boundary, BoundaryKind};
 use crate::config::KernelChoice;
-use crate::grid::Layout;
+use crate::grid::{Layout, Section};
 use crate::numerics::{Ricker, Stencil};
 use crate::problem::{PointSource, Problem, Tap};
 use anyhow::{Context, Result, bail, ensure};
@@ -114,10 +114,11 @@ pub mod sources {
     pub const CPML: &str = include_str!("../../../kernels/cpml.cu");
     pub const FREE_SURFACE: &str = include_str!("../../../kernels/free_surface.cu");
     pub const SOURCES: &str = include_str!("../../../kernels/sources.cu");
+    pub const SECTION: &str = include_str!("../../../kernels/section.cu");
     pub const STREAM: &str = include_str!("../../../kernels/stream.cu");
 
     /// Every kernel of a step.
-    pub const STEP: [&str; 9] = [FUSED, PASS_X, PASS_Y, PASS_Z, UPDATE, CPML, FREE_SURFACE, SOURCES, STREAM];
+    pub const STEP: [&str; 10] = [FUSED, PASS_X, PASS_Y, PASS_Z, UPDATE, CPML, FREE_SURFACE, SOURCES, SECTION, STREAM];
 
     /// The fused kernel's source for a tuning (both define `fused_step`).
     pub fn fused(t: &super::Tuning) -> &'static str {
@@ -125,7 +126,7 @@ pub mod sources {
     }
 
     /// [`STEP`] with the fused kernel `t` asks for.
-    pub fn step(t: &super::Tuning) -> [&'static str; 9] {
+    pub fn step(t: &super::Tuning) -> [&'static str; 10] {
         let mut s = STEP;
         s[0] = fused(t);
         s
@@ -284,6 +285,7 @@ struct Kernels<F> {
     free_surface: F,
     inject: F,
     record: F,
+    section: F,
 }
 
 struct CpmlAxisDev {
@@ -379,6 +381,8 @@ pub struct GpuSolver<Rt: GpuRuntime> {
     events: Vec<Rt::Event>,
     /// Host copy of the interior z-planes for snapshots (sized at the first one, then reused).
     snapshot_staging: Vec<f32>,
+    /// Device buffer a plane snapshot is gathered into (allocated at the first plane snapshot).
+    section_staging: (DevicePtr, usize),
     laplacian: Option<(Rt::Module, Rt::Function)>,
     f: Kernels<Rt::Function>,
     /// Keeps the functions in `f` valid.
@@ -445,6 +449,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             free_surface: fun("free_surface")?,
             inject: fun("inject_source")?,
             record: fun("record_receivers")?,
+            section: fun("extract_section")?,
         };
 
         // Weights exactly as the CPU reference rounds them.
@@ -500,6 +505,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             allocations: Vec::new(),
             events: Vec::new(),
             snapshot_staging: Vec::new(),
+            section_staging: (0, 0),
             laplacian: None,
             f,
             _module: module,
@@ -936,6 +942,39 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
                 out[dst..dst + l.nx].copy_from_slice(&staging[src..src + l.nx]);
             }
         }
+        Ok(())
+    }
+
+    fn snapshot_sections(&mut self, sections: &[Section], out: &mut [f32]) -> Result<()> {
+        let l = self.layout;
+        let grid = [l.nx, l.ny, l.nz];
+        let mut rest = out;
+        for s in sections {
+            let (part, tail) = rest.split_at_mut(s.len(grid));
+            rest = tail;
+            let Some((n0, n1, first, s0, s1)) = s.plane_lines(&l) else {
+                self.snapshot(part)?;
+                continue;
+            };
+            // A plane is gathered on the device and only its points come down.
+            if self.section_staging.1 < n0 * n1 {
+                self.section_staging = (self.alloc_zeroed(n0 * n1 * 4)?, n0 * n1);
+            }
+            let (field, dense) = (self.cur + (first * 4) as DevicePtr, self.section_staging.0);
+            let (n0i, n1i, s0, s1) = (n0 as i32, n1 as i32, s0 as i64, s1 as i64);
+            // SAFETY: matches extract_section's parameters; the plane lies inside the field.
+            unsafe {
+                self.rt.launch(
+                    self.f.section,
+                    [n0.div_ceil(256) as u32, n1.min(65535) as u32, 1],
+                    [256, 1, 1],
+                    0,
+                    kargs![field, dense, n0i, n1i, s0, s1],
+                )?;
+            }
+            self.rt.download(dense, as_bytes_mut(part))?;
+        }
+        ensure!(rest.is_empty(), "snapshot buffer has {} values more than the sections", rest.len());
         Ok(())
     }
 

@@ -63,7 +63,7 @@ pub fn stream_options() -> Vec<String> {
 }
 
 /// The kernels in the order the report lists them.
-pub const KERNEL_ORDER: [&str; 15] = [
+pub const KERNEL_ORDER: [&str; 16] = [
     "fused_step",
     "pass_x",
     "pass_y",
@@ -74,6 +74,7 @@ pub const KERNEL_ORDER: [&str; 15] = [
     "free_surface",
     "inject_source",
     "record_receivers",
+    "extract_section",
     "stream_copy",
     "stream_3r1w",
     "stream_fill",
