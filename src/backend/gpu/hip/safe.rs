@@ -257,6 +257,13 @@ impl Function {
 #[derive(Debug)]
 pub struct Program(sys::hiprtcProgram);
 
+/// hipRTC calls, one at a time in the process: Debian's hipRTC 5.2 crashed (SIGSEGV) in about one
+/// run in four of tests/hip_rtc.rs while test threads compiled at once (2026-11-22).
+fn rtc_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 impl Program {
     /// `headers`: (include name, contents) pairs the source may `#include "name"`.
     pub fn new(source: &str, name: &str, headers: &[(&str, &str)]) -> Result<Program, HiprtcError> {
@@ -272,6 +279,7 @@ impl Program {
             .iter()
             .map(|(n, c)| Ok((CString::new(*n).map_err(|_| bad(n))?, CString::new(*c).map_err(|_| bad(n))?)))
             .collect::<Result<Vec<_>, HiprtcError>>()?;
+        let _one = rtc_lock();
         Ok(Program(result::rtc_create_program(&src, &cname, &hdrs)?))
     }
 
@@ -288,18 +296,21 @@ impl Program {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let _one = rtc_lock();
         // SAFETY: live program handle.
         unsafe { result::rtc_compile_program(self.0, &opts) }
     }
 
     /// The compiler messages of the last compilation.
     pub fn log(&self) -> Result<String, HiprtcError> {
+        let _one = rtc_lock();
         // SAFETY: live program handle.
         unsafe { result::rtc_program_log(self.0) }
     }
 
     /// The compiled code object (call after a successful [`Program::compile`]).
     pub fn code(&self) -> Result<Vec<u8>, HiprtcError> {
+        let _one = rtc_lock();
         // SAFETY: live program handle.
         unsafe { result::rtc_code(self.0) }
     }
@@ -307,6 +318,7 @@ impl Program {
 
 impl Drop for Program {
     fn drop(&mut self) {
+        let _one = rtc_lock();
         // SAFETY: owned, destroyed once.
         let _ = unsafe { result::rtc_destroy_program(self.0) };
     }
