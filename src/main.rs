@@ -135,7 +135,7 @@ fn run(args: &RunArgs) -> Result<()> {
     let buffers = if cfg.output.snapshot_every > 0 { SNAPSHOT_BUFFERS } else { 0 };
     solver::check_host_bytes(
         cfg.grid.shape,
-        solver::base_host_bytes(cfg.grid.shape, buffers),
+        solver::base_host_bytes(&cfg, buffers),
         "the velocity model and snapshot buffers",
     )?;
 

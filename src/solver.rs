@@ -325,10 +325,26 @@ fn cpu_bytes_per_point(layout: Layout) -> f64 {
 }
 
 /// Host bytes a run needs before any backend exists: the velocity as loaded, the problem's copy,
-/// and `snapshot_buffers` dense f32 snapshot buffers.
-pub fn base_host_bytes(shape: [usize; 3], snapshot_buffers: usize) -> f64 {
-    let points = shape.iter().map(|&n| n as f64).product::<f64>();
-    points * (4.0 + 4.0 + 4.0 * snapshot_buffers as f64)
+/// and `snapshot_buffers` f32 snapshot buffers of `cfg`'s sections (see [`snapshot_values`]).
+pub fn base_host_bytes(cfg: &Config, snapshot_buffers: usize) -> f64 {
+    let points = cfg.grid.shape.iter().map(|&n| n as f64).product::<f64>();
+    points * 8.0 + 4.0 * (snapshot_buffers * snapshot_values(cfg)) as f64
+}
+
+/// Values in one snapshot of the sections `[output]` lists (the volume when none is), from the
+/// grid alone (an unknown kind counts as the volume; [`OutputPlan::from_config`] rejects it later).
+pub fn snapshot_values(cfg: &Config) -> usize {
+    let grid = cfg.grid.shape;
+    let section = |kind: &str| match kind {
+        "xz" => Section::Xz { iy: 0 },
+        "xy" => Section::Xy { iz: 0 },
+        "yz" => Section::Yz { ix: 0 },
+        _ => Section::Volume,
+    };
+    if cfg.output.snapshot.is_empty() {
+        return Section::Volume.len(grid);
+    }
+    cfg.output.snapshot.iter().map(|s| section(&s.kind).len(grid)).sum()
 }
 
 /// Fails, naming `grid.shape`, when `bytes` more than what the host has available.
@@ -377,15 +393,37 @@ mod tests {
         assert_eq!(Section::Yz { ix: 2 }.shape(grid), vec![2, 3]);
     }
 
-    fn plan_for(snapshots: &str) -> Result<OutputPlan> {
+    fn config_for(snapshots: &str) -> Config {
         let text = format!(
             "[grid]\nshape = [10, 8, 6]\nspacing = [10.0, 10.0, 10.0]\n[model]\nkind = \"constant\"\nvp = 1500.0\n\
              [time]\nsteps = 25\n[source]\nposition = [20.0, 20.0, 20.0]\nfrequency = 10.0\n\
              [boundary]\nkind = \"none\"\n[output]\nsnapshot_every = 10\n{snapshots}"
         );
-        let cfg = Config::from_toml(&text).unwrap();
+        Config::from_toml(&text).unwrap()
+    }
+
+    fn plan_for(snapshots: &str) -> Result<OutputPlan> {
+        let cfg = config_for(snapshots);
         let problem = Problem::build(&cfg, vec![1500.0; 480]).unwrap();
         OutputPlan::from_config(&cfg, &problem)
+    }
+
+    #[test]
+    fn snapshot_buffers_hold_the_planned_sections_only() {
+        for list in
+            ["", "snapshot = [{ kind = \"xz\", at = 34.0 }, { kind = \"yz\", at = 0.0 }, { kind = \"xy\", at = 10.0 }]"]
+        {
+            let (cfg, plan) = (config_for(list), plan_for(list).unwrap());
+            assert_eq!(snapshot_values(&cfg), plan.snapshot_len([10, 8, 6]), "{list}");
+        }
+        // xz 6 x 10, yz 6 x 8, xy 8 x 10: 188 values instead of the volume's 480.
+        assert_eq!(
+            snapshot_values(&config_for(
+                "snapshot = [{ kind = \"xz\", at = 34.0 }, { kind = \"yz\", at = 0.0 }, { kind = \"xy\", at = 10.0 }]"
+            )),
+            188
+        );
+        assert_eq!(base_host_bytes(&config_for(""), 2), 480.0 * 8.0 + 4.0 * 2.0 * 480.0);
     }
 
     #[test]
