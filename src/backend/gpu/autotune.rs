@@ -293,10 +293,10 @@ pub fn launch_candidates(radius: usize, default: Tuning) -> Vec<Tuning> {
     v
 }
 
-/// Explicit z-window lengths to try on a grid of depth `nz` after the automatic one: 8 to 64
+/// Explicit z-window lengths to try on a grid of depth `nz` after the automatic one: 4 to 64
 /// planes (longer windows measured slower on every grid), and the whole depth when it is shorter.
 pub fn window_candidates(nz: usize) -> Vec<u32> {
-    let mut v: Vec<u32> = [8u32, 16, 24, 32, 40, 48, 64].into_iter().filter(|&w| (w as usize) < nz).collect();
+    let mut v: Vec<u32> = [4u32, 6, 8, 12, 16, 24, 32, 48, 64].into_iter().filter(|&w| (w as usize) < nz).collect();
     if nz <= 64 {
         v.push(nz as u32);
     }
@@ -519,9 +519,9 @@ mod tests {
                 assert!(!l[..i].contains(t), "R={r}: {t:?} twice");
             }
         }
-        assert_eq!(window_candidates(512), vec![8, 16, 24, 32, 40, 48, 64]);
-        assert_eq!(window_candidates(64), vec![8, 16, 24, 32, 40, 48, 64]);
-        assert_eq!(window_candidates(20), vec![8, 16, 20]);
+        assert_eq!(window_candidates(512), vec![4, 6, 8, 12, 16, 24, 32, 48, 64]);
+        assert_eq!(window_candidates(64), vec![4, 6, 8, 12, 16, 24, 32, 48, 64]);
+        assert_eq!(window_candidates(20), vec![4, 6, 8, 12, 16, 20]);
     }
 
     #[test]

@@ -297,6 +297,15 @@ struct CpmlAxisDev {
     b: DevicePtr,
 }
 
+/// Shortest automatic window of the fused step with banded order: short windows keep neighbouring
+/// blocks in step, so the halo rows and priming planes they share are still in L2 (H100, 512^3,
+/// R = 4: 90.9% of 3R1W at 6 planes, 90.4% at 4, 89.4% at 8, 86.8% at 12; 1024^3: 89.3% at 4,
+/// 88.2% at 8; ncu: p^n came from DRAM 1.23x at 8 planes, 1.44x at 16).
+const FUSED_SHORTEST: usize = 4;
+/// The Laplacian-only operator moves half the bytes per point and gains from longer windows
+/// (H100, R = 4: 76.8% of copy at 12 planes, 74.9% at 8, 71.1% at 4; 1024^3 76.3 / 72.9 / 69.9).
+const LAPLACIAN_SHORTEST: usize = 12;
+
 /// z-planes per block of the fused kernel for `tiles` xy tiles over `nz` planes when `slots` blocks
 /// run at once. Blocks all take about the same time, so a launch runs in waves of `slots` blocks;
 /// the window minimises waves x (window + priming), `priming` standing for the queue's 2R planes
@@ -350,6 +359,8 @@ pub struct GpuSolver<Rt: GpuRuntime> {
     radius: usize,
     tuning: Tuning,
     window: u32,
+    /// z-planes per block of the Laplacian-only operator (its own automatic choice).
+    laplacian_window: u32,
     /// Fused blocks the device runs at once.
     resident_blocks: u32,
     /// Blocks per band of the banded grid-index order: half the resident blocks, or
@@ -478,6 +489,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             radius: r,
             tuning,
             window: 0,
+            laplacian_window: 0,
             resident_blocks: 0,
             band_blocks: 0,
             free_surface: b.free_surface,
@@ -519,7 +531,8 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             .and_then(|v| v.parse().ok())
             .unwrap_or(s.resident_blocks / 2)
             .max(1);
-        s.set_window(s.choose_window());
+        s.set_window(s.choose_window(FUSED_SHORTEST));
+        s.laplacian_window = s.guarded_window(s.choose_window(LAPLACIAN_SHORTEST));
         let field_bytes = s.field_len * 4;
         s.cur = s.alloc_zeroed(field_bytes)?;
         s.prev = s.alloc_zeroed(field_bytes)?;
@@ -621,8 +634,9 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
 
     /// z-planes per fused block: [`best_window`] for the blocks that fit on the device at once;
     /// with banded order (3) the planes a chunk primes with come from L2 (its band's previous
-    /// chunk ran alongside), so priming costs nothing and windows of 8 planes are allowed.
-    fn choose_window(&self) -> u32 {
+    /// chunk ran alongside), so priming costs nothing and windows down to `shortest_banded` planes
+    /// are allowed ([`FUSED_SHORTEST`], [`LAPLACIAN_SHORTEST`]).
+    fn choose_window(&self, shortest_banded: usize) -> u32 {
         if self.tuning.window > 0 {
             return self.tuning.window;
         }
@@ -630,7 +644,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let [nx, ny, nz] = self.shape;
         let tiles = nx.div_ceil(t.fused_tile_x()) * ny.div_ceil(t.fused_tile_y() as usize);
         if t.order == 3 {
-            best_window(tiles, nz, self.resident_blocks as usize, 0, 8)
+            best_window(tiles, nz, self.resident_blocks as usize, 0, shortest_banded)
         } else {
             best_window(tiles, nz, self.resident_blocks as usize, self.radius, 16)
         }
@@ -674,22 +688,29 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
     /// Sets the fused kernel's z-window, lengthened where needed to keep the grid's z dimension
     /// within the 65535 blocks every GPU allows (only extremely deep grids need it; past the whole
     /// depth a longer window changes nothing, so the search stops there).
+    /// Sets the window of the Laplacian-only operator too.
     pub(crate) fn set_window(&mut self, window: u32) {
+        self.window = self.guarded_window(window);
+        self.laplacian_window = self.window;
+    }
+
+    fn guarded_window(&self, window: u32) -> u32 {
         let nz = self.shape[2] as u32;
-        self.window = window.max(1);
-        while self.fused_grid()[2] > 65535 && self.window < nz {
-            self.window = self.window.saturating_mul(2).min(nz);
+        let mut w = window.max(1);
+        while self.fused_grid(w)[2] > 65535 && w < nz {
+            w = w.saturating_mul(2).min(nz);
         }
+        w
     }
 
     /// The fused kernel's grid: x tiles, y tiles (swapped with grid-index order 2), z-chunks; with
     /// order 3, x tiles, tile rows per band, z-chunks x bands (bands of about half the blocks that
     /// fit on the device at once, so that two chunks of a band run together).
-    fn fused_grid(&self) -> [u32; 3] {
+    fn fused_grid(&self, window: u32) -> [u32; 3] {
         let [nx, ny, nz] = self.shape;
         let tx = nx.div_ceil(self.tuning.fused_tile_x()) as u32;
         let ty = ny.div_ceil(self.tuning.fused_tile_y() as usize) as u32;
-        let tz = (nz as u32).div_ceil(self.window);
+        let tz = (nz as u32).div_ceil(window);
         match self.tuning.order {
             2 => [ty, tx, tz],
             3 => {
@@ -715,13 +736,15 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let w = self.weights;
         let (bx, by) = self.grid_xy();
         let block = [32, self.tuning.block_y, 1];
-        let window = self.window as i32;
+        let window = if op == Operator::Laplacian { self.laplacian_window } else { self.window };
+        let grid = self.fused_grid(window);
+        let window = window as i32;
         let fused = |f: Rt::Function| {
             // SAFETY: matches fused_step's parameters.
             unsafe {
                 self.rt.launch(
                     f,
-                    self.fused_grid(),
+                    grid,
                     [self.tuning.block_x, self.tuning.block_y, 1],
                     self.tuning.dynamic_shared_bytes(self.radius),
                     kargs![cur, outp, vel, gx, gy, gz, w, nx, ny, nz, pitch, plane, window],
@@ -1195,10 +1218,14 @@ pub fn bench_windows<Rt: GpuRuntime>(
     let mut s = GpuSolver::new(rt, &problem, kernel, tuning)?;
     let points = problem.layout.points();
     s.set_state(&noise(points, 1), &noise(points, 2))?;
-    let auto = s.window;
+    let auto = (s.window, s.laplacian_window);
     let mut out = Vec::new();
     for &w in windows {
-        s.set_window(if w == 0 { auto } else { w });
+        if w == 0 {
+            (s.window, s.laplacian_window) = auto;
+        } else {
+            s.set_window(w);
+        }
         out.push(s.bench_result(op, reps)?);
     }
     Ok(out)
@@ -1210,7 +1237,10 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let points = self.layout.points();
         let mut t = self.time_interior(op, reps)?;
         let sec = median(&mut t);
-        let tu = self.tuning();
+        let mut tu = self.tuning();
+        if op == Operator::Laplacian {
+            tu.window = self.laplacian_window;
+        }
         Ok(BenchResult {
             shape,
             radius,
@@ -1277,6 +1307,7 @@ mod tests {
         assert_eq!(best_window(172, 512, 264, 4, 16), 43);
         // Free priming (banded order): the shortest window that fills its waves as well.
         assert_eq!(best_window(172, 512, 264, 0, 8), 8);
+        assert_eq!(best_window(172, 512, 264, 0, super::FUSED_SHORTEST), 4);
         assert_eq!(best_window(688, 1024, 264, 0, 8), 8);
         // 2048 x 2048 x 64: 2736 tiles, 2 chunks of 32 (21 waves of 36) beat 1 of 64 (11 of 68).
         assert_eq!(best_window(2736, 64, 264, 4, 16), 32);
