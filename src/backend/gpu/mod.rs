@@ -685,15 +685,15 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         self.rt.upload(self.prev, as_bytes(&field))
     }
 
-    /// Sets the fused kernel's z-window, lengthened where needed to keep the grid's z dimension
-    /// within the 65535 blocks every GPU allows (only extremely deep grids need it; past the whole
-    /// depth a longer window changes nothing, so the search stops there).
-    /// Sets the window of the Laplacian-only operator too.
+    /// Sets the z-window of the fused step and of the Laplacian-only operator ([`Self::guarded_window`]).
     pub(crate) fn set_window(&mut self, window: u32) {
         self.window = self.guarded_window(window);
         self.laplacian_window = self.window;
     }
 
+    /// `window`, lengthened where needed to keep the grid's z dimension within the 65535 blocks
+    /// every GPU allows (only extremely deep grids need it; past the whole depth a longer window
+    /// changes nothing, so the search stops there).
     fn guarded_window(&self, window: u32) -> u32 {
         let nz = self.shape[2] as u32;
         let mut w = window.max(1);
