@@ -117,6 +117,19 @@ mod tests {
             assert_eq!(from_padded, from_dense, "{s:?}");
             assert_eq!(from_dense.len(), s.shape(grid).iter().product::<usize>());
         }
+        // A snapshot buffer of the wrong length is an error, not a panic or a silent remainder.
+        let two = [Section::Xz { iy: 0 }, Section::Xy { iz: 1 }];
+        for len in [9 * 37 + 5 * 37 - 1, 9 * 37 + 5 * 37 + 1] {
+            let err = for_each_section(&two, grid, &mut vec![0.0; len], |_, _| Ok(())).unwrap_err();
+            assert!(err.to_string().contains("snapshot buffer"), "{err}");
+        }
+        let mut lens = Vec::new();
+        for_each_section(&two, grid, &mut [0.0; 9 * 37 + 5 * 37], |s, part| {
+            lens.push((*s, part.len()));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(lens, [(two[0], 9 * 37), (two[1], 5 * 37)]);
         // The yz-plane at x = 36, point (iy = 2, iz = 7): dense index (7 * 5 + 2) * 37 + 36.
         let mut yz = Vec::new();
         Section::Yz { ix: 36 }.extract(grid, &dense, &mut yz);
@@ -161,6 +174,25 @@ pub enum Section {
     Xy { iz: usize },
     /// The yz-plane at x index `ix`, (nz, ny).
     Yz { ix: usize },
+}
+
+/// Hands each of `sections` its part of `out`, which holds them one after the other, each laid out
+/// as its [`Section::shape`] (a snapshot buffer); errors unless `out` has exactly their values.
+pub fn for_each_section(
+    sections: &[Section],
+    grid: [usize; 3],
+    out: &mut [f32],
+    mut f: impl FnMut(&Section, &mut [f32]) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let total: usize = sections.iter().map(|s| s.len(grid)).sum();
+    anyhow::ensure!(out.len() == total, "snapshot buffer has {} values, its sections {total}", out.len());
+    let mut rest = out;
+    for s in sections {
+        let (part, tail) = rest.split_at_mut(s.len(grid));
+        f(s, part)?;
+        rest = tail;
+    }
+    Ok(())
 }
 
 impl Section {

@@ -6,7 +6,7 @@
 
 use super::{Backend, DeviceInfo};
 use crate::boundary::{BoundaryKind, Slab};
-use crate::grid::{Layout, Section};
+use crate::grid::{Layout, Section, for_each_section};
 use crate::problem::Problem;
 use anyhow::{Result, ensure};
 use rayon::prelude::*;
@@ -556,15 +556,10 @@ impl<T: Real> Backend for CpuSolver<T> {
 
     fn snapshot_sections(&mut self, sections: &[Section], out: &mut [f32]) -> Result<()> {
         let l = self.layout;
-        let grid = [l.nx, l.ny, l.nz];
-        let mut rest = out;
-        for s in sections {
-            let (part, tail) = rest.split_at_mut(s.len(grid));
+        for_each_section(sections, [l.nx, l.ny, l.nz], out, |s, part| {
             s.copy_from(&l, |i| self.cur[i].f64() as f32, part);
-            rest = tail;
-        }
-        ensure!(rest.is_empty(), "snapshot buffer has {} values more than the sections", rest.len());
-        Ok(())
+            Ok(())
+        })
     }
 
     fn traces(&mut self, steps: usize) -> Result<Vec<f32>> {

@@ -23,7 +23,7 @@ pub mod hip;
 use super::{Backend, DeviceInfo};
 use crate::boundary::{Boundary, BoundaryKind};
 use crate::config::KernelChoice;
-use crate::grid::{Layout, Section};
+use crate::grid::{Layout, Section, for_each_section};
 use crate::numerics::{Ricker, Stencil};
 use crate::problem::{PointSource, Problem, Tap};
 use anyhow::{Context, Result, bail, ensure};
@@ -685,6 +685,30 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         self.rt.upload(self.prev, as_bytes(&field))
     }
 
+    /// One snapshot section into `out`: a plane is gathered on the device and only its points come
+    /// down; the volume comes down whole.
+    fn snapshot_section(&mut self, section: &Section, out: &mut [f32]) -> Result<()> {
+        let Some((n0, n1, first, s0, s1)) = section.plane_lines(&self.layout) else {
+            return self.snapshot(out);
+        };
+        if self.section_staging.1 < n0 * n1 {
+            self.section_staging = (self.alloc_zeroed(n0 * n1 * 4)?, n0 * n1);
+        }
+        let (field, dense) = (self.cur + (first * 4) as DevicePtr, self.section_staging.0);
+        let (n0i, n1i, s0, s1) = (n0 as i32, n1 as i32, s0 as i64, s1 as i64);
+        // SAFETY: matches extract_section's parameters; the plane lies inside the field.
+        unsafe {
+            self.rt.launch(
+                self.f.section,
+                [n0.div_ceil(256) as u32, n1.min(65535) as u32, 1],
+                [256, 1, 1],
+                0,
+                kargs![field, dense, n0i, n1i, s0, s1],
+            )?;
+        }
+        self.rt.download(dense, as_bytes_mut(out))
+    }
+
     /// Sets the z-window of the fused step and of the Laplacian-only operator ([`Self::guarded_window`]).
     pub(crate) fn set_window(&mut self, window: u32) {
         self.window = self.guarded_window(window);
@@ -970,35 +994,7 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
 
     fn snapshot_sections(&mut self, sections: &[Section], out: &mut [f32]) -> Result<()> {
         let l = self.layout;
-        let grid = [l.nx, l.ny, l.nz];
-        let mut rest = out;
-        for s in sections {
-            let (part, tail) = rest.split_at_mut(s.len(grid));
-            rest = tail;
-            let Some((n0, n1, first, s0, s1)) = s.plane_lines(&l) else {
-                self.snapshot(part)?;
-                continue;
-            };
-            // A plane is gathered on the device and only its points come down.
-            if self.section_staging.1 < n0 * n1 {
-                self.section_staging = (self.alloc_zeroed(n0 * n1 * 4)?, n0 * n1);
-            }
-            let (field, dense) = (self.cur + (first * 4) as DevicePtr, self.section_staging.0);
-            let (n0i, n1i, s0, s1) = (n0 as i32, n1 as i32, s0 as i64, s1 as i64);
-            // SAFETY: matches extract_section's parameters; the plane lies inside the field.
-            unsafe {
-                self.rt.launch(
-                    self.f.section,
-                    [n0.div_ceil(256) as u32, n1.min(65535) as u32, 1],
-                    [256, 1, 1],
-                    0,
-                    kargs![field, dense, n0i, n1i, s0, s1],
-                )?;
-            }
-            self.rt.download(dense, as_bytes_mut(part))?;
-        }
-        ensure!(rest.is_empty(), "snapshot buffer has {} values more than the sections", rest.len());
-        Ok(())
+        for_each_section(sections, [l.nx, l.ny, l.nz], out, |s, part| self.snapshot_section(s, part))
     }
 
     fn traces(&mut self, steps: usize) -> Result<Vec<f32>> {
