@@ -98,6 +98,113 @@ impl Layout {
     }
 }
 
+/// Which part of the wavefield a snapshot keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Section {
+    /// The whole interior, (nz, ny, nx).
+    Volume,
+    /// The xz-plane at y index `iy`, (nz, nx).
+    Xz { iy: usize },
+    /// The xy-plane at z index `iz`, (ny, nx).
+    Xy { iz: usize },
+    /// The yz-plane at x index `ix`, (nz, ny).
+    Yz { ix: usize },
+}
+
+/// Hands each of `sections` its part of `out`, which holds them one after the other, each laid out
+/// as its [`Section::shape`] (a snapshot buffer); errors unless `out` has exactly their values.
+pub fn for_each_section(
+    sections: &[Section],
+    grid: [usize; 3],
+    out: &mut [f32],
+    mut f: impl FnMut(&Section, &mut [f32]) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let total: usize = sections.iter().map(|s| s.len(grid)).sum();
+    anyhow::ensure!(out.len() == total, "snapshot buffer has {} values, its sections {total}", out.len());
+    let mut rest = out;
+    for s in sections {
+        let (part, tail) = rest.split_at_mut(s.len(grid));
+        f(s, part)?;
+        rest = tail;
+    }
+    Ok(())
+}
+
+impl Section {
+    /// Shape of one snapshot of this section, slowest axis first.
+    pub fn shape(&self, grid: [usize; 3]) -> Vec<usize> {
+        let [nx, ny, nz] = grid;
+        match self {
+            Section::Volume => vec![nz, ny, nx],
+            Section::Xz { .. } => vec![nz, nx],
+            Section::Xy { .. } => vec![ny, nx],
+            Section::Yz { .. } => vec![nz, ny],
+        }
+    }
+
+    /// Values in one snapshot of this section (the product of [`Section::shape`], without its Vec:
+    /// snapshots are cut into sections inside the time-step loop).
+    pub fn len(&self, grid: [usize; 3]) -> usize {
+        let [nx, ny, nz] = grid;
+        match self {
+            Section::Volume => nx * ny * nz,
+            Section::Xz { .. } => nz * nx,
+            Section::Xy { .. } => ny * nx,
+            Section::Yz { .. } => nz * ny,
+        }
+    }
+
+    /// A plane as `n1` lines of `n0` interior points: (n0, n1, first point, step between two points
+    /// of a line, step between two lines), in `layout`'s elements; row-major (n1, n0) is the
+    /// section's [`Section::shape`]. None for the volume.
+    pub fn plane_lines(&self, layout: &Layout) -> Option<(usize, usize, usize, usize, usize)> {
+        let l = layout;
+        match *self {
+            Section::Volume => None,
+            Section::Xz { iy } => Some((l.nx, l.nz, l.row(iy, 0), 1, l.plane)),
+            Section::Xy { iz } => Some((l.nx, l.ny, l.row(0, iz), 1, l.pitch)),
+            Section::Yz { ix } => Some((l.ny, l.nz, l.origin() + ix, l.pitch, l.plane)),
+        }
+    }
+
+    /// Copies this section out of a dense (nz, ny, nx) field into `out` (cleared first).
+    pub fn extract(&self, grid: [usize; 3], field: &[f32], out: &mut Vec<f32>) {
+        out.clear();
+        out.resize(self.len(grid), 0.0);
+        let dense = Layout {
+            nx: grid[0],
+            ny: grid[1],
+            nz: grid[2],
+            halo: 0,
+            x_offset: 0,
+            pitch: grid[0],
+            plane: grid[0] * grid[1],
+        };
+        self.copy_from(&dense, |i| field[i], out);
+    }
+
+    /// Fills `out` (this section's [`Section::len`] values) from a field laid out as `layout`,
+    /// `at(i)` being the value at element i.
+    pub fn copy_from(&self, layout: &Layout, at: impl Fn(usize) -> f32, out: &mut [f32]) {
+        let Some((n0, n1, first, s0, s1)) = self.plane_lines(layout) else {
+            for iz in 0..layout.nz {
+                for iy in 0..layout.ny {
+                    let (src, dst) = (layout.row(iy, iz), (iz * layout.ny + iy) * layout.nx);
+                    for (ix, o) in out[dst..dst + layout.nx].iter_mut().enumerate() {
+                        *o = at(src + ix);
+                    }
+                }
+            }
+            return;
+        };
+        for (i1, line) in out.chunks_exact_mut(n0).take(n1).enumerate() {
+            for (i0, o) in line.iter_mut().enumerate() {
+                *o = at(first + i1 * s1 + i0 * s0);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,105 +267,5 @@ mod tests {
         let mut back = vec![0.0; l.points()];
         l.gather(&field, &mut back);
         assert_eq!(back, dense);
-    }
-}
-
-/// Which part of the wavefield a snapshot keeps.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Section {
-    /// The whole interior, (nz, ny, nx).
-    Volume,
-    /// The xz-plane at y index `iy`, (nz, nx).
-    Xz { iy: usize },
-    /// The xy-plane at z index `iz`, (ny, nx).
-    Xy { iz: usize },
-    /// The yz-plane at x index `ix`, (nz, ny).
-    Yz { ix: usize },
-}
-
-/// Hands each of `sections` its part of `out`, which holds them one after the other, each laid out
-/// as its [`Section::shape`] (a snapshot buffer); errors unless `out` has exactly their values.
-pub fn for_each_section(
-    sections: &[Section],
-    grid: [usize; 3],
-    out: &mut [f32],
-    mut f: impl FnMut(&Section, &mut [f32]) -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
-    let total: usize = sections.iter().map(|s| s.len(grid)).sum();
-    anyhow::ensure!(out.len() == total, "snapshot buffer has {} values, its sections {total}", out.len());
-    let mut rest = out;
-    for s in sections {
-        let (part, tail) = rest.split_at_mut(s.len(grid));
-        f(s, part)?;
-        rest = tail;
-    }
-    Ok(())
-}
-
-impl Section {
-    /// Shape of one snapshot of this section, slowest axis first.
-    pub fn shape(&self, grid: [usize; 3]) -> Vec<usize> {
-        let [nx, ny, nz] = grid;
-        match self {
-            Section::Volume => vec![nz, ny, nx],
-            Section::Xz { .. } => vec![nz, nx],
-            Section::Xy { .. } => vec![ny, nx],
-            Section::Yz { .. } => vec![nz, ny],
-        }
-    }
-
-    /// Values in one snapshot of this section.
-    pub fn len(&self, grid: [usize; 3]) -> usize {
-        self.shape(grid).iter().product()
-    }
-
-    /// A plane as `n1` lines of `n0` interior points: (n0, n1, first point, step between two points
-    /// of a line, step between two lines), in `layout`'s elements; row-major (n1, n0) is the
-    /// section's [`Section::shape`]. None for the volume.
-    pub fn plane_lines(&self, layout: &Layout) -> Option<(usize, usize, usize, usize, usize)> {
-        let l = layout;
-        match *self {
-            Section::Volume => None,
-            Section::Xz { iy } => Some((l.nx, l.nz, l.row(iy, 0), 1, l.plane)),
-            Section::Xy { iz } => Some((l.nx, l.ny, l.row(0, iz), 1, l.pitch)),
-            Section::Yz { ix } => Some((l.ny, l.nz, l.origin() + ix, l.pitch, l.plane)),
-        }
-    }
-
-    /// Copies this section out of a dense (nz, ny, nx) field into `out` (cleared first).
-    pub fn extract(&self, grid: [usize; 3], field: &[f32], out: &mut Vec<f32>) {
-        out.clear();
-        out.resize(self.len(grid), 0.0);
-        let dense = Layout {
-            nx: grid[0],
-            ny: grid[1],
-            nz: grid[2],
-            halo: 0,
-            x_offset: 0,
-            pitch: grid[0],
-            plane: grid[0] * grid[1],
-        };
-        self.copy_from(&dense, |i| field[i], out);
-    }
-
-    /// Fills `out` (this section's [`Section::len`] values) from a field laid out as `layout`,
-    /// `at(i)` being the value at element i.
-    pub fn copy_from(&self, layout: &Layout, at: impl Fn(usize) -> f32, out: &mut [f32]) {
-        let Some((n0, n1, first, s0, s1)) = self.plane_lines(layout) else {
-            for iz in 0..layout.nz {
-                for iy in 0..layout.ny {
-                    let (src, dst) = (layout.row(iy, iz), (iz * layout.ny + iy) * layout.nx);
-                    for (ix, o) in out[dst..dst + layout.nx].iter_mut().enumerate() {
-                        *o = at(src + ix);
-                    }
-                }
-            }
-            return;
-        };
-        for (i1, line) in out.chunks_exact_mut(n0).take(n1).enumerate() {
-            for (i0, o) in line.iter_mut().enumerate() {
-                *o = at(first + i1 * s1 + i0 * s0);
-            }
-        }
     }
 }
