@@ -123,11 +123,13 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(const flo
 #if STAGES > 0
     static_assert(VEC == 4, "the asynchronous path copies 16-byte vectors");
     // ring[slot][field][row][thread], field 0: plane z+R (z-R marching down) of p^n, 1: p^{n-1},
-    // 2: c^2 dt^2 of plane z; step s of the march uses slot s % SLOTS.
+    // 2: c^2 dt^2 of plane z (fields 1 and 2 not with LAPLACIAN_ONLY); step s of the march uses
+    // slot s % SLOTS.
     extern __shared__ Vf ring[];
     constexpr int SLOTS = STAGES + 1;
+    constexpr int FIELDS = LAPLACIAN_ONLY ? 1 : 3;
     auto slot = [&](int s, int field, int r) -> Vf* {
-        return ring + (((s % SLOTS) * 3 + field) * RY + r) * (FX * FY) + lt;
+        return ring + (((s % SLOTS) * FIELDS + field) * RY + r) * (FX * FY) + lt;
     };
     auto issue = [&](int s) {
         if (s < nsteps) {
@@ -135,10 +137,10 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(const flo
 #pragma unroll
             for (int r = 0; r < RY; r++) {
                 const i64 c = col + (i64)r * pitch;
-                cp_async16(slot(s, 0, r), cur + (i64)(zz + dz * R) * plane + c);
+                cp_async16_cur(slot(s, 0, r), cur + (i64)(zz + dz * R) * plane + c);
 #if !LAPLACIAN_ONLY
-                cp_async16(slot(s, 1, r), out + (i64)zz * plane + c);
-                cp_async16(slot(s, 2, r), vel + (i64)zz * plane + c);
+                cp_async16_once(slot(s, 1, r), out + (i64)zz * plane + c);
+                cp_async16_once(slot(s, 2, r), vel + (i64)zz * plane + c);
 #endif
             }
         }

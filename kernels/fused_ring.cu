@@ -93,7 +93,7 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(const flo
             const float* src = cur + (i64)zz * plane + tile0;
             for (int i = lt; i < TILE; i += FX * FY) {
                 const int row = i / TWV, v = i - row * TWV;
-                cp_async16(t + i, src + (i64)row * pitch + v * VEC);
+                cp_async16_cur(t + i, src + (i64)row * pitch + v * VEC);
             }
         }
     };
@@ -105,8 +105,8 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(const flo
 #pragma unroll
             for (int r = 0; r < RY; r++) {
                 const i64 c = col + (i64)r * pitch;
-                cp_async16(slot + r * FX * FY + lt, out + o + c);
-                cp_async16(slot + (RY + r) * FX * FY + lt, vel + o + c);
+                cp_async16_once(slot + r * FX * FY + lt, out + o + c);
+                cp_async16_once(slot + (RY + r) * FX * FY + lt, vel + o + c);
             }
         }
 #endif

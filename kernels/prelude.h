@@ -185,6 +185,46 @@ DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memor
 #define CP_ASYNC_WAIT(n) asm volatile("cp.async.wait_group %0;" ::"n"(n) : "memory")
 #endif
 
+// L2 eviction priorities of the fused kernels' asynchronous copies (0 = the hardware's normal
+// policy). ONCE_HINT 1: p^{n-1} and c^2 dt^2, read once, are marked evict-first, and CUR_HINT 1: the
+// leading plane of p^n, which the neighbouring tiles and the next z-chunk read again, evict-last.
+// So the planes of p^n are what stays in L2 (H100, 512^3 / 1024^3, R = 4: +2.2 / +0.8 points of
+// 3R1W; kernels/NOTES.md).
+#ifndef ONCE_HINT
+#define ONCE_HINT 1
+#endif
+#ifndef CUR_HINT
+#define CUR_HINT 1
+#endif
+#if SEISMIC_HIP || (!ONCE_HINT && !CUR_HINT)
+DEVICE void cp_async16_once(void* s, const float* g) { cp_async16(s, g); }
+DEVICE void cp_async16_cur(void* s, const float* g) { cp_async16(s, g); }
+#else
+DEVICE void cp_async16_policy(void* s, const float* g, u64 policy) {
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(smem_addr(s)), "l"(g),
+                 "l"(policy)
+                 : "memory");
+}
+DEVICE void cp_async16_once(void* s, const float* g) {
+#if ONCE_HINT
+    u64 policy;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    cp_async16_policy(s, g, policy);
+#else
+    cp_async16(s, g);
+#endif
+}
+DEVICE void cp_async16_cur(void* s, const float* g) {
+#if CUR_HINT
+    u64 policy;
+    asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+    cp_async16_policy(s, g, policy);
+#else
+    cp_async16(s, g);
+#endif
+}
+#endif
+
 // The Laplacian at a thread's RY consecutive rows of VEC points, in the CPU reference's operation
 // order (centre, x, y, z; k ascending in each), so that the fused kernels reproduce it bit for bit.
 // `tile` points at the shared-memory tile row R rows above the thread's first row (rows of TWV

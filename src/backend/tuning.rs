@@ -95,16 +95,17 @@ impl Tuning {
 
     /// Dynamic shared memory of the fused kernel at `radius`: the ring of asynchronously copied
     /// planes (with `tile_ring`, R + stages + 1 whole tiles of p^n and stages + 1 slots of p^{n-1}
-    /// and c^2 dt^2).
-    pub fn dynamic_shared_bytes(&self, radius: usize) -> u32 {
+    /// and c^2 dt^2). The Laplacian-only build (`laplacian_only`) has no p^{n-1} and c^2 dt^2 slots.
+    pub fn dynamic_shared_bytes(&self, radius: usize, laplacian_only: bool) -> u32 {
         let per_thread_row = self.block_x * self.block_y * self.rows * 16;
+        let once_fields = if laplacian_only { 0 } else { 2 };
         if self.stages == 0 {
             0
         } else if self.tile_ring == 1 {
             (radius as u32 + self.stages + 1) * self.static_tile_bytes(radius) / 2
-                + (self.stages + 1) * 2 * per_thread_row
+                + (self.stages + 1) * once_fields * per_thread_row
         } else {
-            (self.stages + 1) * 3 * per_thread_row
+            (self.stages + 1) * (1 + once_fields) * per_thread_row
         }
     }
 
@@ -128,7 +129,7 @@ impl Tuning {
         }
         while t.rows > 1 {
             let tile = if t.tile_ring == 1 { 0 } else { t.static_tile_bytes(radius) };
-            if t.fused_tile_y() <= 32 && tile <= 48 << 10 && tile + t.dynamic_shared_bytes(radius) <= 227 << 10 {
+            if t.fused_tile_y() <= 32 && tile <= 48 << 10 && tile + t.dynamic_shared_bytes(radius, false) <= 227 << 10 {
                 break;
             }
             t.rows -= 1;
@@ -151,9 +152,9 @@ impl Tuning {
             "tile_ring must be 0, or 1 with stages > 0 and vector width 4"
         );
         ensure!(
-            self.dynamic_shared_bytes(radius) <= 227 << 10,
+            self.dynamic_shared_bytes(radius, false) <= 227 << 10,
             "the fused kernel's ring needs {} B of shared memory (at most 227 KiB)",
-            self.dynamic_shared_bytes(radius)
+            self.dynamic_shared_bytes(radius, false)
         );
         ensure!(
             (1..=4).contains(&self.rows) && (self.rows == 1 || self.stages > 0),

@@ -448,7 +448,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let module = load_kernels(&rt, &sources::step(&tuning), &kernel_options(r, &tuning, sponge, false))?;
         let fun = |n: &str| rt.function(&module, n);
         let fused = fun("fused_step")?;
-        rt.allow_dynamic_shared(fused, tuning.dynamic_shared_bytes(r))?;
+        rt.allow_dynamic_shared(fused, tuning.dynamic_shared_bytes(r, false))?;
         let f = Kernels {
             fused,
             pass_x: fun("pass_x")?,
@@ -524,7 +524,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             rt,
         };
         let t = &s.tuning;
-        let per_sm = s.rt.resident_blocks(s.f.fused, t.block_x * t.block_y, t.dynamic_shared_bytes(r));
+        let per_sm = s.rt.resident_blocks(s.f.fused, t.block_x * t.block_y, t.dynamic_shared_bytes(r, false));
         s.resident_blocks = s.rt.multiprocessors() * per_sm.unwrap_or(t.min_blocks).max(1);
         s.band_blocks = std::env::var("SEISMIC_BAND_BLOCKS")
             .ok()
@@ -770,7 +770,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                     f,
                     grid,
                     [self.tuning.block_x, self.tuning.block_y, 1],
-                    self.tuning.dynamic_shared_bytes(self.radius),
+                    self.tuning.dynamic_shared_bytes(self.radius, op == Operator::Laplacian),
                     kargs![cur, outp, vel, gx, gy, gz, w, nx, ny, nz, pitch, plane, window],
                 )
             }
@@ -920,7 +920,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                     &kernel_options(self.radius, &self.tuning, false, true),
                 )?;
                 let f = self.rt.function(&m, "fused_step")?;
-                self.rt.allow_dynamic_shared(f, self.tuning.dynamic_shared_bytes(self.radius))?;
+                self.rt.allow_dynamic_shared(f, self.tuning.dynamic_shared_bytes(self.radius, true))?;
                 self.laplacian = Some((m, f));
                 if self.lap == 0 {
                     self.lap = self.alloc_zeroed(self.field_len * 4)?;

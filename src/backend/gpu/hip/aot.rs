@@ -45,7 +45,7 @@ pub fn step_variants() -> Vec<Variant> {
                 radius,
                 flavour: if sponge { "sponge" } else { "cpml/none" }.to_string(),
                 options: kernel_options(radius, &tuning, sponge, false),
-                fused_dynamic_lds: tuning.dynamic_shared_bytes(radius),
+                fused_dynamic_lds: tuning.dynamic_shared_bytes(radius, false),
             });
         }
     }
