@@ -50,14 +50,6 @@
 #ifndef UNROLL_Z
 #define UNROLL_Z 1  // z iterations unrolled (QN lets the compiler rename the queue instead of moving it)
 #endif
-#ifndef BLOCK_X
-#define BLOCK_X 32  // threads in x
-#endif
-#ifndef ORDER
-#define ORDER 3
-#endif
-#define SEISMIC_PRAGMA(x) _Pragma(#x)
-#define SEISMIC_UNROLL(n) SEISMIC_PRAGMA(unroll n)
 
 namespace fused {
 constexpr int R = RADIUS;
@@ -75,37 +67,17 @@ static_assert(RY >= 1 && RY <= 4, "ROWS must be 1..4");
 static_assert(TY * 2 * HV <= FX * FY, "too few threads to load the x halo");
 }  // namespace fused
 
-extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(const float* RESTRICT cur, float* RESTRICT out,
-                                                                  const float* RESTRICT vel,
-                                                                  const float* RESTRICT gx,
-                                                                  const float* RESTRICT gy,
-                                                                  const float* RESTRICT gz, StencilWeights w,
-                                                                  int nx, int ny, int nz, i64 pitch, i64 plane,
-                                                                  int window) {
+extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(FUSED_STEP_PARAMS) {
     using namespace fused;
     __shared__ Vf tile[2][TH][TWV];
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int lt = ty * FX + tx;
-#if ORDER == 3
-    const int nchunks = (nz + window - 1) / window;
-    const int chunk = blockIdx.z % nchunks;
-    const int tile_x = blockIdx.x;
-    const int tile_y = blockIdx.z / nchunks * gridDim.y + blockIdx.y;
-    if (tile_y * TY >= ny) return;  // the last band's missing rows: the whole block, before any barrier
-#else
-    const int chunk = blockIdx.z;
-    const int tile_x = ORDER == 2 ? blockIdx.y : blockIdx.x;
-    const int tile_y = ORDER == 2 ? blockIdx.x : blockIdx.y;
-#endif
+    const Chunk ch = block_chunk(window, ny, nz, TY);
+    if (!ch.owns) return;  // the whole block, before any barrier
+    const int tile_x = ch.tile_x, nsteps = ch.nsteps, dz = ch.dz, zfirst = ch.zfirst;
     const int ix = (tile_x * FX + tx) * VEC;
-    const int rowb = tile_y * TY;     // first grid row of the tile
-    const int iy = rowb + ty * RY;  // the thread's first row; its rows are iy .. iy + RY - 1
-    const int z0 = chunk * window;
-    const int nsteps = imin(z0 + window, nz) - z0;
-    // Planes are visited as z = zfirst + dz * s, s = 0 .. nsteps - 1.
-    const bool down = (ORDER == 1 || ORDER == 2) && (chunk & 1);
-    const int dz = down ? -1 : 1;
-    const int zfirst = down ? z0 + nsteps - 1 : z0;
+    const int rowb = ch.tile_y * TY;  // first grid row of the tile
+    const int iy = rowb + ty * RY;    // the thread's first row; its rows are iy .. iy + RY - 1
     const i64 col = (i64)iy * pitch + ix;
     // Threads ty < R also fetch tile rows ty (grid row rowb + ty - R) and ty + TY + R (grid row
     // rowb + TY + ty).

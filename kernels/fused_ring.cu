@@ -12,20 +12,12 @@
 // still reads the slot the next copies overwrite. Needs the asynchronous copies (STAGES >= 1) and
 // VEC = 4; on HIP cp_async16 is a plain copy and this path is never the default there.
 
-#ifndef BLOCK_X
-#define BLOCK_X 32
-#endif
-#ifndef ORDER
-#define ORDER 3
-#endif
 #ifndef UNROLL_Z
 #define UNROLL_Z 1
 #endif
 #ifndef STAGES
 #define STAGES 2
 #endif
-#define SEISMIC_PRAGMA(x) _Pragma(#x)
-#define SEISMIC_UNROLL(n) SEISMIC_PRAGMA(unroll n)
 
 namespace fused_ring {
 constexpr int R = RADIUS;
@@ -45,13 +37,7 @@ static_assert(VEC == 4, "the tile ring copies 16-byte vectors");
 static_assert(RY >= 1 && RY <= 4, "ROWS must be 1..4");
 }  // namespace fused_ring
 
-extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(const float* RESTRICT cur, float* RESTRICT out,
-                                                                       const float* RESTRICT vel,
-                                                                       const float* RESTRICT gx,
-                                                                       const float* RESTRICT gy,
-                                                                       const float* RESTRICT gz, StencilWeights w,
-                                                                       int nx, int ny, int nz, i64 pitch, i64 plane,
-                                                                       int window) {
+extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(FUSED_STEP_PARAMS) {
     using namespace fused_ring;
     // ring: TILES tiles [TH][TWV], then STAGES + 1 slots of [field][row][thread] for p^{n-1} and
     // c^2 dt^2 of the output plane.
@@ -59,26 +45,12 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(const flo
     Vf* const pv_ring = ring + TILES * TILE;
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int lt = ty * FX + tx;
-    // Grid-index orders as in fused.cu.
-#if ORDER == 3
-    const int nchunks = (nz + window - 1) / window;
-    const int chunk = blockIdx.z % nchunks;
-    const int tile_x = blockIdx.x;
-    const int tile_y = blockIdx.z / nchunks * gridDim.y + blockIdx.y;
-    if (tile_y * TY >= ny) return;
-#else
-    const int chunk = blockIdx.z;
-    const int tile_x = ORDER == 2 ? blockIdx.y : blockIdx.x;
-    const int tile_y = ORDER == 2 ? blockIdx.x : blockIdx.y;
-#endif
+    const Chunk ch = block_chunk(window, ny, nz, TY);
+    if (!ch.owns) return;
+    const int tile_x = ch.tile_x, nsteps = ch.nsteps, dz = ch.dz, zfirst = ch.zfirst;
     const int ix = (tile_x * FX + tx) * VEC;
-    const int rowb = tile_y * TY;
+    const int rowb = ch.tile_y * TY;
     const int iy = rowb + ty * RY;
-    const int z0 = chunk * window;
-    const int nsteps = imin(z0 + window, nz) - z0;
-    const bool down = (ORDER == 1 || ORDER == 2) && (chunk & 1);
-    const int dz = down ? -1 : 1;
-    const int zfirst = down ? z0 + nsteps - 1 : z0;
     const i64 col = (i64)iy * pitch + ix;
     // The tile's first vector (row -R, vector -HV) in the field.
     const i64 tile0 = (i64)(rowb - R) * pitch + (tile_x * FX - HV) * VEC;

@@ -304,6 +304,49 @@ DEVICE void vstore_guarded(float* p, const Vf& a, int valid) {
     }
 }
 
+// The parameters of both fused-step kernels (fused.cu, fused_ring.cu): the host launches either one.
+#define FUSED_STEP_PARAMS                                                                                \
+    const float *RESTRICT cur, float *RESTRICT out, const float *RESTRICT vel, const float *RESTRICT gx, \
+        const float *RESTRICT gy, const float *RESTRICT gz, StencilWeights w, int nx, int ny, int nz,    \
+        i64 pitch, i64 plane, int window
+
+#ifndef BLOCK_X
+#define BLOCK_X 32  // threads in x of the fused kernels
+#endif
+#ifndef ORDER
+#define ORDER 3  // grid-index order of the fused kernels (fused.cu explains the four)
+#endif
+#define SEISMIC_PRAGMA(x) _Pragma(#x)
+#define SEISMIC_UNROLL(n) SEISMIC_PRAGMA(unroll n)
+
+// The xy tile and the z-chunk a block of a fused kernel owns, from its block index in grid-index
+// order ORDER, and its march: planes zfirst + dz * s for s = 0 .. nsteps - 1. `owns` is false for the
+// blocks past the last tile row of the last band (banded order), which must leave before any barrier.
+struct Chunk {
+    int tile_x, tile_y, nsteps, dz, zfirst;
+    bool owns;
+};
+DEVICE Chunk block_chunk(int window, int ny, int nz, int tile_rows) {
+    Chunk c;
+#if ORDER == 3
+    const int nchunks = (nz + window - 1) / window;
+    const int chunk = blockIdx.z % nchunks;
+    c.tile_x = blockIdx.x;
+    c.tile_y = blockIdx.z / nchunks * gridDim.y + blockIdx.y;
+#else
+    const int chunk = blockIdx.z;
+    c.tile_x = ORDER == 2 ? blockIdx.y : blockIdx.x;
+    c.tile_y = ORDER == 2 ? blockIdx.x : blockIdx.y;
+#endif
+    c.owns = c.tile_y * tile_rows < ny;
+    const int z0 = chunk * window;
+    c.nsteps = imin(z0 + window, nz) - z0;
+    const bool down = (ORDER == 1 || ORDER == 2) && (chunk & 1);
+    c.dz = down ? -1 : 1;
+    c.zfirst = down ? z0 + c.nsteps - 1 : z0;
+    return c;
+}
+
 // The end of a fused step for one of a thread's rows: the leapfrog update of its VEC points from the
 // centre p, L p, p^{n-1} (pm) and c^2 dt^2 (vv), in the CPU reference's order, stored over p^{n-1}
 // where the row and the points lie inside the grid; with LAPLACIAN_ONLY, L p itself. The sponge

@@ -12,17 +12,5 @@ extern "C" __global__ LAUNCH_BOUNDS(32 * BLOCK_Y) void update(const float* RESTR
     if (ix >= nx || iy >= ny || iz >= nz) return;
     const i64 o = (i64)iz * plane + (i64)iy * pitch + ix;
     const Vf c = vload(cur + o), p = vload(out + o), v = vload(vel + o), l = vload(lap + o);
-    Vf res;
-#if SPONGE
-    const float gyz = gy[iy] * gz[iz];
-#pragma unroll
-    for (int j = 0; j < VEC; j++) {
-        const float g = gx[ix + j] * gyz;
-        res.v[j] = g * (2.0f * c.v[j] - g * p.v[j] + v.v[j] * l.v[j]);
-    }
-#else
-#pragma unroll
-    for (int j = 0; j < VEC; j++) res.v[j] = 2.0f * c.v[j] - p.v[j] + v.v[j] * l.v[j];
-#endif
-    vstore_guarded(out + o, res, nx - ix);
+    update_row(out + o, c, l.v, p, v, gx, SPONGE ? gy[iy] * gz[iz] : 0.0f, ix, nx, true);
 }
