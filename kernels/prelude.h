@@ -188,8 +188,8 @@ DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memor
 // L2 eviction priorities of the fused kernels' asynchronous copies (0 = the hardware's normal
 // policy). ONCE_HINT 1: p^{n-1} and c^2 dt^2, read once, are marked evict-first, and CUR_HINT 1: the
 // leading plane of p^n, which the neighbouring tiles and the next z-chunk read again, evict-last.
-// So the planes of p^n are what stays in L2 (H100, 512^3 / 1024^3, R = 4: +2.2 / +0.8 points of
-// 3R1W; kernels/NOTES.md).
+// So the planes of p^n are what stays in L2 (H100, 512^3 / 1024^3, R = 4: +2.0-2.2 / +0.9-1.1
+// points of 3R1W; kernels/NOTES.md, session 4). HIP: plain copies, no hint.
 #ifndef ONCE_HINT
 #define ONCE_HINT 1
 #endif
