@@ -196,33 +196,28 @@ DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memor
 #ifndef CUR_HINT
 #define CUR_HINT 1
 #endif
-#if SEISMIC_HIP || (!ONCE_HINT && !CUR_HINT)
+#if SEISMIC_HIP
 DEVICE void cp_async16_once(void* s, const float* g) { cp_async16(s, g); }
 DEVICE void cp_async16_cur(void* s, const float* g) { cp_async16(s, g); }
 #else
+// A cp_async16 whose lines enter L2 with the eviction priority `policy` (a createpolicy result).
 DEVICE void cp_async16_policy(void* s, const float* g, u64 policy) {
     asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(smem_addr(s)), "l"(g),
                  "l"(policy)
                  : "memory");
 }
-DEVICE void cp_async16_once(void* s, const float* g) {
-#if ONCE_HINT
-    u64 policy;
-    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-    cp_async16_policy(s, g, policy);
-#else
-    cp_async16(s, g);
-#endif
-}
-DEVICE void cp_async16_cur(void* s, const float* g) {
-#if CUR_HINT
-    u64 policy;
-    asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
-    cp_async16_policy(s, g, policy);
-#else
-    cp_async16(s, g);
-#endif
-}
+#define SEISMIC_CP_ASYNC_HINTED(name, hinted, priority)                                  \
+    DEVICE void name(void* s, const float* g) {                                          \
+        if (hinted) {                                                                     \
+            u64 policy;                                                                   \
+            asm("createpolicy.fractional.L2::" priority ".b64 %0, 1.0;" : "=l"(policy)); \
+            cp_async16_policy(s, g, policy);                                              \
+        } else {                                                                          \
+            cp_async16(s, g);                                                             \
+        }                                                                                 \
+    }
+SEISMIC_CP_ASYNC_HINTED(cp_async16_once, ONCE_HINT, "evict_first")
+SEISMIC_CP_ASYNC_HINTED(cp_async16_cur, CUR_HINT, "evict_last")
 #endif
 
 // The Laplacian at a thread's RY consecutive rows of VEC points, in the CPU reference's operation

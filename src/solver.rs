@@ -126,12 +126,12 @@ impl OutputPlan {
         Ok(OutputPlan { snapshot_every: every, snapshots, snapshot_steps })
     }
 
-    /// An xz-plane to picture: an xz snapshot, or the volume cut through `iy`.
     /// Values in one snapshot: every section's, one after the other (the order of `snapshots`).
     pub fn snapshot_len(&self, grid: [usize; 3]) -> usize {
         self.snapshots.iter().map(|s| s.section.len(grid)).sum()
     }
 
+    /// An xz-plane to picture: an xz snapshot, or the volume cut through `iy`.
     pub fn xz_view(&self, iy: usize) -> Option<(usize, Section)> {
         let i = self
             .snapshots

@@ -1309,8 +1309,6 @@ mod tests {
         assert_eq!(best_window(172, 512, 264, 4, 16), 43);
         // Free priming (banded order): the shortest window that fills its waves as well.
         assert_eq!(best_window(172, 512, 264, 0, 8), 8);
-        // 1024^3: 688 tiles, many waves: the shortest window allowed.
-        assert_eq!(best_window(688, 1024, 264, 0, super::FUSED_SHORTEST), 8);
         assert_eq!(best_window(688, 1024, 264, 0, 8), 8);
         // 2048 x 2048 x 64: 2736 tiles, 2 chunks of 32 (21 waves of 36) beat 1 of 64 (11 of 68).
         assert_eq!(best_window(2736, 64, 264, 4, 16), 32);
