@@ -536,6 +536,7 @@ mod tests {
         rows: 1,
         order: 0,
         tile_ring: 0,
+        cluster_y: 1,
     };
 
     fn ceilings() -> Ceilings {
