@@ -5,7 +5,7 @@
 //! Usage: gpu_bench [N | NXxNYxNZ ...] [--radius R ...] [--reps K] [--sweep]
 //! [--ops fused,three-pass,laplacian] [--variant SPEC ...] [--windows W,W,...]
 //! `--sweep` also tries fused block shapes and z-windows. Each `--variant` times every operator with
-//! the default tuning changed by SPEC, colon-separated keys bx, by, vec, w, st, mb, uz, rows, o, tr, cl (e.g.
+//! the default tuning changed by SPEC, colon-separated keys bx, by, vec, w, st, mb, uz, rows, o, tr (e.g.
 //! `rows=2:by=4:mb=3`; `base` for the default itself) in one process, so that all variants share
 //! one ceiling measurement. `--windows` times each variant at these fused z-windows on one solver
 //! (0: the automatic choice). Needs an NVIDIA GPU.
@@ -150,8 +150,7 @@ fn apply_spec(mut t: Tuning, spec: &str) -> Result<Tuning> {
             "rows" => t.rows = v,
             "o" => t.order = v,
             "tr" => t.tile_ring = v,
-            "cl" => t.cluster_y = v,
-            _ => anyhow::bail!("unknown variant key {k} (bx, by, vec, w, st, mb, uz, rows, o, tr, cl)"),
+            _ => anyhow::bail!("unknown variant key {k} (bx, by, vec, w, st, mb, uz, rows, o, tr)"),
         }
     }
     Ok(t)

@@ -47,13 +47,6 @@
 #define PREFETCH_PV 0
 #endif
 
-#ifndef CLUSTER_Y
-#define CLUSTER_Y 1  // > 1: tiles stacked in y form a thread block cluster that shares y halos
-#endif
-#if CLUSTER_Y > 1 && (SEISMIC_HIP || VEC != 4)
-#error "CLUSTER_Y > 1 needs CUDA (sm_90+) and VEC 4"
-#endif
-
 #ifndef UNROLL_Z
 #define UNROLL_Z 1  // z iterations unrolled (QN lets the compiler rename the queue instead of moving it)
 #endif
@@ -80,20 +73,7 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(FUSED_STE
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int lt = ty * FX + tx;
     const Chunk ch = block_chunk(window, ny, nz, TY);
-#if CLUSTER_Y > 1
-    // Cluster rank c holds tile row c of the cluster's CLUSTER_Y (grid y is a multiple of them).
-    // Its neighbours' first and last R interior rows are its y halo: each block pushes those rows
-    // into its neighbours' tiles (distributed shared memory), so only the cluster's outer halo rows
-    // come through L2. The whole cluster leaves when its first tile is past the grid; members past
-    // it march with the others (their reads stay in the fields' slack) and write nothing.
-    const int crank = (int)cluster_rank();
-    if ((ch.tile_y - crank) * TY >= ny) return;
-    const bool ylo_global = crank == 0, yhi_global = crank == CLUSTER_Y - 1;
-    cluster_sync_all();  // every block of the cluster is running before the first push
-#else
     if (!ch.owns) return;  // the whole block, before any barrier
-    constexpr bool ylo_global = true, yhi_global = true;
-#endif
     const int tile_x = ch.tile_x, nsteps = ch.nsteps, dz = ch.dz, zfirst = ch.zfirst;
     const int ix = (tile_x * FX + tx) * VEC;
     const int rowb = ch.tile_y * TY;  // first grid row of the tile
@@ -156,8 +136,8 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(FUSED_STE
     auto fetch_halos = [&](int zz) {
         const i64 pf = (i64)zz * plane;
         if (yhalo) {
-            if (ylo_global) nylo = vload(cur + pf + col_ylo);
-            if (yhi_global) nyhi = vload(cur + pf + col_yhi);
+            nylo = vload(cur + pf + col_ylo);
+            nyhi = vload(cur + pf + col_yhi);
         }
         if (xhalo) nxh = vload(cur + pf + col_x);
     };
@@ -195,25 +175,15 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(FUSED_STE
 #endif
         const int b = s & 1;
 #pragma unroll
-        for (int r = 0; r < RY; r++) {
-            const int i = ty * RY + r;  // interior row
-            tile[b][i + R][tx + HV] = q[r][R];
-#if CLUSTER_Y > 1
-            if (i < R && crank > 0) st_cluster(&tile[b][TY + R + i][tx + HV], crank - 1, q[r][R]);
-            if (i >= TY - R && crank < CLUSTER_Y - 1) st_cluster(&tile[b][i - (TY - R)][tx + HV], crank + 1, q[r][R]);
-#endif
-        }
+        for (int r = 0; r < RY; r++) tile[b][ty * RY + r + R][tx + HV] = q[r][R];
         if (yhalo) {
-            if (ylo_global) tile[b][ty][tx + HV] = nylo;
-            if (yhi_global) tile[b][ty + TY + R][tx + HV] = nyhi;
+            tile[b][ty][tx + HV] = nylo;
+            tile[b][ty + TY + R][tx + HV] = nyhi;
         }
         if (xhalo) tile[b][xrow][xcolv] = nxh;
 #if PREFETCH_PV && !LAPLACIAN_ONLY
         const Vf pm = npm;
         const Vf vv = nvv;
-#endif
-#if CLUSTER_Y > 1
-        cluster_arrive();  // this plane's tile and pushes are written
 #endif
         // Fetch the next plane's data now; it is not needed before the next barrier.
         if (s + 1 < nsteps) {
@@ -228,11 +198,7 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(FUSED_STE
         const Vf pm = LOAD_ONCE(out + (i64)z * plane + col);
         const Vf vv = LOAD_ONCE(vel + (i64)z * plane + col);
 #endif
-#if CLUSTER_Y > 1
-        cluster_wait();  // and so are the neighbours' pushes into this block's tile
-#else
         BLOCK_SYNC();
-#endif
 
         // One row keeps the x centre from the tile (its measured code); several take it from the queue.
         float lap[RY][VEC];

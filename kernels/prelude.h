@@ -185,32 +185,6 @@ DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memor
 #define CP_ASYNC_WAIT(n) asm volatile("cp.async.wait_group %0;" ::"n"(n) : "memory")
 #endif
 
-// Thread block clusters (sm_90+): the block's rank in its cluster, the cluster-wide barrier in two
-// halves (arrive releases this block's shared-memory writes, wait acquires the others'), and a
-// 16-byte store into the same shared-memory variable of another block of the cluster.
-#if !SEISMIC_HIP
-DEVICE u32 cluster_rank() {
-    u32 r;
-    asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
-}
-DEVICE void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
-DEVICE void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
-DEVICE void cluster_sync_all() {
-    cluster_arrive();
-    cluster_wait();
-}
-#if VEC == 4
-DEVICE void st_cluster(Vf* local, int rank, const Vf& v) {
-    u32 remote;
-    asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_addr(local)), "r"(rank));
-    asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(remote), "f"(v.v[0]), "f"(v.v[1]),
-                 "f"(v.v[2]), "f"(v.v[3])
-                 : "memory");
-}
-#endif
-#endif
-
 // L2 eviction priorities of the fused kernels' asynchronous copies (0 = the hardware's normal
 // policy). ONCE_HINT 1: p^{n-1} and c^2 dt^2, read once, are marked evict-first, and CUR_HINT 1: the
 // leading plane of p^n, which the neighbouring tiles and the next z-chunk read again, evict-last.

@@ -43,12 +43,6 @@ pub struct Tuning {
     /// the halos through registers (kernels/fused.cu). Records written before the knob existed hold 0.
     #[serde(default)]
     pub tile_ring: u32,
-    /// Tiles stacked in y that form one thread block cluster (CUDA, sm_90+): the blocks push the
-    /// rows their neighbours need as y halo into the neighbours' shared memory, so only the
-    /// cluster's outer halo rows come through L2 (1: no clusters). Records written before the knob
-    /// existed hold 1.
-    #[serde(default = "one_row")]
-    pub cluster_y: u32,
 }
 
 fn one_row() -> u32 {
@@ -96,7 +90,6 @@ impl Tuning {
             rows,
             order: env("SEISMIC_ORDER").unwrap_or(3),
             tile_ring: env("SEISMIC_TILE_RING").unwrap_or(0),
-            cluster_y: if ring { env("SEISMIC_CLUSTER_Y").unwrap_or(1) } else { 1 },
         }
     }
 
@@ -134,9 +127,6 @@ impl Tuning {
         if t.stages == 0 || t.vec != 4 {
             t.tile_ring = 0;
         }
-        if t.vec != 4 || t.tile_ring == 1 || t.order == 2 {
-            t.cluster_y = 1;
-        }
         while t.rows > 1 {
             let tile = if t.tile_ring == 1 { 0 } else { t.static_tile_bytes(radius) };
             if t.fused_tile_y() <= 32 && tile <= 48 << 10 && tile + t.dynamic_shared_bytes(radius, false) <= 227 << 10 {
@@ -172,18 +162,6 @@ impl Tuning {
             self.rows,
             self.stages
         );
-        ensure!(
-            (1..=8).contains(&self.cluster_y)
-                && (self.cluster_y == 1 || (self.vec == 4 && self.tile_ring == 0 && self.order != 2)),
-            "cluster_y must be 1..=8 (above 1 only with vector width 4, no tile ring, order 0, 1 or 3), got {}",
-            self.cluster_y
-        );
-        ensure!(
-            self.cluster_y * self.fused_tile_y() <= 60,
-            "a cluster of {} tiles of {} rows overhangs the fields' slack (at most 60 rows)",
-            self.cluster_y,
-            self.fused_tile_y()
-        );
         // field_extra leaves slack for tiles of up to 32 rows overhanging the grid.
         ensure!(self.fused_tile_y() <= 32, "block_y * rows must be at most 32, got {}", self.fused_tile_y());
         let hv = r.div_ceil(self.vec);
@@ -213,11 +191,10 @@ impl Tuning {
 
     /// "bx32 by6 v4 w64 s2 m2 u9 r2 o1 t0": block columns and rows, vector width, z-window,
     /// asynchronous-copy stages, blocks per multiprocessor, z unrolling, rows of y per thread,
-    /// grid-index order, tile ring; " c2" and up: tiles per cluster.
+    /// grid-index order, tile ring.
     pub fn label(&self) -> String {
-        let cluster = if self.cluster_y > 1 { format!(" c{}", self.cluster_y) } else { String::new() };
         format!(
-            "bx{} by{} v{} w{} s{} m{} u{} r{} o{} t{}{cluster}",
+            "bx{} by{} v{} w{} s{} m{} u{} r{} o{} t{}",
             self.block_x,
             self.block_y,
             self.vec,

@@ -536,7 +536,6 @@ mod tests {
         rows: 1,
         order: 0,
         tile_ring: 0,
-        cluster_y: 1,
     };
 
     fn ceilings() -> Ceilings {

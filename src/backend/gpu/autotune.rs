@@ -435,7 +435,6 @@ mod tests {
                 rows: 1,
                 order: 0,
                 tile_ring: 0,
-                cluster_y: 1,
             },
             seconds: 1e-3,
             default_seconds: 1.2e-3,

@@ -247,40 +247,6 @@ impl GpuRuntime for CudaRuntime {
         .map_err(|e| anyhow!("kernel launch failed (grid {grid:?}, block {block:?}): {e}"))
     }
 
-    unsafe fn launch_clustered(
-        &self,
-        f: CudaFunction,
-        grid: [u32; 3],
-        block: [u32; 3],
-        shared_bytes: u32,
-        cluster_y: u32,
-        args: &mut [*mut c_void],
-    ) -> Result<()> {
-        if cluster_y <= 1 {
-            // SAFETY: the caller's contract.
-            return unsafe { self.launch(f, grid, block, shared_bytes, args) };
-        }
-        let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
-        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-        attr.value.clusterDim = sys::CUlaunchAttributeValue_union__bindgen_ty_1 { x: 1, y: cluster_y, z: 1 };
-        let config = sys::CUlaunchConfig {
-            gridDimX: grid[0],
-            gridDimY: grid[1],
-            gridDimZ: grid[2],
-            blockDimX: block[0],
-            blockDimY: block[1],
-            blockDimZ: block[2],
-            sharedMemBytes: shared_bytes,
-            hStream: self.stream,
-            attrs: &mut attr,
-            numAttrs: 1,
-        };
-        // SAFETY: config and attr outlive the call; the caller matches args to the kernel.
-        unsafe { sys::cuLaunchKernelEx(&config, f.0, args.as_mut_ptr(), std::ptr::null_mut()).result() }.map_err(|e| {
-            anyhow!("kernel launch failed (grid {grid:?}, block {block:?}, clusters of {cluster_y} in y): {e}")
-        })
-    }
-
     fn event(&self) -> Result<CudaEvent> {
         self.bind()?;
         Ok(CudaEvent(cu::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)?))

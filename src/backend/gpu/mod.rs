@@ -79,24 +79,6 @@ pub trait GpuRuntime {
         shared_bytes: u32,
         args: &mut [*mut c_void],
     ) -> Result<()>;
-    /// As [`GpuRuntime::launch`], with the blocks grouped along grid y into thread block clusters
-    /// of `cluster_y` (which divides grid[1]); runtimes without clusters accept only 1.
-    ///
-    /// # Safety
-    /// As [`GpuRuntime::launch`].
-    unsafe fn launch_clustered(
-        &self,
-        f: Self::Function,
-        grid: [u32; 3],
-        block: [u32; 3],
-        shared_bytes: u32,
-        cluster_y: u32,
-        args: &mut [*mut c_void],
-    ) -> Result<()> {
-        ensure!(cluster_y == 1, "thread block clusters need CUDA on sm_90 or newer");
-        // SAFETY: the caller's contract.
-        unsafe { self.launch(f, grid, block, shared_bytes, args) }
-    }
     fn event(&self) -> Result<Self::Event>;
     fn record(&self, event: &Self::Event) -> Result<()>;
     /// Milliseconds between two recorded events (both must have completed).
@@ -243,7 +225,6 @@ fn kernel_options(radius: usize, t: &Tuning, sponge: bool, laplacian_only: bool)
         format!("-DUNROLL_Z={}", t.unroll_z),
         format!("-DROWS={}", t.rows),
         format!("-DORDER={}", t.order),
-        format!("-DCLUSTER_Y={}", t.cluster_y),
     ];
     if let Ok(extra) = std::env::var("SEISMIC_KERNEL_DEFS") {
         o.extend(extra.split_whitespace().filter(|d| d.starts_with("-D")).map(String::from));
@@ -758,16 +739,13 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
     fn fused_grid(&self, window: u32) -> [u32; 3] {
         let [nx, ny, nz] = self.shape;
         let tx = nx.div_ceil(self.tuning.fused_tile_x()) as u32;
-        // Clusters span whole multiples of cluster_y tile rows (the kernel idles the extra ones).
-        let c = self.tuning.cluster_y.max(1);
-        let ty = ny.div_ceil(self.tuning.fused_tile_y() as usize).next_multiple_of(c as usize) as u32;
+        let ty = ny.div_ceil(self.tuning.fused_tile_y() as usize) as u32;
         let tz = (nz as u32).div_ceil(window);
         match self.tuning.order {
             2 => [ty, tx, tz],
             3 => {
                 // One band when the whole plane's tiles fit at once (then order 3 is order 0).
                 let band = if tx * ty <= self.resident_blocks { ty } else { (self.band_blocks / tx).clamp(1, ty) };
-                let band = band.next_multiple_of(c);
                 [tx, band, tz * ty.div_ceil(band)]
             }
             _ => [tx, ty, tz],
@@ -794,12 +772,11 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let fused = |f: Rt::Function| {
             // SAFETY: matches fused_step's parameters.
             unsafe {
-                self.rt.launch_clustered(
+                self.rt.launch(
                     f,
                     grid,
                     [self.tuning.block_x, self.tuning.block_y, 1],
                     self.tuning.dynamic_shared_bytes(self.radius, op == Operator::Laplacian),
-                    self.tuning.cluster_y,
                     kargs![cur, outp, vel, gx, gy, gz, w, nx, ny, nz, pitch, plane, window],
                 )
             }
@@ -1320,7 +1297,6 @@ mod tests {
             rows,
             order: 0,
             tile_ring: 0,
-            cluster_y: 1,
         }
     }
 
