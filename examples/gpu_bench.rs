@@ -5,7 +5,7 @@
 //! Usage: gpu_bench [N | NXxNYxNZ ...] [--radius R ...] [--reps K] [--sweep]
 //! [--ops fused,three-pass,laplacian] [--variant SPEC ...] [--windows W,W,...]
 //! `--sweep` also tries fused block shapes and z-windows. Each `--variant` times every operator with
-//! the default tuning changed by SPEC, colon-separated keys bx, by, vec, w, st, mb, uz, rows, o, tr (e.g.
+//! the default tuning changed by SPEC, colon-separated keys bx, by, vec, w, st, mb, uz, rows, o, tr, hr (e.g.
 //! `rows=2:by=4:mb=3`; `base` for the default itself) in one process, so that all variants share
 //! one ceiling measurement. `--windows` times each variant at these fused z-windows on one solver
 //! (0: the automatic choice). Needs an NVIDIA GPU.
@@ -101,13 +101,14 @@ fn main() -> Result<()> {
                         let n = format!("{}x{}x{}", n[0], n[1], n[2]);
                         let ceiling = if op == Operator::Laplacian { c.copy_gbs } else { c.three_read_one_write_gbs };
                         let line = format!(
-                            "[{defs}|fma={fmad}|st={}|mb={}|rows={}|o={}|tr={}] n={n:>14} R={r} {:10} bx={:2} by={:2} vec={} window={:3}: {:8.3} ms {:7.0} GB/s = {:5.1}% of {} \
+                            "[{defs}|fma={fmad}|st={}|mb={}|rows={}|o={}|tr={}|hr={}] n={n:>14} R={r} {:10} bx={:2} by={:2} vec={} window={:3}: {:8.3} ms {:7.0} GB/s = {:5.1}% of {} \
                              {:6.2} GPts/s",
                             b.stages,
                             b.min_blocks,
                             b.rows,
                             b.order,
                             b.tile_ring,
+                            b.halo_ring,
                             b.operator,
                             b.block_x,
                             b.block_y,
@@ -150,7 +151,8 @@ fn apply_spec(mut t: Tuning, spec: &str) -> Result<Tuning> {
             "rows" => t.rows = v,
             "o" => t.order = v,
             "tr" => t.tile_ring = v,
-            _ => anyhow::bail!("unknown variant key {k} (bx, by, vec, w, st, mb, uz, rows, o, tr)"),
+            "hr" => t.halo_ring = v,
+            _ => anyhow::bail!("unknown variant key {k} (bx, by, vec, w, st, mb, uz, rows, o, tr, hr)"),
         }
     }
     Ok(t)

@@ -43,6 +43,11 @@ pub struct Tuning {
     /// the halos through registers (kernels/fused.cu). Records written before the knob existed hold 0.
     #[serde(default)]
     pub tile_ring: u32,
+    /// 1: the y and x halos of p^n arrive through the asynchronous ring too, `stages` planes ahead
+    /// (needs `stages` >= 1); 0: threads fetch them through registers one plane ahead. Records
+    /// written before the knob existed hold 0.
+    #[serde(default)]
+    pub halo_ring: u32,
 }
 
 fn one_row() -> u32 {
@@ -90,22 +95,29 @@ impl Tuning {
             rows,
             order: env("SEISMIC_ORDER").unwrap_or(3),
             tile_ring: env("SEISMIC_TILE_RING").unwrap_or(0),
+            // Halos through the ring where measured faster (H100, 512^3: R = 4 Laplacian-only 77.0
+            // -> 87.7% of copy, fused R = 4, 5, 7 +1.4 to +4.8 points); not at R = 6, where the
+            // default shape then spills and loses 10 points (kernels/NOTES.md, session 5).
+            halo_ring: env("SEISMIC_HALO_RING").unwrap_or((stages > 0 && r != 6) as u32),
         }
     }
 
     /// Dynamic shared memory of the fused kernel at `radius`: the ring of asynchronously copied
-    /// planes (with `tile_ring`, R + stages + 1 whole tiles of p^n and stages + 1 slots of p^{n-1}
+    /// planes and halos (with `tile_ring`, R + stages + 1 whole tiles of p^n and stages + 1 slots of p^{n-1}
     /// and c^2 dt^2). The Laplacian-only build (`laplacian_only`) has no p^{n-1} and c^2 dt^2 slots.
     pub fn dynamic_shared_bytes(&self, radius: usize, laplacian_only: bool) -> u32 {
         let per_thread_row = self.block_x * self.block_y * self.rows * 16;
         let once_fields = if laplacian_only { 0 } else { 2 };
+        let r = radius as u32;
+        // Per slot of the halo ring: 2R rows of block_x vectors, 2 ceil(R / vec) vectors a tile row.
+        let halo = self.halo_ring * (2 * r * self.block_x + self.fused_tile_y() * 2 * r.div_ceil(self.vec.max(1))) * 16;
         if self.stages == 0 {
             0
         } else if self.tile_ring == 1 {
             (radius as u32 + self.stages + 1) * self.static_tile_bytes(radius) / 2
                 + (self.stages + 1) * once_fields * per_thread_row
         } else {
-            (self.stages + 1) * (1 + once_fields) * per_thread_row
+            (self.stages + 1) * ((1 + once_fields) * per_thread_row + halo)
         }
     }
 
@@ -127,6 +139,9 @@ impl Tuning {
         if t.stages == 0 || t.vec != 4 {
             t.tile_ring = 0;
         }
+        if t.stages == 0 || t.tile_ring == 1 {
+            t.halo_ring = 0;
+        }
         while t.rows > 1 {
             let tile = if t.tile_ring == 1 { 0 } else { t.static_tile_bytes(radius) };
             if t.fused_tile_y() <= 32 && tile <= 48 << 10 && tile + t.dynamic_shared_bytes(radius, false) <= 227 << 10 {
@@ -135,6 +150,21 @@ impl Tuning {
             t.rows -= 1;
         }
         t
+    }
+
+    /// The launch shape of the Laplacian-only operator: this one with the ring one plane deeper.
+    /// A plane of it moves a third of the full step's bytes, so one more plane in flight hides the
+    /// same latency (H100, R = 4, 512^3 / 1024^3: 87.7 / 86.2% of copy with 2 stages, 90.6 / 88.4%
+    /// with 3, 82.3 / 84.8% with 4; kernels/NOTES.md, session 5). The tile ring keeps its depth.
+    /// Unchanged where the deeper ring would not run this tile (see [`Tuning::effective`]).
+    pub fn for_laplacian(self, radius: usize) -> Tuning {
+        let deeper = Tuning { stages: self.stages + 1, ..self };
+        if self.stages > 0 && self.tile_ring == 0 && deeper.check(radius).is_ok() && deeper.effective(radius) == deeper
+        {
+            deeper
+        } else {
+            self
+        }
     }
 
     /// Errors when this shape cannot run the kernels at `radius`.
@@ -156,6 +186,7 @@ impl Tuning {
             "the fused kernel's ring needs {} B of shared memory (at most 227 KiB)",
             self.dynamic_shared_bytes(radius, false)
         );
+        ensure!(self.halo_ring <= 1, "halo_ring must be 0 or 1, got {}", self.halo_ring);
         ensure!(
             (1..=4).contains(&self.rows) && (self.rows == 1 || self.stages > 0),
             "rows must be 1..=4 (above 1 only with stages > 0), got {} with stages {}",
@@ -191,10 +222,10 @@ impl Tuning {
 
     /// "bx32 by6 v4 w64 s2 m2 u9 r2 o1 t0": block columns and rows, vector width, z-window,
     /// asynchronous-copy stages, blocks per multiprocessor, z unrolling, rows of y per thread,
-    /// grid-index order, tile ring.
+    /// grid-index order, tile ring, halo ring.
     pub fn label(&self) -> String {
         format!(
-            "bx{} by{} v{} w{} s{} m{} u{} r{} o{} t{}",
+            "bx{} by{} v{} w{} s{} m{} u{} r{} o{} t{} h{}",
             self.block_x,
             self.block_y,
             self.vec,
@@ -204,7 +235,43 @@ impl Tuning {
             self.unroll_z,
             self.rows,
             self.order,
-            self.tile_ring
+            self.tile_ring,
+            self.halo_ring
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Tuning;
+
+    #[test]
+    fn halos_ride_the_ring_where_there_is_one() {
+        let t = Tuning::for_radius(4);
+        assert_eq!((t.stages, t.halo_ring), (2, 1));
+        assert_eq!(Tuning::for_radius(6).halo_ring, 0, "R = 6 spills with it");
+        assert_eq!(Tuning::for_radius_without_ring(4).halo_ring, 0);
+        let plain = Tuning { halo_ring: 0, ..t };
+        // 2R rows of 32 vectors and 2 vectors for each of 12 tile rows, 16 B each, in 3 slots.
+        assert_eq!(
+            t.dynamic_shared_bytes(4, true) - plain.dynamic_shared_bytes(4, true),
+            3 * (2 * 4 * 32 + 12 * 2) * 16
+        );
+        assert_eq!(Tuning { stages: 0, ..t }.effective(4).halo_ring, 0);
+    }
+
+    #[test]
+    fn the_laplacian_gets_one_stage_more_where_it_fits() {
+        for r in 1..=8 {
+            let t = Tuning::for_radius(r).effective(r);
+            let l = t.for_laplacian(r);
+            assert_eq!(l.stages, t.stages + 1, "R = {r}");
+            assert_eq!((l.block_y, l.rows, l.fused_tile_y()), (t.block_y, t.rows, t.fused_tile_y()));
+            l.check(r).unwrap();
+        }
+        let ring = Tuning { tile_ring: 1, ..Tuning::for_radius(4) };
+        assert_eq!(ring.for_laplacian(4).stages, ring.stages);
+        let none = Tuning::for_radius_without_ring(4);
+        assert_eq!(none.for_laplacian(4), none);
     }
 }

@@ -241,8 +241,8 @@ pub fn search_shape(shape: [usize; 3], radius: usize) -> [usize; 3] {
 }
 
 /// Compile-time launch shapes to try, most promising first: the vendor's `default`, then it with
-/// one knob changed (tile shape, grid-index order, cp.async ring depth, blocks per SM, z unrolling,
-/// vector width), each valid for `radius` (window 0: the z-window is searched separately, at run
+/// one knob changed (tile shape, grid-index order, cp.async ring depth, halos through the ring,
+/// blocks per SM, z unrolling, vector width), each valid for `radius` (window 0: the z-window is searched separately, at run
 /// time).
 pub fn launch_candidates(radius: usize, default: Tuning) -> Vec<Tuning> {
     let d = Tuning { window: 0, ..default };
@@ -267,6 +267,7 @@ pub fn launch_candidates(radius: usize, default: Tuning) -> Vec<Tuning> {
             min_blocks: 1,
             ..d
         },
+        Tuning { halo_ring: 1 - d.halo_ring.min(1), ..d },
         Tuning { order: if d.order == 1 { 0 } else { 1 }, ..d },
         Tuning { block_y: 16.max(r), ..d },
         Tuning { stages: if d.stages == 0 { 2 } else { 0 }, ..d },
@@ -284,6 +285,12 @@ pub fn launch_candidates(radius: usize, default: Tuning) -> Vec<Tuning> {
         Tuning { block_x: 16, block_y: (2 * d.block_y).min(32 / d.rows).max(r), ..d },
         Tuning { block_x: 16, block_y: 16.max(r), rows: 1, ..d },
     ];
+    // The halo ring rides on the register-queue kernel's asynchronous ring only.
+    for t in &mut v {
+        if t.stages == 0 || t.tile_ring == 1 {
+            t.halo_ring = 0;
+        }
+    }
     let mut seen = Vec::new();
     v.retain(|t| {
         let keep = t.check(radius).is_ok() && !seen.contains(t);
@@ -435,6 +442,7 @@ mod tests {
                 rows: 1,
                 order: 0,
                 tile_ring: 0,
+                halo_ring: 0,
             },
             seconds: 1e-3,
             default_seconds: 1.2e-3,

@@ -225,6 +225,7 @@ fn kernel_options(radius: usize, t: &Tuning, sponge: bool, laplacian_only: bool)
         format!("-DUNROLL_Z={}", t.unroll_z),
         format!("-DROWS={}", t.rows),
         format!("-DORDER={}", t.order),
+        format!("-DHALO_RING={}", t.halo_ring),
     ];
     if let Ok(extra) = std::env::var("SEISMIC_KERNEL_DEFS") {
         o.extend(extra.split_whitespace().filter(|d| d.starts_with("-D")).map(String::from));
@@ -534,7 +535,9 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             .unwrap_or(s.resident_blocks / 2)
             .max(1);
         s.set_window(s.choose_window(FUSED_SHORTEST));
-        s.laplacian_window = s.guarded_window(s.choose_window(LAPLACIAN_SHORTEST));
+        // Always automatic: a tuned window is the full step's (H100, 512^3: the tuner's 4 planes
+        // gave the Laplacian-only operator 73.4% of copy, its own 12 planes 90.6%).
+        s.laplacian_window = s.guarded_window(s.auto_window(LAPLACIAN_SHORTEST));
         let field_bytes = s.field_len * 4;
         s.cur = s.alloc_zeroed(field_bytes)?;
         s.prev = s.alloc_zeroed(field_bytes)?;
@@ -634,14 +637,16 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         Ok(p)
     }
 
-    /// z-planes per fused block: [`best_window`] for the blocks that fit on the device at once;
+    /// z-planes per fused block: the tuning's window, or where it is 0 the automatic one.
+    fn choose_window(&self, shortest_banded: usize) -> u32 {
+        if self.tuning.window > 0 { self.tuning.window } else { self.auto_window(shortest_banded) }
+    }
+
+    /// The automatic z-window: [`best_window`] for the blocks that fit on the device at once;
     /// with banded order (3) the planes a chunk primes with come from L2 (its band's previous
     /// chunk ran alongside), so priming costs nothing and windows down to `shortest_banded` planes
     /// are allowed ([`FUSED_SHORTEST`], [`LAPLACIAN_SHORTEST`]).
-    fn choose_window(&self, shortest_banded: usize) -> u32 {
-        if self.tuning.window > 0 {
-            return self.tuning.window;
-        }
+    fn auto_window(&self, shortest_banded: usize) -> u32 {
         let t = &self.tuning;
         let [nx, ny, nz] = self.shape;
         let tiles = nx.div_ceil(t.fused_tile_x()) * ny.div_ceil(t.fused_tile_y() as usize);
@@ -676,6 +681,15 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
 
     pub fn tuning(&self) -> Tuning {
         Tuning { window: self.window, ..self.tuning }
+    }
+
+    /// The launch shape `op` runs with: the Laplacian-only operator has its own ring depth and
+    /// z-window.
+    pub fn operator_tuning(&self, op: Operator) -> Tuning {
+        match op {
+            Operator::Laplacian => Tuning { window: self.laplacian_window, ..self.tuning.for_laplacian(self.radius) },
+            _ => self.tuning(),
+        }
     }
 
     fn origin(&self, p: DevicePtr) -> DevicePtr {
@@ -769,6 +783,11 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let window = if op == Operator::Laplacian { self.laplacian_window } else { self.window };
         let grid = self.fused_grid(window);
         let window = window as i32;
+        let shared = if op == Operator::Laplacian {
+            self.tuning.for_laplacian(self.radius).dynamic_shared_bytes(self.radius, true)
+        } else {
+            self.tuning.dynamic_shared_bytes(self.radius, false)
+        };
         let fused = |f: Rt::Function| {
             // SAFETY: matches fused_step's parameters.
             unsafe {
@@ -776,7 +795,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                     f,
                     grid,
                     [self.tuning.block_x, self.tuning.block_y, 1],
-                    self.tuning.dynamic_shared_bytes(self.radius, op == Operator::Laplacian),
+                    shared,
                     kargs![cur, outp, vel, gx, gy, gz, w, nx, ny, nz, pitch, plane, window],
                 )
             }
@@ -920,13 +939,10 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 self.lap = self.alloc_zeroed(self.field_len * 4)?;
             }
             Operator::Laplacian if self.laplacian.is_none() => {
-                let m = load_kernels(
-                    &self.rt,
-                    &[sources::fused(&self.tuning)],
-                    &kernel_options(self.radius, &self.tuning, false, true),
-                )?;
+                let t = self.tuning.for_laplacian(self.radius);
+                let m = load_kernels(&self.rt, &[sources::fused(&t)], &kernel_options(self.radius, &t, false, true))?;
                 let f = self.rt.function(&m, "fused_step")?;
-                self.rt.allow_dynamic_shared(f, self.tuning.dynamic_shared_bytes(self.radius, true))?;
+                self.rt.allow_dynamic_shared(f, t.dynamic_shared_bytes(self.radius, true))?;
                 self.laplacian = Some((m, f));
                 if self.lap == 0 {
                     self.lap = self.alloc_zeroed(self.field_len * 4)?;
@@ -1182,6 +1198,7 @@ pub struct BenchResult {
     pub rows: u32,
     pub order: u32,
     pub tile_ring: u32,
+    pub halo_ring: u32,
     /// Median device seconds per application.
     pub seconds: f64,
     /// Effective bandwidth: `problem::step_bytes` over the median time, GB/s.
@@ -1239,10 +1256,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let points = self.layout.points();
         let mut t = self.time_interior(op, reps)?;
         let sec = median(&mut t);
-        let mut tu = self.tuning();
-        if op == Operator::Laplacian {
-            tu.window = self.laplacian_window;
-        }
+        let tu = self.operator_tuning(op);
         Ok(BenchResult {
             shape,
             radius,
@@ -1256,6 +1270,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             rows: tu.rows,
             order: tu.order,
             tile_ring: tu.tile_ring,
+            halo_ring: tu.halo_ring,
             seconds: sec,
             gbs: op.bytes(shape, radius) as f64 / sec / 1e9,
             gpts: points as f64 / sec / 1e9,
@@ -1297,6 +1312,7 @@ mod tests {
             rows,
             order: 0,
             tile_ring: 0,
+            halo_ring: 0,
         }
     }
 
