@@ -96,7 +96,7 @@ impl Tuning {
             order: env("SEISMIC_ORDER").unwrap_or(3),
             tile_ring: env("SEISMIC_TILE_RING").unwrap_or(0),
             // Halos through the ring where measured faster (H100, 512^3: R = 4 Laplacian-only 77.0
-            // -> 87.7% of copy, fused R = 4, 5, 7 +1.4 to +4.8 points); not at R = 6, where the
+            // -> 87.7% of copy, fused R = 4, 5, 7 +1.4 to +5.8 points); not at R = 6, where the
             // default shape then spills and loses 10 points (kernels/NOTES.md, session 5).
             halo_ring: env("SEISMIC_HALO_RING").unwrap_or((stages > 0 && r != 6) as u32),
         }
@@ -220,7 +220,7 @@ impl Tuning {
         self.block_y * self.rows
     }
 
-    /// "bx32 by6 v4 w64 s2 m2 u9 r2 o1 t0": block columns and rows, vector width, z-window,
+    /// "bx32 by6 v4 w64 s2 m2 u9 r2 o1 t0 h1": block columns and rows, vector width, z-window,
     /// asynchronous-copy stages, blocks per multiprocessor, z unrolling, rows of y per thread,
     /// grid-index order, tile ring, halo ring.
     pub fn label(&self) -> String {
