@@ -73,8 +73,9 @@ fn hiprtc_compiles_the_fused_kernel_tuning_knobs() {
 
 #[test]
 fn hiprtc_compiles_the_grid_order_tile_shape_and_tile_ring_variants() {
-    // Grid-index orders (zigzag, y tiles first, banded), 16-thread-wide blocks, and fused_ring.cu (the whole tile through the ring)
-    // for one and two rows per thread, in the step module as the run-time path assembles it.
+    // Grid-index orders (zigzag, y tiles first, banded), 16-thread-wide blocks, fused_ring.cu (the whole tile through the ring)
+    // for one and two rows per thread, and the halos through fused.cu's ring, in the step module as the run-time path
+    // assembles it.
     let base = aot::step_variants().into_iter().find(|v| v.radius == 4).expect("R = 4").options;
     let set = |changes: &[(&str, &str)]| -> Vec<String> {
         base.iter()
@@ -83,7 +84,7 @@ fn hiprtc_compiles_the_grid_order_tile_shape_and_tile_ring_variants() {
     };
     let plain = aot::step_source();
     let ring = sources::assemble(&sources::step(&Tuning { tile_ring: 1, ..hip::tuning(4) }));
-    let cases: [(&str, &String, Vec<String>); 7] = [
+    let cases: [(&str, &String, Vec<String>); 8] = [
         ("order 1", &plain, set(&[("-DORDER=", "-DORDER=1")])),
         ("order 2", &plain, set(&[("-DORDER=", "-DORDER=2")])),
         ("order 3", &plain, set(&[("-DORDER=", "-DORDER=3")])),
@@ -95,7 +96,13 @@ fn hiprtc_compiles_the_grid_order_tile_shape_and_tile_ring_variants() {
             set(&[("-DSTAGES=", "-DSTAGES=2"), ("-DROWS=", "-DROWS=2"), ("-DORDER=", "-DORDER=1")]),
         ),
         ("tile ring, order 3", &ring, set(&[("-DSTAGES=", "-DSTAGES=2"), ("-DORDER=", "-DORDER=3")])),
+        (
+            "halos through the ring, 2 rows",
+            &plain,
+            set(&[("-DSTAGES=", "-DSTAGES=2"), ("-DHALO_RING=", "-DHALO_RING=1"), ("-DROWS=", "-DROWS=2")]),
+        ),
     ];
+    assert!(base.iter().any(|o| o.starts_with("-DHALO_RING=")), "HALO_RING is no longer a kernel option");
     for (what, source, options) in cases {
         let code = hip::compile_for("gfx90a", source, "seismic_kernels.cu", &options)
             .unwrap_or_else(|e| panic!("{what} ({}): {e}", options.join(" ")));
