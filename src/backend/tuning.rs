@@ -62,7 +62,7 @@ impl Tuning {
     /// The default shape (measured best on an H200, kernels/NOTES.md), overridable for experiments
     /// with SEISMIC_BLOCK_X, SEISMIC_BLOCK_Y, SEISMIC_VEC, SEISMIC_WINDOW, SEISMIC_STAGES,
     /// SEISMIC_MIN_BLOCKS, SEISMIC_UNROLL_Z, SEISMIC_ROWS (1 gives the one-row kernel, 8 rows of
-    /// threads), SEISMIC_ORDER and SEISMIC_TILE_RING.
+    /// threads), SEISMIC_ORDER, SEISMIC_TILE_RING and SEISMIC_HALO_RING.
     pub fn for_radius(radius: usize) -> Tuning {
         Self::defaults(radius, true)
     }

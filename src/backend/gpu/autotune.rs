@@ -30,7 +30,7 @@ pub fn disable() {
 }
 
 /// The variables of [`Tuning::for_radius`]: setting any of them means the user chose the launch shape.
-const OVERRIDES: [&str; 10] = [
+const OVERRIDES: [&str; 11] = [
     "SEISMIC_BLOCK_X",
     "SEISMIC_BLOCK_Y",
     "SEISMIC_VEC",
@@ -41,6 +41,7 @@ const OVERRIDES: [&str; 10] = [
     "SEISMIC_ROWS",
     "SEISMIC_ORDER",
     "SEISMIC_TILE_RING",
+    "SEISMIC_HALO_RING",
 ];
 
 /// Whether [`tuning_for`] consults the cache: not after [`disable`], not with SEISMIC_NO_TUNING set
