@@ -132,15 +132,9 @@ impl Tuning {
     /// the most rows whose tile stays within 32 rows (the fields' slack), 48 KiB of static shared
     /// memory and 227 KiB of shared memory in all.
     pub fn effective(self, radius: usize) -> Tuning {
-        let mut t = self;
+        let mut t = self.without_idle_rings();
         if t.stages == 0 {
             t.rows = 1;
-        }
-        if t.stages == 0 || t.vec != 4 {
-            t.tile_ring = 0;
-        }
-        if t.stages == 0 || t.tile_ring == 1 {
-            t.halo_ring = 0;
         }
         while t.rows > 1 {
             let tile = if t.tile_ring == 1 { 0 } else { t.static_tile_bytes(radius) };
@@ -148,6 +142,20 @@ impl Tuning {
                 break;
             }
             t.rows -= 1;
+        }
+        t
+    }
+
+    /// The ring knobs cleared where they cannot act: the tile ring without the asynchronous ring
+    /// or with narrower vectors, the halo ring without the asynchronous ring or inside the tile
+    /// ring (which carries the halos itself).
+    pub fn without_idle_rings(self) -> Tuning {
+        let mut t = self;
+        if t.stages == 0 || t.vec != 4 {
+            t.tile_ring = 0;
+        }
+        if t.stages == 0 || t.tile_ring == 1 {
+            t.halo_ring = 0;
         }
         t
     }

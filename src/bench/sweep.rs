@@ -60,6 +60,21 @@ fn random_field(len: usize, seed: u64) -> Vec<f32> {
     v
 }
 
+/// A solver for the synthetic problem of this grid and radius, its wavefields filled with noise.
+fn open_solver<Rt: GpuRuntime>(
+    open: &mut impl FnMut() -> Result<Rt>,
+    shape: [usize; 3],
+    radius: usize,
+    kernel: KernelChoice,
+    tuning: Tuning,
+) -> Result<GpuSolver<Rt>> {
+    let problem = gpu::synthetic_problem(shape, radius);
+    let mut s = GpuSolver::new(open()?, &problem, kernel, tuning)?;
+    let points = problem.layout.points();
+    s.set_state(&random_field(points, 1), &random_field(points, 2))?;
+    Ok(s)
+}
+
 /// Median seconds of the Laplacian-only operator on a fresh solver with `tuning`, and the launch
 /// shape it ran with.
 fn time_laplacian<Rt: GpuRuntime>(
@@ -69,11 +84,7 @@ fn time_laplacian<Rt: GpuRuntime>(
     tuning: Tuning,
     reps: usize,
 ) -> Result<(Tuning, f64)> {
-    let problem = gpu::synthetic_problem(shape, radius);
-    let mut s = GpuSolver::new(open()?, &problem, KernelChoice::Fused, tuning)?;
-    let points = problem.layout.points();
-    s.set_state(&random_field(points, 1), &random_field(points, 2))?;
-    drop(problem);
+    let mut s = open_solver(open, shape, radius, KernelChoice::Fused, tuning)?;
     let seconds = median(s.time_interior(Operator::Laplacian, reps)?);
     Ok((s.operator_tuning(Operator::Laplacian), seconds))
 }
@@ -177,17 +188,9 @@ pub fn run<Rt: GpuRuntime>(mut open: impl FnMut() -> Result<Rt>, spec: &SweepSpe
                 )
             }
         };
-        let problem = gpu::synthetic_problem(shape, radius);
         let kernel = if want_lap { KernelChoice::ThreePass } else { KernelChoice::Fused };
         let t0 = Instant::now();
-        let solver = open().and_then(|rt| {
-            let mut s = GpuSolver::new(rt, &problem, kernel, launch)?;
-            let points = problem.layout.points();
-            s.set_state(&random_field(points, 1), &random_field(points, 2))?;
-            Ok(s)
-        });
-        drop(problem);
-        let mut s = match solver {
+        let mut s = match open_solver(&mut open, shape, radius, kernel, launch) {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("{label} R={radius}: {e:#}");

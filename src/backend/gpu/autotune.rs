@@ -286,11 +286,9 @@ pub fn launch_candidates(radius: usize, default: Tuning) -> Vec<Tuning> {
         Tuning { block_x: 16, block_y: (2 * d.block_y).min(32 / d.rows).max(r), ..d },
         Tuning { block_x: 16, block_y: 16.max(r), rows: 1, ..d },
     ];
-    // The halo ring rides on the register-queue kernel's asynchronous ring only.
+    // A knob that cannot act would only make a duplicate with a misleading label.
     for t in &mut v {
-        if t.stages == 0 || t.tile_ring == 1 {
-            t.halo_ring = 0;
-        }
+        *t = t.without_idle_rings();
     }
     let mut seen = Vec::new();
     v.retain(|t| {

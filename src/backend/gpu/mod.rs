@@ -397,7 +397,8 @@ pub struct GpuSolver<Rt: GpuRuntime> {
     snapshot_staging: Vec<f32>,
     /// Device buffer a plane snapshot is gathered into (allocated at the first plane snapshot).
     section_staging: (DevicePtr, usize),
-    laplacian: Option<(Rt::Module, Rt::Function)>,
+    /// The Laplacian-only build (loaded at its first timing) and its dynamic shared memory.
+    laplacian: Option<(Rt::Module, Rt::Function, u32)>,
     f: Kernels<Rt::Function>,
     /// Keeps the functions in `f` valid.
     _module: Rt::Module,
@@ -664,7 +665,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
     /// Compiler resources of the interior kernels, for reports.
     pub fn kernel_info(&self) -> String {
         let mut parts = vec![format!("fused: {}", self.rt.function_info(self.f.fused))];
-        if let Some((_, f)) = &self.laplacian {
+        if let Some((_, f, _)) = &self.laplacian {
             parts.push(format!("laplacian: {}", self.rt.function_info(*f)));
         }
         if self.kernel == KernelChoice::ThreePass {
@@ -783,12 +784,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let window = if op == Operator::Laplacian { self.laplacian_window } else { self.window };
         let grid = self.fused_grid(window);
         let window = window as i32;
-        let shared = if op == Operator::Laplacian {
-            self.tuning.for_laplacian(self.radius).dynamic_shared_bytes(self.radius, true)
-        } else {
-            self.tuning.dynamic_shared_bytes(self.radius, false)
-        };
-        let fused = |f: Rt::Function| {
+        let fused = |f: Rt::Function, shared: u32| {
             // SAFETY: matches fused_step's parameters.
             unsafe {
                 self.rt.launch(
@@ -801,10 +797,10 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             }
         };
         match op {
-            Operator::Fused => fused(self.f.fused),
+            Operator::Fused => fused(self.f.fused, self.tuning.dynamic_shared_bytes(self.radius, false)),
             Operator::Laplacian => {
-                let (_, f) = self.laplacian.as_ref().context("Laplacian kernel not loaded")?;
-                fused(*f)
+                let (_, f, shared) = self.laplacian.as_ref().context("Laplacian kernel not loaded")?;
+                fused(*f, *shared)
             }
             Operator::ThreePass => {
                 let lap = self.origin(self.lap);
@@ -942,8 +938,9 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 let t = self.tuning.for_laplacian(self.radius);
                 let m = load_kernels(&self.rt, &[sources::fused(&t)], &kernel_options(self.radius, &t, false, true))?;
                 let f = self.rt.function(&m, "fused_step")?;
-                self.rt.allow_dynamic_shared(f, t.dynamic_shared_bytes(self.radius, true))?;
-                self.laplacian = Some((m, f));
+                let shared = t.dynamic_shared_bytes(self.radius, true);
+                self.rt.allow_dynamic_shared(f, shared)?;
+                self.laplacian = Some((m, f, shared));
                 if self.lap == 0 {
                     self.lap = self.alloc_zeroed(self.field_len * 4)?;
                 }
