@@ -3,12 +3,14 @@
 //! bandwidth (`problem::step_bytes` over the median kernel time) as a share of the ceilings.
 //!
 //! Usage: gpu_bench [N | NXxNYxNZ ...] [--radius R ...] [--reps K] [--sweep]
-//! [--ops fused,three-pass,laplacian] [--variant SPEC ...] [--windows W,W,...]
+//! [--ops fused,three-pass,laplacian] [--variant SPEC ...] [--windows W,W,...] [--ceiling-mib M,M,...]
 //! `--sweep` also tries fused block shapes and z-windows. Each `--variant` times every operator with
 //! the default tuning changed by SPEC, colon-separated keys bx, by, vec, w, st, mb, uz, rows, o, tr, hr (e.g.
 //! `rows=2:by=4:mb=3`; `base` for the default itself) in one process, so that all variants share
 //! one ceiling measurement. `--windows` times each variant at these fused z-windows on one solver
-//! (0: the automatic choice). Needs an NVIDIA GPU.
+//! (0: the automatic choice). `--ceiling-mib` also measures the ceilings at these array sizes (the
+//! reference stays 1 GiB), to see how much of a small grid's shortfall the copy kernel shares.
+//! Needs an NVIDIA GPU.
 
 use anyhow::Result;
 use seismic_run::backend::gpu::{self, Operator, Tuning, cuda::CudaRuntime};
@@ -21,6 +23,7 @@ fn main() -> Result<()> {
     let mut ops = vec![Operator::Fused, Operator::ThreePass, Operator::Laplacian];
     let mut specs: Vec<String> = Vec::new();
     let mut windows: Option<Vec<u32>> = None;
+    let mut ceiling_mib: Vec<usize> = Vec::new();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -31,6 +34,10 @@ fn main() -> Result<()> {
             "--windows" => {
                 windows =
                     Some(args.next().expect("--windows list").split(',').map(|w| w.parse()).collect::<Result<_, _>>()?)
+            }
+            "--ceiling-mib" => {
+                ceiling_mib =
+                    args.next().expect("--ceiling-mib list").split(',').map(|m| m.parse()).collect::<Result<_, _>>()?
             }
             "--ops" => {
                 ops = args
@@ -70,6 +77,16 @@ fn main() -> Result<()> {
         "device {}: copy {:.0} GB/s, 3R1W {:.0} GB/s (1 GiB arrays, float4, median of 20)",
         c.device, c.copy_gbs, c.three_read_one_write_gbs
     );
+    for &mib in &ceiling_mib {
+        let s = gpu::measure_ceiling(&rt, mib << 20, 50)?;
+        println!(
+            "  at {mib} MiB arrays: copy {:.0} GB/s ({:.1}% of 1 GiB), 3R1W {:.0} GB/s ({:.1}%)",
+            s.copy_gbs,
+            100.0 * s.copy_gbs / c.copy_gbs,
+            s.three_read_one_write_gbs,
+            100.0 * s.three_read_one_write_gbs / c.three_read_one_write_gbs
+        );
+    }
     drop(rt);
     let mut rows = Vec::new();
     for &n in &sizes {

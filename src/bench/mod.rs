@@ -19,10 +19,11 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 /// The operators a sweep times.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum OperatorKind {
     /// The fused one-pass leapfrog step (interior only).
+    #[default]
     FusedStep,
     /// x, y and z passes into a scratch Laplacian, then the update.
     ThreePassStep,
@@ -96,6 +97,17 @@ pub struct Ceilings {
     pub three_read_one_write_gbs: f64,
     pub array_bytes: u64,
     pub repetitions: usize,
+}
+
+impl From<crate::backend::gpu::Ceiling> for Ceilings {
+    fn from(c: crate::backend::gpu::Ceiling) -> Ceilings {
+        Ceilings {
+            copy_gbs: c.copy_gbs,
+            three_read_one_write_gbs: c.three_read_one_write_gbs,
+            array_bytes: c.array_bytes,
+            repetitions: c.repetitions,
+        }
+    }
 }
 
 impl Ceilings {
@@ -233,6 +245,12 @@ pub struct Row {
     pub ceiling: CeilingKind,
     /// gbs as a percentage of the ceiling.
     pub percent: f64,
+    /// gbs as a percentage of the same ceiling measured on arrays of this grid's size: a grid of
+    /// 64 MiB fields moves too few bytes per launch for the memory system to reach its 1 GiB rate
+    /// (H100: a 64 MiB copy runs at 79% of the 1 GiB copy), and this says how much of the shortfall
+    /// is the kernel's. None where it was not measured.
+    #[serde(default)]
+    pub percent_same_size: Option<f64>,
 }
 
 impl Row {
@@ -263,7 +281,14 @@ impl Row {
             gpts: points / seconds / 1e9,
             ceiling,
             percent: 100.0 * gbs / ceilings.gbs(ceiling),
+            percent_same_size: None,
         }
+    }
+
+    /// The row with its percentage of `same_size`, the ceilings measured on arrays of its grid's size.
+    pub fn with_same_size(self, same_size: Option<&Ceilings>) -> Row {
+        let percent_same_size = same_size.map(|c| 100.0 * self.gbs / c.gbs(self.ceiling));
+        Row { percent_same_size, ..self }
     }
 
     pub fn launch_label(&self) -> String {
@@ -283,6 +308,9 @@ pub struct Skipped {
 /// One autotuner search of the run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TuneSummary {
+    /// The operator searched (records written before the field existed: the fused step).
+    #[serde(default)]
+    pub operator: OperatorKind,
     pub radius: usize,
     pub class: String,
     /// The grid the search timed.
@@ -304,6 +332,9 @@ pub struct Report {
     /// UTC date, YYYY-MM-DD.
     pub date: String,
     pub ceilings: Ceilings,
+    /// The same ceilings on arrays of each grid's field size (smallest first).
+    #[serde(default)]
+    pub same_size_ceilings: Vec<Ceilings>,
     pub spec: SweepSpec,
     pub rows: Vec<Row>,
     pub tuning: Vec<TuneSummary>,
@@ -381,19 +412,41 @@ impl Report {
              3-read-1-write **{:.0} GB/s**. Effective bandwidth = bytes a step must move (each field once, \
              plus the 2R halo planes) / median kernel time; f32; interior only (no boundary, source or \
              receivers). Full steps are compared with 3R1W, the Laplacian-only operator with copy. \
-             The autotuner tunes the full step; the Laplacian-only operator runs one cp.async stage \
-             deeper, with its own z-window, at the faster of the full step's shape and the default.\n",
+             The autotuner searches the full step and the Laplacian-only operator separately (the \
+             Laplacian's shape runs one cp.async stage deeper than its label's base).\n",
             c.array_bytes >> 20,
             c.repetitions,
             c.copy_gbs,
             c.three_read_one_write_gbs
         );
-        s.push_str("| grid | R | operator | tuning | time/step (ms) | GB/s | GPts/s | % of ceiling |\n");
-        s.push_str("|---|---:|---|---|---:|---:|---:|---:|\n");
+        if !self.same_size_ceilings.is_empty() {
+            s.push_str(
+                "The same ceilings on arrays of each grid's field size (the last column of the table compares \
+                 with these; a launch that moves fewer bytes runs further from the 1 GiB rate):",
+            );
+            for c in &self.same_size_ceilings {
+                let _ = write!(
+                    s,
+                    " {} MiB: copy {:.0} GB/s ({:.1}%), 3R1W {:.0} GB/s ({:.1}%);",
+                    c.array_bytes >> 20,
+                    c.copy_gbs,
+                    100.0 * c.copy_gbs / self.ceilings.copy_gbs,
+                    c.three_read_one_write_gbs,
+                    100.0 * c.three_read_one_write_gbs / self.ceilings.three_read_one_write_gbs
+                );
+            }
+            s.pop();
+            s.push_str(".\n\n");
+        }
+        s.push_str(
+            "| grid | R | operator | tuning | time/step (ms) | GB/s | GPts/s | % of ceiling | % of same-size ceiling |\n",
+        );
+        s.push_str("|---|---:|---|---|---:|---:|---:|---:|---:|\n");
         for r in &self.rows {
+            let same = r.percent_same_size.map(|p| format!("{p:.1}%")).unwrap_or_else(|| "-".into());
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} ({}) | {:.3} | {:.0} | {:.2} | {:.1}% of {} |",
+                "| {} | {} | {} | {} ({}) | {:.3} | {:.0} | {:.2} | {:.1}% of {} | {same} |",
                 shape_label(r.shape),
                 r.radius,
                 r.operator.label(),
@@ -413,15 +466,19 @@ impl Report {
         }
         if !self.tuning.is_empty() {
             s.push_str(
-                "\nAutotuner winners (fused step; by = block rows, v = vector width, w = z-window, s = cp.async \
-                 stages, m = blocks per SM, u = z unrolling):\n\n",
+                "\nAutotuner winners (by = block rows, v = vector width, w = z-window (0: automatic), s = \
+                 cp.async stages, m = blocks per SM, u = z unrolling, r = rows per thread, o = grid-index order, \
+                 t = tile ring, h = halos through the ring):\n\n",
             );
-            s.push_str("| R | shape class | searched on | winner | ms | default ms | gain | tried | search s |\n");
-            s.push_str("|---:|---|---|---|---:|---:|---:|---:|---:|\n");
+            s.push_str(
+                "| operator | R | shape class | searched on | winner | ms | default ms | gain | tried | search s |\n",
+            );
+            s.push_str("|---|---:|---|---|---|---:|---:|---:|---:|---:|\n");
             for t in &self.tuning {
                 let _ = writeln!(
                     s,
-                    "| {} | {} | {} | {} | {:.3} | {:.3} | {:+.1}% | {}/{} | {:.1} |",
+                    "| {} | {} | {} | {} | {} | {:.3} | {:.3} | {:+.1}% | {}/{} | {:.1} |",
+                    t.operator.label(),
                     t.radius,
                     t.class,
                     shape_label(t.shape),
@@ -449,12 +506,12 @@ impl Report {
     pub fn csv(&self) -> String {
         let mut s = String::from(
             "device,date,nx,ny,nz,radius,operator,block_x,block_y,vec,window,stages,min_blocks,unroll_z,rows,order,tile_ring,halo_ring,tuning,seconds,gbs,gpts,\
-             ceiling,ceiling_gbs,percent\n",
+             ceiling,ceiling_gbs,percent,percent_same_size\n",
         );
         for r in &self.rows {
             let _ = writeln!(
                 s,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6e},{:.2},{:.4},{},{:.2},{:.2}",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6e},{:.2},{:.4},{},{:.2},{:.2},{}",
                 csv_field(&self.device),
                 self.date,
                 r.shape[0],
@@ -479,7 +536,8 @@ impl Report {
                 r.gpts,
                 r.ceiling.label(),
                 self.ceilings.gbs(r.ceiling),
-                r.percent
+                r.percent,
+                r.percent_same_size.map(|p| format!("{p:.2}")).unwrap_or_default()
             );
         }
         s
@@ -557,15 +615,22 @@ mod tests {
                 rows.push(Row::new(shape, r, op, LAUNCH, "default", bytes / (gbs * 1e9), &c));
             }
         }
+        // The 256^3 cases measured against ceilings on 64 MiB arrays at 80% of the 1 GiB ones.
+        let small = Ceilings { copy_gbs: 2400.0, three_read_one_write_gbs: 2560.0, array_bytes: 64 << 20, ..c.clone() };
+        for row in rows.iter_mut().filter(|r| r.shape == [256; 3]) {
+            *row = row.clone().with_same_size(Some(&small));
+        }
         Report {
             device: "Test GPU, rev \"A\"".into(),
             vendor: "cuda".into(),
             arch: "sm_90".into(),
             date: "2026-11-22".into(),
             ceilings: c,
+            same_size_ceilings: vec![small],
             spec,
             rows,
             tuning: vec![TuneSummary {
+                operator: OperatorKind::FusedStep,
                 radius: 4,
                 class: "xy~2^18 z~2^9".into(),
                 shape: [512, 512, 512],
@@ -635,8 +700,12 @@ mod tests {
         let rep = sample_report();
         let md = rep.markdown();
         assert!(md.contains("copy **3000 GB/s**") && md.contains("3-read-1-write **3200 GB/s**"), "{md}");
-        let table_rows = md.lines().filter(|l| l.ends_with("% of 3R1W |") || l.ends_with("% of copy |")).count();
+        let table_rows = md.lines().filter(|l| l.contains("% of 3R1W |") || l.contains("% of copy |")).count();
         assert_eq!(table_rows, rep.rows.len());
+        assert!(md.contains("64 MiB: copy 2400 GB/s (80.0%), 3R1W 2560 GB/s (80.0%)."), "{md}");
+        // 256^3, R = 4, Laplacian-only: 2800 - 40 GB/s is 92.0% of 3000 and 115.0% of 2400.
+        assert!(md.contains("| 92.0% of copy | 115.0% |"), "{md}");
+        assert!(md.contains("% of 3R1W | - |"), "{md}");
         assert!(
             md.contains("| 512x512x512 | 4 | fused step | bx32 by8 v4 w64 s2 m2 u9 r1 o0 t0 h0 (default) |"),
             "{md}"
@@ -645,7 +714,7 @@ mod tests {
         assert!(md.contains("| 2910 |") && md.contains("90.9% of 3R1W"), "{md}");
         assert!(
             md.contains(
-                "| 4 | xy~2^18 z~2^9 | 512x512x512 | bx32 by16 v4 w32 s2 m2 u9 r1 o0 t0 h0 | 1.000 | 1.100 | +10.0% | 15/40 |"
+                "| fused step | 4 | xy~2^18 z~2^9 | 512x512x512 | bx32 by16 v4 w32 s2 m2 u9 r1 o0 t0 h0 | 1.000 | 1.100 | +10.0% | 15/40 |"
             ),
             "{md}"
         );
@@ -676,14 +745,18 @@ mod tests {
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(lines.len(), rep.rows.len() + 1);
         let header: Vec<&str> = lines[0].split(',').collect();
-        assert_eq!(header.len(), 25);
+        assert_eq!(header.len(), 26);
         assert!(lines[1].starts_with(
             "\"Test GPU, rev \"\"A\"\"\",2026-11-22,256,256,256,4,fused,32,8,4,64,2,2,9,1,0,0,0,default,"
         ));
-        // After the quoted device, every line has the header's other 24 fields.
+        // After the quoted device, every line has the header's other 25 fields; the same-size
+        // percentage is empty where it was not measured.
         for l in &lines[1..] {
-            assert_eq!(l.split_once("\",").unwrap().1.split(',').count(), 24, "{l}");
+            assert_eq!(l.split_once("\",").unwrap().1.split(',').count(), 25, "{l}");
         }
+        assert!(lines[1].ends_with(",90.94,113.67"), "{}", lines[1]);
+        let l512 = lines.iter().find(|l| l.contains(",512,512,512,")).unwrap();
+        assert!(l512.ends_with(','), "{l512}");
         assert_eq!(csv_field("plain"), "plain");
     }
 

@@ -75,8 +75,8 @@ fn open_solver<Rt: GpuRuntime>(
     Ok(s)
 }
 
-/// Median seconds of the Laplacian-only operator on a fresh solver with `tuning`, and the launch
-/// shape it ran with.
+/// Median seconds of the Laplacian-only operator on a fresh solver with `tuning` (its window: the
+/// operator's own z-window, 0 for the automatic one), and the launch shape it ran with.
 fn time_laplacian<Rt: GpuRuntime>(
     open: &mut impl FnMut() -> Result<Rt>,
     shape: [usize; 3],
@@ -85,8 +85,80 @@ fn time_laplacian<Rt: GpuRuntime>(
     reps: usize,
 ) -> Result<(Tuning, f64)> {
     let mut s = open_solver(open, shape, radius, KernelChoice::Fused, tuning)?;
+    s.set_operator_window(Operator::Laplacian, tuning.window);
     let seconds = median(s.time_interior(Operator::Laplacian, reps)?);
     Ok((s.operator_tuning(Operator::Laplacian), seconds))
+}
+
+/// The ceilings on arrays of `shape`'s field size, measured once per size (kept in `measured`);
+/// None where they do not fit beside nothing else on the device, or fail.
+fn same_size_ceiling<Rt: GpuRuntime>(
+    open: &mut impl FnMut() -> Result<Rt>,
+    shape: [usize; 3],
+    set: &Settings,
+    measured: &mut Vec<Ceilings>,
+) -> Option<Ceilings> {
+    let bytes = shape.iter().product::<usize>() * 4;
+    if let Some(c) = measured.iter().find(|c| c.array_bytes as usize == bytes / 16 * 16) {
+        return Some(c.clone());
+    }
+    match open().and_then(|rt| gpu::measure_ceiling(&rt, bytes, set.ceiling_reps)).map(Ceilings::from) {
+        Ok(c) => {
+            eprintln!(
+                "ceilings on {} MiB arrays: copy {:.0} GB/s, 3R1W {:.0} GB/s",
+                c.array_bytes >> 20,
+                c.copy_gbs,
+                c.three_read_one_write_gbs
+            );
+            measured.push(c.clone());
+            Some(c)
+        }
+        Err(e) => {
+            eprintln!("ceilings on {} MiB arrays: {e:#}", bytes >> 20);
+            None
+        }
+    }
+}
+
+/// Searches `op`'s tuning for this case's (radius, shape class) and stores the winner.
+fn tune<Rt: GpuRuntime>(
+    open: &mut impl FnMut() -> Result<Rt>,
+    op: Operator,
+    radius: usize,
+    shape: [usize; 3],
+    default: Tuning,
+    budget: Duration,
+    reps: usize,
+) -> Result<TuneSummary> {
+    let t0 = Instant::now();
+    let found = autotune::tune_and_store(open, op, radius, shape, default, budget, reps)?;
+    let e = &found.entry;
+    let search_seconds = t0.elapsed().as_secs_f64();
+    eprintln!(
+        "tuned {op:?} R={radius} {} on {}: {} {:.3} ms (default {:.3} ms), {}/{} candidates in {search_seconds:.1} s",
+        e.class,
+        super::shape_label(e.shape),
+        e.tuning.label(),
+        e.seconds * 1e3,
+        e.default_seconds * 1e3,
+        e.tried,
+        e.candidates,
+    );
+    for f in &found.failures {
+        eprintln!("  candidate failed: {f}");
+    }
+    Ok(TuneSummary {
+        operator: if op == Operator::Laplacian { OperatorKind::LaplacianOnly } else { OperatorKind::FusedStep },
+        radius,
+        class: e.class.to_string(),
+        shape: e.shape,
+        launch: e.tuning(),
+        seconds: e.seconds,
+        default_seconds: e.default_seconds,
+        tried: e.tried,
+        candidates: e.candidates,
+        search_seconds,
+    })
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -110,147 +182,130 @@ pub fn run<Rt: GpuRuntime>(mut open: impl FnMut() -> Result<Rt>, spec: &SweepSpe
     eprintln!("seismic-bench: {device} ({vendor}, {arch}), {} multiprocessors", rt.multiprocessors());
     let c = gpu::measure_ceiling(&rt, set.ceiling_bytes, set.ceiling_reps)?;
     drop(rt);
-    let ceilings = Ceilings {
-        copy_gbs: c.copy_gbs,
-        three_read_one_write_gbs: c.three_read_one_write_gbs,
-        array_bytes: c.array_bytes,
-        repetitions: c.repetitions,
-    };
+    let ceilings = Ceilings::from(c);
     eprintln!("ceilings: copy {:.0} GB/s, 3R1W {:.0} GB/s", ceilings.copy_gbs, ceilings.three_read_one_write_gbs);
     let mut rows = Vec::new();
     let mut tuning = Vec::new();
     let mut skipped = Vec::new();
     let mut searched: Vec<(usize, ShapeClass)> = Vec::new();
-    let want_lap = spec.operators.contains(&OperatorKind::ThreePassStep);
+    let mut same_size_ceilings: Vec<Ceilings> = Vec::new();
+    let want_three_pass = spec.operators.contains(&OperatorKind::ThreePassStep);
+    let want_lap = spec.operators.contains(&OperatorKind::LaplacianOnly);
     for (shape, radius) in spec.cases() {
         let label = super::shape_label(shape);
         let class = ShapeClass::of(shape);
+        let default = (set.default_tuning)(radius);
         if let TuningMode::Search { budget } = set.tuning
             && !searched.contains(&(radius, class))
         {
             searched.push((radius, class));
-            let t0 = Instant::now();
-            match autotune::tune_and_store(
-                &mut open,
-                radius,
-                shape,
-                (set.default_tuning)(radius),
-                budget,
-                set.tune_reps,
-            ) {
-                Ok(found) => {
-                    let e = &found.entry;
-                    eprintln!(
-                        "tuned R={radius} {class} on {}: {} {:.3} ms (default {:.3} ms), {}/{} candidates in {:.1} s",
-                        super::shape_label(e.shape),
-                        e.tuning.label(),
-                        e.seconds * 1e3,
-                        e.default_seconds * 1e3,
-                        e.tried,
-                        e.candidates,
-                        t0.elapsed().as_secs_f64()
-                    );
-                    for f in &found.failures {
-                        eprintln!("  candidate failed: {f}");
+            // The Laplacian-only operator gets a search of its own (its best shape and window differ
+            // from the full step's: 256^3 on an H100, 64-plane windows of one row per thread), on
+            // half the budget, since its likeliest winners come first.
+            let mut ops = vec![(Operator::Fused, budget)];
+            if want_lap {
+                ops.push((Operator::Laplacian, budget / 2));
+            }
+            for (op, budget) in ops {
+                match tune(&mut open, op, radius, shape, default, budget, set.tune_reps) {
+                    Ok(t) => tuning.push(t),
+                    Err(e) => {
+                        eprintln!("tuning {op:?} R={radius} {label} failed: {e:#}");
+                        skipped.push(Skipped {
+                            shape,
+                            radius,
+                            operator: (op == Operator::Laplacian).then_some(OperatorKind::LaplacianOnly),
+                            error: format!("autotuning: {e:#}"),
+                        });
                     }
-                    tuning.push(TuneSummary {
+                }
+            }
+        }
+        let same_size = same_size_ceiling(&mut open, shape, set, &mut same_size_ceilings);
+        let choose = |op: Operator| -> (Tuning, &'static str) {
+            if set.tuning == TuningMode::Default {
+                return (default, "default");
+            }
+            let (t, entry) = autotune::tuning_or(&device, op, radius, shape, default);
+            let source = match entry {
+                Some(e) if searched.contains(&(radius, e.class)) => "tuned",
+                Some(_) => "cached",
+                None => "default",
+            };
+            (t, source)
+        };
+        let mut time_row = |op: OperatorKind, tuning: Tuning, source: &str, seconds: f64, setup: f64| {
+            let row =
+                Row::new(shape, radius, op, tuning, source, seconds, &ceilings).with_same_size(same_size.as_ref());
+            eprintln!(
+                "{label} R={radius} {:16} {} ({source}): {:8.3} ms {:6.0} GB/s {:5.1}% of {} (set-up {setup:.1} s)",
+                op.label(),
+                row.launch_label(),
+                row.seconds * 1e3,
+                row.gbs,
+                row.percent,
+                row.ceiling.label()
+            );
+            rows.push(row);
+        };
+        // The steps share one solver; the Laplacian-only operator has its own launch shape.
+        let steps: Vec<OperatorKind> =
+            spec.operators.iter().copied().filter(|&o| o != OperatorKind::LaplacianOnly).collect();
+        if !steps.is_empty() {
+            let (launch, source) = choose(Operator::Fused);
+            let kernel = if want_three_pass { KernelChoice::ThreePass } else { KernelChoice::Fused };
+            let t0 = Instant::now();
+            match open_solver(&mut open, shape, radius, kernel, launch) {
+                Ok(mut s) => {
+                    let setup = t0.elapsed().as_secs_f64();
+                    for op in steps {
+                        match s.time_interior(operator(op), spec.reps) {
+                            Ok(times) => time_row(op, s.operator_tuning(operator(op)), source, median(times), setup),
+                            Err(e) => {
+                                eprintln!("{label} R={radius} {}: {e:#}", op.label());
+                                skipped.push(Skipped { shape, radius, operator: Some(op), error: format!("{e:#}") });
+                            }
+                        }
+                    }
+                }
+                Err(e) => {
+                    eprintln!("{label} R={radius}: {e:#}");
+                    skipped.push(Skipped { shape, radius, operator: None, error: format!("{e:#}") });
+                }
+            }
+        }
+        if want_lap {
+            let (launch, source) = choose(Operator::Laplacian);
+            let t0 = Instant::now();
+            match time_laplacian(&mut open, shape, radius, launch, spec.reps) {
+                Ok((t, seconds)) => {
+                    time_row(OperatorKind::LaplacianOnly, t, source, seconds, t0.elapsed().as_secs_f64())
+                }
+                Err(e) => {
+                    eprintln!("{label} R={radius} {}: {e:#}", OperatorKind::LaplacianOnly.label());
+                    skipped.push(Skipped {
+                        shape,
                         radius,
-                        class: class.to_string(),
-                        shape: e.shape,
-                        launch: e.tuning(),
-                        seconds: e.seconds,
-                        default_seconds: e.default_seconds,
-                        tried: e.tried,
-                        candidates: e.candidates,
-                        search_seconds: t0.elapsed().as_secs_f64(),
+                        operator: Some(OperatorKind::LaplacianOnly),
+                        error: format!("{e:#}"),
                     });
                 }
-                Err(e) => {
-                    eprintln!("tuning R={radius} {label} failed: {e:#}");
-                    skipped.push(Skipped { shape, radius, operator: None, error: format!("autotuning: {e:#}") });
-                }
-            }
-        }
-        let (launch, source) = match set.tuning {
-            TuningMode::Default => ((set.default_tuning)(radius), "default"),
-            _ => {
-                let (t, entry) = autotune::tuning_or(&device, radius, shape, (set.default_tuning)(radius));
-                let fresh = entry.as_ref().is_some_and(|e| searched.contains(&(radius, e.class)));
-                (
-                    t,
-                    if fresh {
-                        "tuned"
-                    } else if entry.is_some() {
-                        "cached"
-                    } else {
-                        "default"
-                    },
-                )
-            }
-        };
-        let kernel = if want_lap { KernelChoice::ThreePass } else { KernelChoice::Fused };
-        let t0 = Instant::now();
-        let mut s = match open_solver(&mut open, shape, radius, kernel, launch) {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("{label} R={radius}: {e:#}");
-                skipped.push(Skipped { shape, radius, operator: None, error: format!("{e:#}") });
-                continue;
-            }
-        };
-        let setup = t0.elapsed().as_secs_f64();
-        for &op in &spec.operators {
-            match s.time_interior(operator(op), spec.reps) {
-                Ok(times) => {
-                    let t = s.operator_tuning(operator(op));
-                    let row = Row::new(shape, radius, op, t, source, median(times), &ceilings);
-                    eprintln!(
-                        "{label} R={radius} {:16} {} ({source}): {:8.3} ms {:6.0} GB/s {:5.1}% of {} (set-up {setup:.1} s)",
-                        op.label(),
-                        row.launch_label(),
-                        row.seconds * 1e3,
-                        row.gbs,
-                        row.percent,
-                        row.ceiling.label()
-                    );
-                    rows.push(row);
-                }
-                Err(e) => {
-                    eprintln!("{label} R={radius} {}: {e:#}", op.label());
-                    skipped.push(Skipped { shape, radius, operator: Some(op), error: format!("{e:#}") });
-                }
-            }
-        }
-        drop(s);
-        // The tuner searched the full step; the Laplacian-only operator, with a third of its bytes
-        // per plane, may run faster at the default shape (H100, 512^3: 81.8% of copy at the full
-        // step's winner, 90.6% at the default): time it there too and keep the faster.
-        let default = (set.default_tuning)(radius);
-        let lap_row = rows
-            .iter()
-            .rposition(|r| r.shape == shape && r.radius == radius && r.operator == OperatorKind::LaplacianOnly);
-        if let Some(i) = lap_row
-            && (Tuning { window: 0, ..launch }) != default
-        {
-            match time_laplacian(&mut open, shape, radius, default, spec.reps) {
-                Ok((t, seconds)) if seconds < rows[i].seconds => {
-                    let row = Row::new(shape, radius, OperatorKind::LaplacianOnly, t, "default", seconds, &ceilings);
-                    eprintln!(
-                        "{label} R={radius} {:16} {} (default): {:8.3} ms {:5.1}% of {}, faster than the full step's shape",
-                        row.operator.label(),
-                        row.launch_label(),
-                        row.seconds * 1e3,
-                        row.percent,
-                        row.ceiling.label()
-                    );
-                    rows[i] = row;
-                }
-                Ok(_) => {}
-                Err(e) => eprintln!("{label} R={radius} Laplacian-only at the default shape: {e:#}"),
             }
         }
     }
-    Ok(Report { device, vendor, arch, date: autotune::utc_date(), ceilings, spec: spec.clone(), rows, tuning, skipped })
+    same_size_ceilings.sort_by_key(|c| c.array_bytes);
+    Ok(Report {
+        device,
+        vendor,
+        arch,
+        date: autotune::utc_date(),
+        ceilings,
+        same_size_ceilings,
+        spec: spec.clone(),
+        rows,
+        tuning,
+        skipped,
+    })
 }
 
 #[cfg(test)]
@@ -296,14 +351,20 @@ mod tests {
         let rep = run(|| CudaRuntime::new(0), &spec, &set).unwrap();
         assert!(rep.skipped.is_empty(), "{:?}", rep.skipped);
         assert_eq!(rep.rows.len(), 2 * 3);
-        assert_eq!(rep.tuning.len(), 2);
+        // The full step and the Laplacian-only operator, for each of the two cases.
+        assert_eq!(rep.tuning.len(), 4);
+        assert_eq!(rep.tuning.iter().filter(|t| t.operator == OperatorKind::LaplacianOnly).count(), 2);
+        assert_eq!(rep.same_size_ceilings.len(), 2);
         for r in &rep.rows {
             assert!(r.seconds > 0.0 && r.gbs > 0.0 && r.percent < 200.0, "{r:?}");
+            assert!(r.percent_same_size.is_some_and(|p| p > 0.0), "{r:?}");
             assert_eq!(r.tuning, "tuned");
         }
         let cache = autotune::TuningCache::load(&rep.device);
-        assert!(cache.lookup(4, [96, 80, 72], &autotune::kernels_hash()).is_some());
-        assert!(cache.lookup(2, [64, 64, 64], &autotune::kernels_hash()).is_some());
+        for op in [Operator::Fused, Operator::Laplacian] {
+            assert!(cache.lookup(op, 4, [96, 80, 72], &autotune::kernels_hash()).is_some());
+            assert!(cache.lookup(op, 2, [64, 64, 64], &autotune::kernels_hash()).is_some());
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -89,6 +89,11 @@ pub const MAX_CLASS_DISTANCE: u32 = 2;
 /// One autotuner winner.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TunedEntry {
+    /// What was timed: the fused step (what `seismic-run` uses) or the Laplacian-only operator
+    /// (the benchmark's; it runs `Tuning::for_laplacian` of `tuning`, with `tuning.window` as its
+    /// own z-window). Records written before the field existed are the fused step's.
+    #[serde(default)]
+    pub operator: Operator,
     pub radius: usize,
     pub class: ShapeClass,
     /// The grid the search timed.
@@ -96,7 +101,7 @@ pub struct TunedEntry {
     /// The winner (z-window 0: the automatic choice, which measured fastest).
     #[serde(flatten)]
     pub tuning: Tuning,
-    /// Median seconds of the winner's fused step, and of the default tuning's, on `shape`.
+    /// Median seconds of the winner's operator, and of the default tuning's, on `shape`.
     pub seconds: f64,
     pub default_seconds: f64,
     /// Candidates timed before the budget ran out, of how many.
@@ -177,20 +182,25 @@ impl TuningCache {
         Ok(path)
     }
 
-    /// Replaces the entry of the same radius and class (and drops entries of other kernel sources).
+    /// Replaces the entry of the same operator, radius and class (and drops entries of other kernel
+    /// sources).
     pub fn insert(&mut self, entry: TunedEntry) {
-        self.entries.retain(|e| e.kernels == entry.kernels && !(e.radius == entry.radius && e.class == entry.class));
+        self.entries.retain(|e| {
+            e.kernels == entry.kernels
+                && !(e.operator == entry.operator && e.radius == entry.radius && e.class == entry.class)
+        });
         self.entries.push(entry);
-        self.entries.sort_by_key(|e| (e.radius, e.class.plane_log2, e.class.depth_log2));
+        self.entries
+            .sort_by_key(|e| (e.operator == Operator::Laplacian, e.radius, e.class.plane_log2, e.class.depth_log2));
     }
 
-    /// The winner for this radius and shape: the same class, else the nearest within
+    /// The winner for this operator, radius and shape: the same class, else the nearest within
     /// [`MAX_CLASS_DISTANCE`] (ties: the larger plane); only entries timed on `kernels`.
-    pub fn lookup(&self, radius: usize, shape: [usize; 3], kernels: &str) -> Option<&TunedEntry> {
+    pub fn lookup(&self, op: Operator, radius: usize, shape: [usize; 3], kernels: &str) -> Option<&TunedEntry> {
         let class = ShapeClass::of(shape);
         self.entries
             .iter()
-            .filter(|e| e.radius == radius && e.kernels == kernels)
+            .filter(|e| e.operator == op && e.radius == radius && e.kernels == kernels)
             .filter(|e| e.class.distance(&class) <= MAX_CLASS_DISTANCE)
             .min_by_key(|e| (e.class.distance(&class), u32::MAX - e.class.plane_log2))
     }
@@ -199,13 +209,19 @@ impl TuningCache {
 /// The tuning a run of this radius and shape uses on `device`: the cached winner when the cache is
 /// enabled and holds a valid one, else [`Tuning::for_radius`].
 pub fn tuning_for(device: &str, radius: usize, shape: [usize; 3]) -> (Tuning, Option<TunedEntry>) {
-    tuning_or(device, radius, shape, Tuning::for_radius(radius))
+    tuning_or(device, Operator::Fused, radius, shape, Tuning::for_radius(radius))
 }
 
-/// [`tuning_for`] with the vendor's own default (the HIP backend's differs).
-pub fn tuning_or(device: &str, radius: usize, shape: [usize; 3], default: Tuning) -> (Tuning, Option<TunedEntry>) {
+/// [`tuning_for`] for operator `op` with the vendor's own default (the HIP backend's differs).
+pub fn tuning_or(
+    device: &str,
+    op: Operator,
+    radius: usize,
+    shape: [usize; 3],
+    default: Tuning,
+) -> (Tuning, Option<TunedEntry>) {
     if enabled()
-        && let Some(e) = TuningCache::load(device).lookup(radius, shape, &kernels_hash())
+        && let Some(e) = TuningCache::load(device).lookup(op, radius, shape, &kernels_hash())
         && e.tuning().check(radius).is_ok()
     {
         return (e.tuning(), Some(e.clone()));
@@ -325,19 +341,21 @@ pub struct Search {
     pub failures: Vec<String>,
 }
 
-/// Searches the fused step's tuning for `radius` and `shape`'s class, around the vendor's `default`
-/// (the baseline, timed first), on the device `open` opens
-/// (one runtime per candidate launch shape; the z-windows of a launch shape share one solver).
-/// Launch shapes are visited in [`launch_candidates`] order until `budget` is spent; the first is
-/// always timed completely. `reps` timed steps per candidate (median).
+/// Searches the tuning of operator `op` (the fused step or the Laplacian-only operator) for
+/// `radius` and `shape`'s class, around the vendor's `default` (the baseline, timed first), on the
+/// device `open` opens (one runtime per candidate launch shape; the z-windows of a launch shape
+/// share one solver). Launch shapes are visited in [`launch_candidates`] order until `budget` is
+/// spent; the first is always timed completely. `reps` timed steps per candidate (median).
 pub fn search<Rt: GpuRuntime>(
     mut open: impl FnMut() -> Result<Rt>,
+    op: Operator,
     radius: usize,
     shape: [usize; 3],
     default: Tuning,
     budget: Duration,
     reps: usize,
 ) -> Result<Search> {
+    ensure!(op != Operator::ThreePass, "the autotuner tunes the fused kernel's operators, not the three-pass step");
     let start = Instant::now();
     let tshape = search_shape(shape, radius);
     let problem = synthetic_problem(tshape, radius);
@@ -359,15 +377,15 @@ pub fn search<Rt: GpuRuntime>(
             s.set_state(&cur, &prev)?;
             if i == 0 {
                 // The default tuning (its own window choice), the baseline of the report.
-                default_seconds = median(&mut s.time_interior(Operator::Fused, reps)?);
+                default_seconds = median(&mut s.time_interior(op, reps)?);
             }
             // Window 0 (the automatic, wave-filling choice) first: a winner with it carries over to
             // every grid of the class; an explicit length only where it measured faster.
-            let auto = s.window;
+            let auto = s.operator_tuning(op).window;
             let mut out = Vec::new();
             for &w in std::iter::once(&0).chain(windows.iter().filter(|&&w| w != auto)) {
-                s.set_window(if w == 0 { auto } else { w });
-                let seconds = median(&mut s.time_interior(Operator::Fused, reps)?);
+                s.set_operator_window(op, w);
+                let seconds = median(&mut s.time_interior(op, reps)?);
                 out.push(Trial { tuning: Tuning { window: w, ..tuning }, seconds });
             }
             Ok(out)
@@ -384,6 +402,7 @@ pub fn search<Rt: GpuRuntime>(
     ensure!(best.seconds > 0.0, "autotuning measured a zero time");
     Ok(Search {
         entry: TunedEntry {
+            operator: op,
             radius,
             class: ShapeClass::of(shape),
             shape: tshape,
@@ -403,6 +422,7 @@ pub fn search<Rt: GpuRuntime>(
 /// [`search`], then the winner stored in the device's cache; returns the search.
 pub fn tune_and_store<Rt: GpuRuntime>(
     mut open: impl FnMut() -> Result<Rt>,
+    op: Operator,
     radius: usize,
     shape: [usize; 3],
     default: Tuning,
@@ -412,7 +432,7 @@ pub fn tune_and_store<Rt: GpuRuntime>(
     let rt = open()?;
     let (device, vendor, arch) = (rt.device_name(), rt.vendor().to_string(), rt.arch());
     drop(rt);
-    let found = search(open, radius, shape, default, budget, reps)?;
+    let found = search(open, op, radius, shape, default, budget, reps)?;
     let mut cache = TuningCache::load(&device);
     cache.vendor = vendor;
     cache.arch = arch;
@@ -427,6 +447,7 @@ mod tests {
 
     fn entry(radius: usize, shape: [usize; 3], block_y: u32) -> TunedEntry {
         TunedEntry {
+            operator: Operator::Fused,
             radius,
             class: ShapeClass::of(shape),
             shape,
@@ -470,17 +491,35 @@ mod tests {
         c.insert(entry(4, [512, 512, 512], 8));
         c.insert(entry(4, [1024, 1024, 1024], 16));
         c.insert(entry(2, [600, 600, 600], 4));
-        assert_eq!(c.lookup(4, [512, 512, 512], "k1").unwrap().tuning.block_y, 8);
-        assert_eq!(c.lookup(4, [1000, 1000, 1100], "k1").unwrap().tuning.block_y, 16);
+        assert_eq!(c.lookup(Operator::Fused, 4, [512, 512, 512], "k1").unwrap().tuning.block_y, 8);
+        assert_eq!(c.lookup(Operator::Fused, 4, [1000, 1000, 1100], "k1").unwrap().tuning.block_y, 16);
         // 640^3: xy 2^18.6 -> 19, z 2^9.3 -> 9: one step from 512^3, two from 1024^3.
-        assert_eq!(c.lookup(4, [640, 640, 640], "k1").unwrap().tuning.block_y, 8);
-        assert!(c.lookup(4, [2048, 2048, 64], "k1").is_none(), "too far from every entry");
-        assert!(c.lookup(3, [512, 512, 512], "k1").is_none());
-        assert!(c.lookup(4, [512, 512, 512], "k2").is_none(), "other kernel sources");
+        assert_eq!(c.lookup(Operator::Fused, 4, [640, 640, 640], "k1").unwrap().tuning.block_y, 8);
+        assert!(c.lookup(Operator::Fused, 4, [2048, 2048, 64], "k1").is_none(), "too far from every entry");
+        assert!(c.lookup(Operator::Fused, 3, [512, 512, 512], "k1").is_none());
+        assert!(c.lookup(Operator::Fused, 4, [512, 512, 512], "k2").is_none(), "other kernel sources");
         // Same radius and class: replaced, not duplicated.
         c.insert(entry(4, [520, 500, 512], 32));
         assert_eq!(c.entries.len(), 3);
-        assert_eq!(c.lookup(4, [512, 512, 512], "k1").unwrap().tuning.block_y, 32);
+        assert_eq!(c.lookup(Operator::Fused, 4, [512, 512, 512], "k1").unwrap().tuning.block_y, 32);
+    }
+
+    #[test]
+    fn laplacian_entries_are_kept_apart_from_the_full_steps() {
+        let mut c = TuningCache { device: "GPU X".into(), ..Default::default() };
+        c.insert(entry(4, [512, 512, 512], 8));
+        assert!(c.lookup(Operator::Laplacian, 4, [512, 512, 512], "k1").is_none());
+        c.insert(TunedEntry { operator: Operator::Laplacian, ..entry(4, [512, 512, 512], 16) });
+        assert_eq!(c.entries.len(), 2, "a Laplacian winner does not replace the full step's");
+        assert_eq!(c.lookup(Operator::Laplacian, 4, [512, 512, 512], "k1").unwrap().tuning.block_y, 16);
+        assert_eq!(c.lookup(Operator::Fused, 4, [512, 512, 512], "k1").unwrap().tuning.block_y, 8);
+        // A record written before the operator field existed is the full step's.
+        let mut v = serde_json::to_value(&c.entries[0]).unwrap();
+        v.as_object_mut().unwrap().remove("operator");
+        let old: TunedEntry = serde_json::from_value(v).unwrap();
+        assert_eq!(old.operator, Operator::Fused);
+        let text = serde_json::to_string(&c.entries[1]).unwrap();
+        assert!(text.contains("\"operator\":\"laplacian\""), "{text}");
     }
 
     #[test]

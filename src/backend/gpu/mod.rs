@@ -146,9 +146,11 @@ pub mod sources {
 pub use super::tuning::Tuning;
 
 /// Which interior operator to time (see [`GpuSolver::time_interior`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Operator {
     /// The fused leapfrog step (one pass).
+    #[default]
     Fused,
     /// x, y, z passes into a scratch Laplacian, then the update.
     ThreePass,
@@ -736,6 +738,16 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         self.laplacian_window = self.window;
     }
 
+    /// Sets the z-window `op` runs with (0: its automatic choice), leaving the other operator's.
+    pub(crate) fn set_operator_window(&mut self, op: Operator, window: u32) {
+        let shortest = if op == Operator::Laplacian { LAPLACIAN_SHORTEST } else { FUSED_SHORTEST };
+        let w = self.guarded_window(if window == 0 { self.auto_window(shortest) } else { window });
+        match op {
+            Operator::Laplacian => self.laplacian_window = w,
+            _ => self.window = w,
+        }
+    }
+
     /// `window`, lengthened where needed to keep the grid's z dimension within the 65535 blocks
     /// every GPU allows (only extremely deep grids need it; past the whole depth a longer window
     /// changes nothing, so the search stops there).
@@ -1289,7 +1301,7 @@ pub fn open_cuda(problem: &Problem, kernel: KernelChoice) -> Result<Box<dyn Back
 pub fn open_hip(problem: &Problem, kernel: KernelChoice) -> Result<Box<dyn Backend>> {
     let rt = hip::HipRuntime::new(0)?;
     let r = problem.stencil.radius;
-    let (tuning, _) = autotune::tuning_or(&rt.device_name(), r, problem.shape(), hip::tuning(r));
+    let (tuning, _) = autotune::tuning_or(&rt.device_name(), Operator::Fused, r, problem.shape(), hip::tuning(r));
     Ok(Box::new(GpuSolver::new(rt, problem, kernel, tuning)?))
 }
 
