@@ -247,8 +247,8 @@ pub struct Row {
     pub percent: f64,
     /// gbs as a percentage of the same ceiling measured on arrays of this grid's size: a grid of
     /// 64 MiB fields moves too few bytes per launch for the memory system to reach its 1 GiB rate
-    /// (H100: a 64 MiB copy runs at 79% of the 1 GiB copy), and this says how much of the shortfall
-    /// is the kernel's. None where it was not measured.
+    /// (H100: a 64 MiB copy at 79-92% of the 1 GiB copy, varying from run to run), and this says
+    /// how much of the shortfall is the kernel's. None where it was not measured.
     #[serde(default)]
     pub percent_same_size: Option<f64>,
 }
