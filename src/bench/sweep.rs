@@ -1,8 +1,10 @@
-//! The GPU side of `seismic-bench`: measures the copy and 3-read-1-write ceilings, then times every
-//! (grid, radius, operator) of a [`SweepSpec`] on one device through any [`GpuRuntime`], with the
-//! autotuner's choice (searched in this run with `tune`, else the device's cached winner, else the
-//! default). One solver per (grid, radius) serves all operators; a case that does not fit or fails
-//! is reported as skipped and the sweep goes on.
+//! The GPU side of `seismic-bench`: measures the copy and 3-read-1-write ceilings (on 1 GiB arrays,
+//! and again on arrays of each grid's field size), then times every (grid, radius, operator) of a
+//! [`SweepSpec`] on one device through any [`GpuRuntime`], with the autotuner's choice (searched
+//! in this run with `tune`, for the full step and the Laplacian-only operator apart, else the
+//! device's cached winner, else the default). The two steps of a (grid, radius) share one solver;
+//! the Laplacian-only operator gets its own, with its own launch shape. A case that does not fit
+//! or fails is reported as skipped and the sweep goes on.
 
 use super::{Ceilings, OperatorKind, Report, Row, Skipped, SweepSpec, TuneSummary};
 use crate::backend::gpu::autotune::{self, ShapeClass};
@@ -91,7 +93,7 @@ fn time_laplacian<Rt: GpuRuntime>(
 }
 
 /// The ceilings on arrays of `shape`'s field size, measured once per size (kept in `measured`);
-/// None where they do not fit beside nothing else on the device, or fail.
+/// None where four such arrays do not fit on the device or the measurement fails.
 fn same_size_ceiling<Rt: GpuRuntime>(
     open: &mut impl FnMut() -> Result<Rt>,
     shape: [usize; 3],

@@ -47,10 +47,12 @@ struct Cli {
     /// Output directory.
     #[arg(long, default_value = "bench-results")]
     out: PathBuf,
-    /// Run the autotuner for each (radius, shape class) first, cache the winners and use them.
+    /// Run the autotuner for each (radius, shape class) first, for the full step and for the
+    /// Laplacian-only operator apart, cache the winners and use them.
     #[arg(long)]
     tune: bool,
-    /// Seconds the autotuner may spend per (radius, shape class) [default: 12, 4 with --quick].
+    /// Seconds the autotuner may spend on the full step per (radius, shape class); the
+    /// Laplacian-only operator's search gets half as much [default: 12, 4 with --quick].
     #[arg(long)]
     tune_budget: Option<f64>,
     /// Use the default launch shapes, not the cached autotuner winners.
