@@ -190,6 +190,9 @@ pub fn run<Rt: GpuRuntime>(mut open: impl FnMut() -> Result<Rt>, spec: &SweepSpe
     let mut tuning = Vec::new();
     let mut skipped = Vec::new();
     let mut searched: Vec<(usize, ShapeClass)> = Vec::new();
+    // The searches that found a winner: only their entries are labelled "tuned" (a failed search
+    // leaves an older cached entry in place).
+    let mut found: Vec<(Operator, usize, ShapeClass)> = Vec::new();
     let mut same_size_ceilings: Vec<Ceilings> = Vec::new();
     let want_three_pass = spec.operators.contains(&OperatorKind::ThreePassStep);
     let want_lap = spec.operators.contains(&OperatorKind::LaplacianOnly);
@@ -210,7 +213,10 @@ pub fn run<Rt: GpuRuntime>(mut open: impl FnMut() -> Result<Rt>, spec: &SweepSpe
             }
             for (op, budget) in ops {
                 match tune(&mut open, op, radius, shape, default, budget, set.tune_reps) {
-                    Ok(t) => tuning.push(t),
+                    Ok(t) => {
+                        found.push((op, radius, class));
+                        tuning.push(t);
+                    }
                     Err(e) => {
                         eprintln!("tuning {op:?} R={radius} {label} failed: {e:#}");
                         skipped.push(Skipped {
@@ -230,7 +236,7 @@ pub fn run<Rt: GpuRuntime>(mut open: impl FnMut() -> Result<Rt>, spec: &SweepSpe
             }
             let (t, entry) = autotune::tuning_or(&device, op, radius, shape, default);
             let source = match entry {
-                Some(e) if searched.contains(&(radius, e.class)) => "tuned",
+                Some(e) if found.contains(&(op, radius, e.class)) => "tuned",
                 Some(_) => "cached",
                 None => "default",
             };
