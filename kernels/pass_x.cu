@@ -30,6 +30,6 @@ extern "C" __global__ LAUNCH_BOUNDS(32 * BLOCK_Y) void pass_x(const float* RESTR
 #pragma unroll
     for (int k = 1; k <= R; k++)
 #pragma unroll
-        for (int j = 0; j < VEC; j++) res.v[j] += w.cx[k] * (xr[HV * VEC + j - k] + xr[HV * VEC + j + k]);
+        for (int j = 0; j < VEC; j++) res.v[j] = tap(res.v[j], w.cx[k], xr[HV * VEC + j - k], xr[HV * VEC + j + k]);
     vstore(lap + o, res);
 }
