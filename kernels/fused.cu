@@ -99,6 +99,14 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(FUSED_STE
     const int xside = lt % (2 * HV);
     const int xcolv = xside < HV ? xside : FX + xside;
     const i64 col_x = (i64)(rowb + xrow - R) * pitch + (tile_x * FX - HV + xcolv) * VEC;
+    // Which of these lie in the grid (prelude.h, vload_if): the rest is zero and is not read.
+    const bool col_in = ix < nx;
+    bool row_in[RY];
+#pragma unroll
+    for (int r = 0; r < RY; r++) row_in[r] = col_in && iy + r < ny;
+    const bool ylo_in = col_in && rowb + ty - R >= 0;
+    const bool yhi_in = col_in && rowb + TY + ty < ny;
+    const bool xhalo_in = rowb + xrow - R < ny && vec_in_x((tile_x * FX - HV + xcolv) * VEC, nx);
 
 #if STAGES > 0
     static_assert(VEC == 4, "the asynchronous path copies 16-byte vectors");
@@ -126,18 +134,18 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(FUSED_STE
             const i64 pz = (i64)zz * plane;
             Vf* const h = halo_slot(s);
             if (yhalo) {
-                cp_async16(h + lt, cur + pz + col_ylo);
-                cp_async16(h + R * FX + lt, cur + pz + col_yhi);
+                cp_async16(h + lt, cur + pz + col_ylo, ylo_in);
+                cp_async16(h + R * FX + lt, cur + pz + col_yhi, yhi_in);
             }
-            if (xhalo) cp_async16(h + 2 * R * FX + lt, cur + pz + col_x);
+            if (xhalo) cp_async16(h + 2 * R * FX + lt, cur + pz + col_x, xhalo_in);
 #endif
 #pragma unroll
             for (int r = 0; r < RY; r++) {
                 const i64 c = col + (i64)r * pitch;
-                cp_async16_cur(slot(s, 0, r), cur + (i64)(zz + dz * R) * plane + c);
+                cp_async16_cur(slot(s, 0, r), cur + (i64)(zz + dz * R) * plane + c, row_in[r]);
 #if !LAPLACIAN_ONLY
-                cp_async16_once(slot(s, 1, r), out + (i64)zz * plane + c);
-                cp_async16_once(slot(s, 2, r), vel + (i64)zz * plane + c);
+                cp_async16_once(slot(s, 1, r), out + (i64)zz * plane + c, row_in[r]);
+                cp_async16_once(slot(s, 2, r), vel + (i64)zz * plane + c, row_in[r]);
 #endif
             }
         }
@@ -154,25 +162,25 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(FUSED_STE
 #pragma unroll
         for (int i = 1; i < QS; i++) {
             const int zp = zfirst + dz * (i - 1 - R);
-            if (zp >= -R && zp < nz + R) q[r][i] = vload(cur + (i64)zp * plane + col + (i64)r * pitch);
+            if (zp >= -R && zp < nz + R) q[r][i] = vload_if(cur + (i64)zp * plane + col + (i64)r * pitch, row_in[r]);
         }
     Vf nylo, nyhi, nxh;
     // The halo rows and vectors of plane zz into registers, to be written into a tile later.
     auto fetch_halos = [&](int zz) {
         const i64 pf = (i64)zz * plane;
         if (yhalo) {
-            nylo = vload(cur + pf + col_ylo);
-            nyhi = vload(cur + pf + col_yhi);
+            nylo = vload_if(cur + pf + col_ylo, ylo_in);
+            nyhi = vload_if(cur + pf + col_yhi, yhi_in);
         }
-        if (xhalo) nxh = vload(cur + pf + col_x);
+        if (xhalo) nxh = vload_if(cur + pf + col_x, xhalo_in);
     };
 #if !HALO_RING
     fetch_halos(zfirst);
 #endif
     static_assert(RY == 1 || STAGES > 0, "ROWS > 1 needs STAGES > 0");
 #if PREFETCH_PV && !LAPLACIAN_ONLY
-    Vf npm = LOAD_ONCE(out + (i64)zfirst * plane + col);
-    Vf nvv = LOAD_ONCE(vel + (i64)zfirst * plane + col);
+    Vf npm = row_in[0] ? LOAD_ONCE(out + (i64)zfirst * plane + col) : vzero();
+    Vf nvv = row_in[0] ? LOAD_ONCE(vel + (i64)zfirst * plane + col) : vzero();
 #endif
 
     SEISMIC_UNROLL(UNROLL_Z)
@@ -207,7 +215,7 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(FUSED_STE
 #else
         {
             const int zp = z + dz * (R + DEPTH);
-            if (zp >= -R && zp < nz + R) q[0][QS - 1] = vload(cur + (i64)zp * plane + col);
+            if (zp >= -R && zp < nz + R) q[0][QS - 1] = vload_if(cur + (i64)zp * plane + col, row_in[0]);
         }
 #endif
         const int b = s & 1;
@@ -229,13 +237,13 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(FUSED_STE
 #endif
 #if PREFETCH_PV && !LAPLACIAN_ONLY
             const i64 pn = (i64)(z + dz) * plane;
-            npm = LOAD_ONCE(out + pn + col);
-            nvv = LOAD_ONCE(vel + pn + col);
+            npm = row_in[0] ? LOAD_ONCE(out + pn + col) : vzero();
+            nvv = row_in[0] ? LOAD_ONCE(vel + pn + col) : vzero();
 #endif
         }
 #if !PREFETCH_PV && !LAPLACIAN_ONLY && STAGES == 0
-        const Vf pm = LOAD_ONCE(out + (i64)z * plane + col);
-        const Vf vv = LOAD_ONCE(vel + (i64)z * plane + col);
+        const Vf pm = row_in[0] ? LOAD_ONCE(out + (i64)z * plane + col) : vzero();
+        const Vf vv = row_in[0] ? LOAD_ONCE(vel + (i64)z * plane + col) : vzero();
 #endif
         BLOCK_SYNC();
 

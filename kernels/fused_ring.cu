@@ -54,6 +54,9 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(FUSED_STE
     const i64 col = (i64)iy * pitch + ix;
     // The tile's first vector (row -R, vector -HV) in the field.
     const i64 tile0 = (i64)(rowb - R) * pitch + (tile_x * FX - HV) * VEC;
+    bool row_in[RY];  // the thread's rows that lie in the grid (the rest is zero and is not read)
+#pragma unroll
+    for (int r = 0; r < RY; r++) row_in[r] = ix < nx && iy + r < ny;
 
     auto tile_at = [&](int k) -> Vf* { return ring + (k % TILES) * TILE; };  // tile of step k
     // The tile of step k: plane zfirst + dz * k, which may lie in the z halo (|dz * k| <= R past an
@@ -65,7 +68,9 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(FUSED_STE
             const float* src = cur + (i64)zz * plane + tile0;
             for (int i = lt; i < TILE; i += FX * FY) {
                 const int row = i / TWV, v = i - row * TWV;
-                cp_async16_cur(t + i, src + (i64)row * pitch + v * VEC);
+                const int gy = rowb - R + row;  // outside the grid: zero, not read (prelude.h)
+                const bool in = gy >= 0 && gy < ny && vec_in_x((tile_x * FX - HV + v) * VEC, nx);
+                cp_async16_cur(t + i, src + (i64)row * pitch + v * VEC, in);
             }
         }
     };
@@ -77,8 +82,8 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(FUSED_STE
 #pragma unroll
             for (int r = 0; r < RY; r++) {
                 const i64 c = col + (i64)r * pitch;
-                cp_async16_once(slot + r * FX * FY + lt, out + o + c);
-                cp_async16_once(slot + (RY + r) * FX * FY + lt, vel + o + c);
+                cp_async16_once(slot + r * FX * FY + lt, out + o + c, row_in[r]);
+                cp_async16_once(slot + (RY + r) * FX * FY + lt, vel + o + c, row_in[r]);
             }
         }
 #endif
@@ -100,7 +105,7 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(FUSED_STE
 #pragma unroll
         for (int i = 1; i < QN; i++) {
             const int zp = zfirst + dz * (i - 1 - R);
-            if (zp >= -R && zp < nz + R) q[r][i] = vload(cur + (i64)zp * plane + col + (i64)r * pitch);
+            if (zp >= -R && zp < nz + R) q[r][i] = vload_if(cur + (i64)zp * plane + col + (i64)r * pitch, row_in[r]);
         }
 
     SEISMIC_UNROLL(UNROLL_Z)

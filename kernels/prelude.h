@@ -165,11 +165,31 @@ DEVICE Vf vload_once(const float* p) {
 #endif
 #endif
 
+DEVICE Vf vzero() {
+    Vf r;
+#pragma unroll
+    for (int j = 0; j < VEC; j++) r.v[j] = 0.0f;
+    return r;
+}
+
+// What lies outside the grid in x or y is zero: the halo is held at zero (only the z halo is ever
+// written, by the free surface's mirror) and the rows and columns a tile overhangs are slack
+// that nobody writes. The fused kernels therefore do not read it: `vload_if` and the `read`
+// argument of the asynchronous copies give zeros without a memory access (H100, R = 4: 10% of
+// p^n's DRAM reads at 1024^3 and 29% at 256^3 were such points or L2 misses; NOTES session 7).
+DEVICE Vf vload_if(const float* p, bool read) { return read ? vload(p) : vzero(); }
+
+// Whether the VEC points from x0 (a multiple of VEC) hold a point of the grid's rows 0..nx-1.
+DEVICE bool vec_in_x(int x0, int nx) { return x0 < nx && x0 + VEC > 0; }
+
 // Asynchronous 16-byte copies global -> shared (sm_80+ cp.async): data in flight costs shared
 // memory instead of registers. The issuing thread alone reads what it copied, after
-// CP_ASYNC_WAIT(n) (at most n of its newest groups still pending). HIP: plain copies.
+// CP_ASYNC_WAIT(n) (at most n of its newest groups still pending). With `read` false the 16 bytes
+// are zero-filled and global memory is not touched (src-size 0). HIP: plain copies.
 #if SEISMIC_HIP
-DEVICE void cp_async16(void* s, const float* g) { *reinterpret_cast<float4*>(s) = *reinterpret_cast<const float4*>(g); }
+DEVICE void cp_async16(void* s, const float* g, bool read = true) {
+    *reinterpret_cast<float4*>(s) = read ? *reinterpret_cast<const float4*>(g) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+}
 DEVICE void cp_async_commit() {}
 #define CP_ASYNC_WAIT(n)
 #else
@@ -178,8 +198,9 @@ DEVICE unsigned smem_addr(const void* p) {
     asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
     return r;
 }
-DEVICE void cp_async16(void* s, const float* g) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(s)), "l"(g) : "memory");
+DEVICE void cp_async16(void* s, const float* g, bool read = true) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(s)), "l"(g), "r"(read ? 16 : 0)
+                 : "memory");
 }
 DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 #define CP_ASYNC_WAIT(n) asm volatile("cp.async.wait_group %0;" ::"n"(n) : "memory")
@@ -197,23 +218,23 @@ DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memor
 #define CUR_HINT 1
 #endif
 #if SEISMIC_HIP
-DEVICE void cp_async16_once(void* s, const float* g) { cp_async16(s, g); }
-DEVICE void cp_async16_cur(void* s, const float* g) { cp_async16(s, g); }
+DEVICE void cp_async16_once(void* s, const float* g, bool read = true) { cp_async16(s, g, read); }
+DEVICE void cp_async16_cur(void* s, const float* g, bool read = true) { cp_async16(s, g, read); }
 #else
 // A cp_async16 whose lines enter L2 with the eviction priority `policy` (a createpolicy result).
-DEVICE void cp_async16_policy(void* s, const float* g, u64 policy) {
-    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(smem_addr(s)), "l"(g),
-                 "l"(policy)
+DEVICE void cp_async16_policy(void* s, const float* g, u64 policy, bool read) {
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;" ::"r"(smem_addr(s)), "l"(g),
+                 "r"(read ? 16 : 0), "l"(policy)
                  : "memory");
 }
 #define SEISMIC_CP_ASYNC_HINTED(name, hinted, priority)                                  \
-    DEVICE void name(void* s, const float* g) {                                          \
+    DEVICE void name(void* s, const float* g, bool read = true) {                        \
         if (hinted) {                                                                     \
             u64 policy;                                                                   \
             asm("createpolicy.fractional.L2::" priority ".b64 %0, 1.0;" : "=l"(policy)); \
-            cp_async16_policy(s, g, policy);                                              \
+            cp_async16_policy(s, g, policy, read);                                        \
         } else {                                                                          \
-            cp_async16(s, g);                                                             \
+            cp_async16(s, g, read);                                                       \
         }                                                                                 \
     }
 SEISMIC_CP_ASYNC_HINTED(cp_async16_once, ONCE_HINT, "evict_first")

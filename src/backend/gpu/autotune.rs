@@ -275,6 +275,9 @@ pub fn launch_candidates(radius: usize, default: Tuning) -> Vec<Tuning> {
             Tuning { rows: 1, block_y: 8.max(r), ..d }
         },
         Tuning { tile_ring: 1, rows: 2, block_y: 8.max(r), min_blocks: 1, ..d },
+        // Three smaller blocks per SM instead of two (H100, R = 4, Laplacian-only 512^3: 93.3% of
+        // copy against 92.3% for the default).
+        Tuning { block_y: 4.max(r), rows: 2, min_blocks: 3, ..d },
         Tuning { order: if d.order == 3 { 0 } else { 3 }, ..d },
         Tuning {
             order: if d.order == 3 { 0 } else { 3 },
@@ -318,7 +321,7 @@ pub fn launch_candidates(radius: usize, default: Tuning) -> Vec<Tuning> {
 /// Explicit z-window lengths to try on a grid of depth `nz` after the automatic one: 4 to 64
 /// planes (longer windows measured slower on every grid), and the whole depth when it is shorter.
 pub fn window_candidates(nz: usize) -> Vec<u32> {
-    let mut v: Vec<u32> = [4u32, 6, 8, 12, 16, 24, 32, 48, 64].into_iter().filter(|&w| (w as usize) < nz).collect();
+    let mut v: Vec<u32> = [4u32, 6, 8, 10, 12, 16, 24, 32, 48, 64].into_iter().filter(|&w| (w as usize) < nz).collect();
     if nz <= 64 {
         v.push(nz as u32);
     }
@@ -565,9 +568,9 @@ mod tests {
                 assert!(!l[..i].contains(t), "R={r}: {t:?} twice");
             }
         }
-        assert_eq!(window_candidates(512), vec![4, 6, 8, 12, 16, 24, 32, 48, 64]);
-        assert_eq!(window_candidates(64), vec![4, 6, 8, 12, 16, 24, 32, 48, 64]);
-        assert_eq!(window_candidates(20), vec![4, 6, 8, 12, 16, 20]);
+        assert_eq!(window_candidates(512), vec![4, 6, 8, 10, 12, 16, 24, 32, 48, 64]);
+        assert_eq!(window_candidates(64), vec![4, 6, 8, 10, 12, 16, 24, 32, 48, 64]);
+        assert_eq!(window_candidates(20), vec![4, 6, 8, 10, 12, 16, 20]);
     }
 
     #[test]
