@@ -175,8 +175,8 @@ DEVICE Vf vzero() {
 // What lies outside the grid in x or y is zero: the halo is held at zero (only the z halo is ever
 // written, by the free surface's mirror) and the rows and columns a tile overhangs are slack
 // that nobody writes. The fused kernels therefore do not read it: `vload_if` and the `read`
-// argument of the asynchronous copies give zeros without a memory access (H100, R = 4: 10% of
-// p^n's DRAM reads at 1024^3 and 29% at 256^3 were such points or L2 misses; NOTES session 7).
+// argument of the asynchronous copies give zeros without a memory access (ncu, R = 4, Laplacian-only
+// at 1024^3: p^n read 1.04 times per step instead of 1.10; kernels/NOTES.md, session 7).
 DEVICE Vf vload_if(const float* p, bool read) { return read ? vload(p) : vzero(); }
 
 // Whether the VEC points from x0 (a multiple of VEC) hold a point of the grid's rows 0..nx-1.
