@@ -34,6 +34,7 @@
 #else
 #define LOAD_ONCE(p) vload(p)
 #endif
+#define LOAD_ONCE_IF(p, read) ((read) ? LOAD_ONCE(p) : vzero())  // zeros outside the grid, unread
 
 #ifndef DEPTH
 #define DEPTH 1  // planes of p^n fetched ahead of their first use in the z queue (registers)
@@ -179,8 +180,8 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(FUSED_STE
 #endif
     static_assert(RY == 1 || STAGES > 0, "ROWS > 1 needs STAGES > 0");
 #if PREFETCH_PV && !LAPLACIAN_ONLY
-    Vf npm = row_in[0] ? LOAD_ONCE(out + (i64)zfirst * plane + col) : vzero();
-    Vf nvv = row_in[0] ? LOAD_ONCE(vel + (i64)zfirst * plane + col) : vzero();
+    Vf npm = LOAD_ONCE_IF(out + (i64)zfirst * plane + col, row_in[0]);
+    Vf nvv = LOAD_ONCE_IF(vel + (i64)zfirst * plane + col, row_in[0]);
 #endif
 
     SEISMIC_UNROLL(UNROLL_Z)
@@ -237,13 +238,13 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(FUSED_STE
 #endif
 #if PREFETCH_PV && !LAPLACIAN_ONLY
             const i64 pn = (i64)(z + dz) * plane;
-            npm = row_in[0] ? LOAD_ONCE(out + pn + col) : vzero();
-            nvv = row_in[0] ? LOAD_ONCE(vel + pn + col) : vzero();
+            npm = LOAD_ONCE_IF(out + pn + col, row_in[0]);
+            nvv = LOAD_ONCE_IF(vel + pn + col, row_in[0]);
 #endif
         }
 #if !PREFETCH_PV && !LAPLACIAN_ONLY && STAGES == 0
-        const Vf pm = row_in[0] ? LOAD_ONCE(out + (i64)z * plane + col) : vzero();
-        const Vf vv = row_in[0] ? LOAD_ONCE(vel + (i64)z * plane + col) : vzero();
+        const Vf pm = LOAD_ONCE_IF(out + (i64)z * plane + col, row_in[0]);
+        const Vf vv = LOAD_ONCE_IF(vel + (i64)z * plane + col, row_in[0]);
 #endif
         BLOCK_SYNC();
 

@@ -244,8 +244,7 @@ SEISMIC_CP_ASYNC_HINTED(cp_async16_cur, CUR_HINT, "evict_last")
 // One symmetric pair of stencil taps added to a partial sum, acc + c (a + b), as one fused
 // multiply-add: exactly rounded, so the CPU reference (`mul_add`) gets the same bits whatever the
 // compiler's contraction flag, and a tap costs two instructions instead of three (H100, 512^3 /
-// 1024^3, R = 4, Laplacian-only: +1.9 / +1.1 points of copy measured with contraction, NOTES
-// session 6).
+// 1024^3, R = 4, Laplacian-only: +1.6 / +1.1 points of copy; kernels/NOTES.md, session 7).
 #if SEISMIC_HIP
 DEVICE float tap(float acc, float c, float a, float b) { return __builtin_fmaf(c, a + b, acc); }
 #else

@@ -247,15 +247,13 @@ impl<T: Real> CpuSolver<T> {
             centre: self.centre,
             coef: std::array::from_fn(|a| std::array::from_fn(|k| self.c2[a][k + 1])),
         };
-        let fma = hardware_fma();
         self.prev.par_chunks_mut(plane_len).enumerate().for_each(|(pz, plane)| {
             #[cfg(target_arch = "x86_64")]
-            if fma {
+            if hardware_fma() {
                 // SAFETY: hardware_fma checked that this CPU has AVX2 and FMA.
                 unsafe { job.plane_avx2_fma(pz, plane) };
                 return;
             }
-            let _ = fma;
             job.plane(pz, plane);
         });
     }
