@@ -49,6 +49,12 @@
 #if HALO_RING && STAGES == 0
 #error "HALO_RING needs STAGES > 0"
 #endif
+#ifndef PV_LATE
+#define PV_LATE (ROWS > 1)  // ring path: p^{n-1} and c^2 dt^2 read after the stencil (8 registers free during it)
+#endif
+#if !PV_LATE && ROWS > 1
+#error "several rows per thread read p^{n-1} and c^2 dt^2 after the stencil (PV_LATE)"
+#endif
 #if STAGES > 0
 #undef DEPTH
 #define DEPTH 0
@@ -206,7 +212,7 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(FUSED_STE
             if (xhalo) nxh = h[2 * R * FX + lt];
         }
 #endif
-#if !LAPLACIAN_ONLY && ROWS == 1
+#if !LAPLACIAN_ONLY && !PV_LATE
         // One row keeps its measured order: these reads before the barrier, the x centre from the
         // tile (79% of 3R1W at R = 4; 74% with the reads after the stencil and the centre from the
         // queue, as the several-row path does).
@@ -256,9 +262,9 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(FUSED_STE
         for (int r = 0; r < RY; r++) {
 #if LAPLACIAN_ONLY
             const Vf &pm = q[r][R], &vv = q[r][R];  // unused
-#elif STAGES > 0 && ROWS > 1
-            // Several rows: read late, to keep 8 * ROWS registers free during the stencil (the slot
-            // stays valid until the next iteration's issue).
+#elif STAGES > 0 && PV_LATE
+            // Read late, to keep 8 * ROWS registers free during the stencil (the slot stays valid
+            // until the next iteration's issue).
             const Vf pm = *slot(s, 1, r);
             const Vf vv = *slot(s, 2, r);
 #endif
