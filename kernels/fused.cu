@@ -49,12 +49,6 @@
 #if HALO_RING && STAGES == 0
 #error "HALO_RING needs STAGES > 0"
 #endif
-#ifndef PV_LATE
-#define PV_LATE (ROWS > 1)  // ring path: p^{n-1} and c^2 dt^2 read after the stencil (8 registers free during it)
-#endif
-#if !PV_LATE && ROWS > 1
-#error "several rows per thread read p^{n-1} and c^2 dt^2 after the stencil (PV_LATE)"
-#endif
 #if STAGES > 0
 #undef DEPTH
 #define DEPTH 0
@@ -212,13 +206,6 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(FUSED_STE
             if (xhalo) nxh = h[2 * R * FX + lt];
         }
 #endif
-#if !LAPLACIAN_ONLY && !PV_LATE
-        // One row keeps its measured order: these reads before the barrier, the x centre from the
-        // tile (79% of 3R1W at R = 4; 74% with the reads after the stencil and the centre from the
-        // queue, as the several-row path does).
-        const Vf pm = *slot(s, 1, 0);
-        const Vf vv = *slot(s, 2, 0);
-#endif
 #else
         {
             const int zp = z + dz * (R + DEPTH);
@@ -262,9 +249,10 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(FUSED_STE
         for (int r = 0; r < RY; r++) {
 #if LAPLACIAN_ONLY
             const Vf &pm = q[r][R], &vv = q[r][R];  // unused
-#elif STAGES > 0 && PV_LATE
-            // Read late, to keep 8 * ROWS registers free during the stencil (the slot stays valid
-            // until the next iteration's issue).
+#elif STAGES > 0
+            // Read after the stencil, not before the barrier: 8 * ROWS registers stay free during
+            // it (one row at R = 8: 0.930 -> 0.788 ms at 512^3, no spill; neutral at R = 1, 4, 7;
+            // kernels/NOTES.md, session 9). The slot stays valid until the next iteration's issue.
             const Vf pm = *slot(s, 1, r);
             const Vf vv = *slot(s, 2, r);
 #endif
