@@ -6,6 +6,18 @@ use rust_hdf5::H5File;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// The binary under test: cargo's build, else (test executables copied elsewhere, as
+/// ../shared/tools/gpu-stage stages them in .gpu/tests beside .gpu/bin) `../bin/seismic-run`
+/// next to this test executable.
+fn seismic_run() -> Command {
+    let built = Path::new(env!("CARGO_BIN_EXE_seismic-run"));
+    let staged = std::env::current_exe().ok().and_then(|t| Some(t.parent()?.parent()?.join("bin").join("seismic-run")));
+    match staged {
+        Some(s) if !built.exists() && s.exists() => Command::new(s),
+        _ => Command::new(built),
+    }
+}
+
 /// A fresh, empty directory for one test, removed when the test ends.
 struct Scratch(PathBuf);
 
@@ -69,12 +81,7 @@ const CONSTANT: &str = "kind = \"constant\"\nvp = 2000.0";
 fn run(dir: &Path, input: &str, args: &[&str]) -> Output {
     let path = dir.join("input.toml");
     std::fs::write(&path, input).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_seismic-run"))
-        .current_dir(dir)
-        .args(args)
-        .arg(&path)
-        .output()
-        .expect("the binary runs")
+    seismic_run().current_dir(dir).args(args).arg(&path).output().expect("the binary runs")
 }
 
 /// Files in `dir` other than the input (a failed run must leave none, not even a partial file).
@@ -143,7 +150,7 @@ fn grid_too_large_for_memory_is_named_before_allocating() {
 
 #[test]
 fn help_documents_every_option() {
-    let out = Command::new(env!("CARGO_BIN_EXE_seismic-run")).arg("--help").output().unwrap();
+    let out = seismic_run().arg("--help").output().unwrap();
     assert!(out.status.success());
     let help = String::from_utf8_lossy(&out.stdout);
     for opt in ["--backend", "--kernel", "--output", "--steps", "--quiet", "--plot", "INPUT.toml", "auto", "three-pass"]
@@ -158,7 +165,7 @@ fn tiny_run_writes_a_complete_file() {
     // `run` subcommand form; the bare form is what the other tests use.
     let path = dir.join("input.toml");
     std::fs::write(&path, tiny_input("steps = 12", CONSTANT)).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_seismic-run"))
+    let out = seismic_run()
         .current_dir(&*dir)
         .args(["run", "--backend", "cpu", "--plot", "-o", "result.h5"])
         .arg(&path)
@@ -212,7 +219,7 @@ fn ctrl_c_stops_between_steps_and_leaves_no_output() {
     let input = tiny_input("steps = 200000", CONSTANT).replace("snapshot_every = 5", "snapshot_every = 0");
     let path = dir.join("input.toml");
     std::fs::write(&path, input).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_seismic-run"))
+    let mut child = seismic_run()
         .current_dir(&*dir)
         .args(["--backend", "cpu", "-o", "out.h5"])
         .arg(&path)

@@ -1,5 +1,5 @@
 //! Velocity models sampled onto the run grid: every kind, axis orders, units, resampling, the
-//! Marmousi data set (read from ../shared/models) and fetching a data set.
+//! Marmousi data set (read from where seismic-run finds it) and fetching a data set.
 
 use seismic_run::config::{Config, GridConfig};
 use seismic_run::model::{self, npy, volume::VelocityVolume};
@@ -162,11 +162,16 @@ fn grid_beyond_the_model_takes_the_edge_value_and_warns() {
     assert!(warnings[0].contains("tiny") && warnings[0].contains("covers x from 0 to 10 m"), "{}", warnings[0]);
 }
 
-const MARMOUSI: &str = "../shared/models/marmousi/vp_marmousi_bi";
+/// The Marmousi file, found where seismic-run looks (SEISMIC_DATA_DIR, ./data, ../shared/models),
+/// so that the tests also run where the data set sits elsewhere (the staged GPU machine).
+fn marmousi_file() -> PathBuf {
+    let d = model::descriptor("marmousi").unwrap();
+    d.locate(&model::data_dirs()).unwrap_or_else(|e| panic!("{e:#}"))
+}
 
 fn marmousi_raw() -> Vec<f32> {
-    let bytes = std::fs::read(MARMOUSI)
-        .unwrap_or_else(|e| panic!("{MARMOUSI}: {e} (the project's copy of the Marmousi model is expected there)"));
+    let path = marmousi_file();
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
 }
 
@@ -222,7 +227,7 @@ fn marmousi_resampled_between_samples_is_bilinear_and_clamped_beyond() {
 fn fetch_downloads_checks_and_renames() {
     let dest = scratch("fetch");
     let d = model::descriptor("marmousi").unwrap();
-    let source = std::fs::canonicalize(MARMOUSI).unwrap();
+    let source = std::fs::canonicalize(marmousi_file()).unwrap();
     let url = format!("file://{}", source.display());
     let path = model::dataset::fetch_from(&d, &url, &dest).unwrap();
     assert_eq!(path, dest.join("marmousi/vp_marmousi_bi"));
