@@ -9,7 +9,7 @@ mod common;
 
 use seismic_run::backend::Backend;
 use seismic_run::backend::cpu::CpuSolver;
-use seismic_run::backend::gpu::{self, GpuRuntime, GpuSolver, Tuning, cuda::CudaRuntime};
+use seismic_run::backend::gpu::{self, GpuRuntime, GpuSolver, Tuning, autotune, cuda::CudaRuntime};
 use seismic_run::config::{Config, KernelChoice};
 use seismic_run::grid::Section;
 use seismic_run::problem::Problem;
@@ -250,6 +250,37 @@ fn gpu_matches_cpu_at_tile_edges() {
             }
         }
     }
+}
+
+/// Every launch shape the autotuner may pick, and so seismic-run may run from its cache, is the
+/// CPU reference bit for bit: R = 1..8, CPML and a free surface, and z-windows of 0 (automatic),
+/// 5 and 13 planes in turn, which put chunk seams inside the 39-plane grid.
+#[test]
+#[ignore = "needs a GPU"]
+fn every_tuner_candidate_matches_cpu() {
+    let (mut shapes, mut failures) = (0, Vec::new());
+    for radius in 1..=8 {
+        let mut setup = Setup::odd(radius, "cpml", true);
+        setup.steps = 60;
+        let problem = setup.homogeneous();
+        let cpu = cpu_reference(&problem);
+        for (i, t) in autotune::launch_candidates(radius, Tuning::for_radius(radius)).into_iter().enumerate() {
+            let t = Tuning { window: [0, 5, 13][i % 3], ..t };
+            let rt = CudaRuntime::new(0).expect("CUDA device 0");
+            let mut gpu = GpuSolver::new(rt, &problem, KernelChoice::Fused, t)
+                .unwrap_or_else(|e| panic!("R={radius} {t:?}: {e:#}"));
+            let (field, traces) = run_backend(&mut gpu, &problem);
+            let (ef, et) = (rel_max_diff(&field, &cpu.0), rel_max_diff(&traces, &cpu.1));
+            eprintln!("gpu-vs-cpu candidate R={radius} {t:?}: field {ef:.3e} traces {et:.3e}");
+            shapes += 1;
+            if !(ef <= TOLERANCE && et <= TOLERANCE) {
+                failures.push(format!("R={radius} {t:?}: field {ef:.3e}, traces {et:.3e}"));
+            }
+        }
+    }
+    eprintln!("{shapes} launch shapes compared");
+    assert!(shapes >= 8 * 10, "only {shapes} candidates");
+    assert!(failures.is_empty(), "over {TOLERANCE:e}: {failures:#?}");
 }
 
 /// Point Ricker source in a homogeneous medium against p = s(t - r/c) / (4 pi r), before the
