@@ -162,7 +162,12 @@ fn rel_max_diff(gpu: &[f32], cpu: &[f32]) -> f64 {
 /// Runs the problem on the GPU with a kernel and returns (field error, trace error) against `cpu`.
 fn compare(problem: &Problem, kernel: KernelChoice, cpu: &(Vec<f32>, Vec<f32>)) -> (f64, f64) {
     let mut gpu = gpu::open_cuda(problem, kernel).expect("open CUDA backend");
-    let (field, traces) = run_backend(gpu.as_mut(), problem);
+    compare_on(gpu.as_mut(), problem, cpu)
+}
+
+/// Runs the problem on an opened GPU backend and returns (field error, trace error) against `cpu`.
+fn compare_on(gpu: &mut dyn Backend, problem: &Problem, cpu: &(Vec<f32>, Vec<f32>)) -> (f64, f64) {
+    let (field, traces) = run_backend(gpu, problem);
     let secs = gpu.step_seconds().expect("step seconds");
     assert_eq!(secs.len(), problem.steps);
     assert!(secs.iter().all(|&s| s > 0.0 && s.is_finite()), "step times must be positive");
@@ -269,8 +274,7 @@ fn every_tuner_candidate_matches_cpu() {
             let rt = CudaRuntime::new(0).expect("CUDA device 0");
             let mut gpu = GpuSolver::new(rt, &problem, KernelChoice::Fused, t)
                 .unwrap_or_else(|e| panic!("R={radius} {t:?}: {e:#}"));
-            let (field, traces) = run_backend(&mut gpu, &problem);
-            let (ef, et) = (rel_max_diff(&field, &cpu.0), rel_max_diff(&traces, &cpu.1));
+            let (ef, et) = compare_on(&mut gpu, &problem, &cpu);
             eprintln!("gpu-vs-cpu candidate R={radius} {t:?}: field {ef:.3e} traces {et:.3e}");
             shapes += 1;
             if !(ef <= TOLERANCE && et <= TOLERANCE) {
