@@ -235,6 +235,38 @@ fn gpu_matches_cpu_heterogeneous() {
     }
 }
 
+/// CPML layers from one point wide to wider than a fused tile's 12 rows and a z-window, on odd
+/// grids, with and without a free surface, both kernels: the GPU's one-pass CPML update (psi of the
+/// neighbours recomputed from the previous step's) against the CPU reference's two passes.
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_matches_cpu_cpml_layer_widths() {
+    let mut failures = Vec::new();
+    for (shape, width) in [([67, 45, 39], 1), ([67, 45, 39], 3), ([67, 45, 39], 17), ([140, 50, 44], 20)] {
+        for radius in [1, 4, 8] {
+            for free_surface in [false, true] {
+                let mut setup = Setup::odd(radius, "cpml", free_surface);
+                (setup.shape, setup.width, setup.steps) = (shape, width, 120);
+                setup.source = shape.map(|n| n / 2);
+                setup.receivers = vec![[0, 0, 0], shape.map(|n| n - 1), [shape[0] / 2, 1, shape[2] - 2]];
+                let problem = setup.homogeneous();
+                let cpu = cpu_reference(&problem);
+                for kernel in [KernelChoice::Fused, KernelChoice::ThreePass] {
+                    let (ef, et) = compare(&problem, kernel, &cpu);
+                    eprintln!(
+                        "gpu-vs-cpu cpml width={width} shape={shape:?} R={radius} free_surface={free_surface} \
+                         {kernel:?}: field {ef:.3e} traces {et:.3e}"
+                    );
+                    if !(ef <= TOLERANCE && et <= TOLERANCE) {
+                        failures.push(format!("width {width} R={radius} {kernel:?}: {ef:.3e} {et:.3e}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "over {TOLERANCE:e}: {failures:#?}");
+}
+
 /// Tile-edge cases: grid sizes one below, at and one above the vector and tile widths.
 #[test]
 #[ignore = "needs a GPU"]

@@ -3,8 +3,8 @@
 //! [`GpuRuntime`] is the little a vendor must provide (memory, run-time compilation, launches,
 //! events), byte-oriented so that CUDA and HIP implement it the same way. [`GpuSolver`] does the
 //! rest once for both: it allocates every buffer when it opens, and each [`Backend::step`] only
-//! enqueues kernels on the runtime's stream (free surface, CPML psi, the interior update as one
-//! fused kernel or three passes plus an update, CPML correction, source, receivers), in the order
+//! enqueues kernels on the runtime's stream (free surface, the interior update as one fused kernel
+//! or three passes plus an update, CPML memory variables and correction, source, receivers), in the order
 //! of `backend`'s module docs. The host waits only for snapshots, traces and step timings.
 //! Kernels come from `kernels/` (one source for both vendors), specialised per radius, block shape,
 //! vector width and boundary, and cached on disk keyed by source, options and architecture.
@@ -266,16 +266,18 @@ struct AxisWeights {
     c2: [f32; 9],
 }
 
+/// Mirrors cpml.cu's `SlabGeom` (both sides assert its size).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 struct SlabGeom {
-    axis: i32,
     width: i32,
     n: [i32; 3],
     e: [i32; 3],
+    s_first: i32,
     pitch: i64,
     plane: i64,
 }
+const _: () = assert!(std::mem::size_of::<SlabGeom>() == 48);
 
 struct Kernels<F> {
     fused: F,
@@ -283,18 +285,21 @@ struct Kernels<F> {
     pass_y: F,
     pass_z: F,
     update: F,
-    cpml_psi: F,
-    cpml_correct: F,
+    /// cpml_x, cpml_y, cpml_z.
+    cpml: [F; 3],
     free_surface: F,
     inject: F,
     record: F,
     section: F,
 }
 
+/// One axis's CPML state on the device. psi is double-buffered: a step reads the previous psi
+/// from `psi[0]` and writes the new one to `psi[1]` (cpml.cu recomputes the neighbours' new psi
+/// from the old), then the two swap.
 struct CpmlAxisDev {
+    axis: usize,
     geom: SlabGeom,
-    len: usize,
-    psi: DevicePtr,
+    psi: [DevicePtr; 2],
     zeta: DevicePtr,
     a: DevicePtr,
     b: DevicePtr,
@@ -348,7 +353,7 @@ pub fn estimate_bytes(problem: &Problem, kernel: KernelChoice) -> u64 {
     let fields = if kernel == KernelChoice::ThreePass { 4 } else { 3 };
     let shape = problem.shape();
     let slabs: u64 = if problem.boundary.kind == BoundaryKind::Cpml {
-        problem.boundary.slabs(shape).iter().map(|s| s.len() as u64 * 8).sum()
+        problem.boundary.slabs(shape).iter().map(|s| s.len() as u64 * 12).sum()
     } else {
         0
     };
@@ -461,8 +466,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             pass_y: fun("pass_y")?,
             pass_z: fun("pass_z")?,
             update: fun("update")?,
-            cpml_psi: fun("cpml_psi")?,
-            cpml_correct: fun("cpml_correct")?,
+            cpml: [fun("cpml_x")?, fun("cpml_y")?, fun("cpml_z")?],
             free_surface: fun("free_surface")?,
             inject: fun("inject_source")?,
             record: fun("record_receivers")?,
@@ -569,20 +573,22 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 }
                 let a = slab.axis;
                 let e = slab.extent();
+                // The top layer of a free surface's axis has a = 0: psi and zeta stay zero there.
+                let s_first = if a == 2 && b.free_surface { slab.width } else { 0 };
                 let geom = SlabGeom {
-                    axis: a as i32,
                     width: slab.width as i32,
                     n: shape.map(|n| n as i32),
                     e: e.map(|n| n as i32),
+                    s_first: s_first as i32,
                     pitch: layout.pitch as i64,
                     plane: layout.plane as i64,
                 };
                 let pa: Vec<f32> = b.profiles[a].a.iter().map(|&v| v as f32).collect();
                 let pb: Vec<f32> = b.profiles[a].b.iter().map(|&v| v as f32).collect();
                 let dev = CpmlAxisDev {
+                    axis: a,
                     geom,
-                    len: slab.len(),
-                    psi: s.alloc_zeroed(slab.len() * 4)?,
+                    psi: [s.alloc_zeroed(slab.len() * 4)?, s.alloc_zeroed(slab.len() * 4)?],
                     zeta: s.alloc_zeroed(slab.len() * 4)?,
                     a: s.alloc_upload(&pa)?,
                     b: s.alloc_upload(&pb)?,
@@ -853,26 +859,27 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         }
     }
 
-    fn launch_cpml(&self, correct: bool) -> Result<()> {
+    /// Enqueues the CPML update of every axis after the interior's (x, then y, then z, as the CPU
+    /// reference adds them), then swaps each axis's psi buffers.
+    fn launch_cpml(&mut self) -> Result<()> {
         let (cur, out, vel) = (self.origin(self.cur), self.origin(self.prev), self.origin(self.vel));
-        for c in &self.cpml {
-            let w = self.axis_weights[c.geom.axis as usize];
+        for c in &mut self.cpml {
+            let w = self.axis_weights[c.axis];
             let g = c.geom;
-            let grid = [c.len.div_ceil(256) as u32, 1, 1];
-            // SAFETY: matches cpml_psi / cpml_correct.
+            let e = g.e.map(|n| n as u32);
+            let grid = [e[0].div_ceil(32), e[1].div_ceil(8), e[2].min(65535)];
+            let (psi_in, psi_out) = (c.psi[0], c.psi[1]);
+            // SAFETY: matches cpml_x / cpml_y / cpml_z; the slab lies inside the field.
             unsafe {
-                if correct {
-                    self.rt.launch(
-                        self.f.cpml_correct,
-                        grid,
-                        [256, 1, 1],
-                        0,
-                        kargs![cur, out, vel, c.psi, c.zeta, c.a, c.b, w, g],
-                    )?;
-                } else {
-                    self.rt.launch(self.f.cpml_psi, grid, [256, 1, 1], 0, kargs![cur, c.psi, c.a, c.b, w, g])?;
-                }
+                self.rt.launch(
+                    self.f.cpml[c.axis],
+                    grid,
+                    [32, 8, 1],
+                    0,
+                    kargs![cur, out, vel, psi_in, psi_out, c.zeta, c.a, c.b, w, g],
+                )?;
             }
+            c.psi.swap(0, 1);
         }
         Ok(())
     }
@@ -894,10 +901,9 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 )?;
             }
         }
-        self.launch_cpml(false)?;
         let op = if self.kernel == KernelChoice::ThreePass { Operator::ThreePass } else { Operator::Fused };
         self.launch_interior(op, self.prev)?;
-        self.launch_cpml(true)?;
+        self.launch_cpml()?;
         let step = n as i32;
         if self.src_taps > 0 && n < self.nsamples {
             let (ntaps, nsamples) = (self.src_taps as i32, self.nsamples as i32);

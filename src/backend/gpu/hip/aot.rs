@@ -63,14 +63,15 @@ pub fn stream_options() -> Vec<String> {
 }
 
 /// The kernels in the order the report lists them.
-pub const KERNEL_ORDER: [&str; 16] = [
+pub const KERNEL_ORDER: [&str; 17] = [
     "fused_step",
     "pass_x",
     "pass_y",
     "pass_z",
     "update",
-    "cpml_psi",
-    "cpml_correct",
+    "cpml_x",
+    "cpml_y",
+    "cpml_z",
     "free_surface",
     "inject_source",
     "record_receivers",
