@@ -273,7 +273,7 @@ struct SlabGeom {
     width: i32,
     n: [i32; 3],
     e: [i32; 3],
-    s_first: i32,
+    half_first: i32,
     pitch: i64,
     plane: i64,
 }
@@ -574,12 +574,12 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 let a = slab.axis;
                 let e = slab.extent();
                 // The top layer of a free surface's axis has a = 0: psi and zeta stay zero there.
-                let s_first = if a == 2 && b.free_surface { slab.width } else { 0 };
+                let half_first = (a == 2 && b.free_surface) as i32;
                 let geom = SlabGeom {
                     width: slab.width as i32,
                     n: shape.map(|n| n as i32),
                     e: e.map(|n| n as i32),
-                    s_first: s_first as i32,
+                    half_first,
                     pitch: layout.pitch as i64,
                     plane: layout.plane as i64,
                 };
@@ -866,8 +866,14 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         for c in &mut self.cpml {
             let w = self.axis_weights[c.axis];
             let g = c.geom;
-            let e = g.e.map(|n| n as u32);
-            let grid = [e[0].div_ceil(32), e[1].div_ceil(8), e[2].min(65535)];
+            // One thread per line along the axis (cpml.cu): the other two axes over x and y, the
+            // layers over z.
+            let (u, v) = match c.axis {
+                0 => (g.n[1], g.n[2]),
+                1 => (g.n[0], g.n[2]),
+                _ => (g.n[0], g.n[1]),
+            };
+            let grid = [(u as u32).div_ceil(32), (v as u32).div_ceil(8).min(65535), 2 - g.half_first as u32];
             let (psi_in, psi_out) = (c.psi[0], c.psi[1]);
             // SAFETY: matches cpml_x / cpml_y / cpml_z; the slab lies inside the field.
             unsafe {
