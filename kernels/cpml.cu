@@ -5,12 +5,14 @@
 //   zeta <- b zeta + a (d2p^n/dx2 + dpsi/dx)
 //   p^{n+1} += c^2 dt^2 (dpsi/dx + zeta)
 // with the CPU reference's formulas and operation order. dpsi/dx needs the new psi of R neighbours
-// on each side along the axis, so each thread owns a whole line of one layer along the axis and
-// marches through it, keeping p^n (4R + 1 points) and the new psi (2R + 1 points) in register
-// windows: each point is loaded once and each psi computed once. psi is double-buffered (psi_in,
-// the previous step's, and psi_out; the host swaps them every step) so that a line never reads a
-// psi another line has already overwritten. Neighbours outside the point's own layer count as zero,
-// as in the CPU reference.
+// on each side along the axis, which other blocks own: a block takes a segment of SEG points of a
+// layer along the axis for 32 lines (lanes) across it, stages p^n of the segment with 2R points on
+// each side in shared memory, computes the new psi of the segment and of R points on each side
+// there (the outer ones again, by the same expression as their owner, so bit for bit the owner's
+// value) and then the update. psi is double-buffered (psi_in, the previous step's, and psi_out; the
+// host swaps them every step) so that no block reads a psi another has already overwritten.
+// Neighbours outside the point's own layer count as zero, as in the CPU reference. Every global
+// access runs along x in a warp: along the lanes for the y and z layers, along the axis for x.
 
 struct SlabGeom {
     int width;
@@ -27,84 +29,108 @@ static_assert(sizeof(SlabGeom) == 48, "SlabGeom must match the host's struct");
         float *RESTRICT psi_out, float *RESTRICT zeta, const float *RESTRICT a, const float *RESTRICT b,      \
         AxisWeights w, SlabGeom g
 
-// Threads: x over the first of the two other axes (x itself where it is one of them, so loads
-// coalesce), y over the second; blocks in z: the layer (low, high).
+namespace cpml {
+constexpr int SEG = 32;    // points of a segment along the axis
+constexpr int LANES = 32;  // lines across the axis per block
+constexpr int THREADS = 256;
+}  // namespace cpml
+
+// Blocks: x over groups of 32 lines (the first of the two other axes, x itself for y and z), y over
+// the segments of the layers (low ones first), z over the second other axis (grid-stride).
 template <int AXIS>
-DEVICE void cpml_lines(CPML_PARAMS) {
+DEVICE void cpml_segment(CPML_PARAMS) {
+    using namespace cpml;
     constexpr int R = RADIUS;
-    constexpr int U = AXIS == 0 ? 1 : 0;  // the other two axes, u fastest
+    constexpr int U = AXIS == 0 ? 1 : 0;  // the two other axes: u across the lanes, v over blocks
     constexpr int V = AXIS == 2 ? 1 : 2;
-    const int u = blockIdx.x * blockDim.x + threadIdx.x;
-    if (u >= g.n[U]) return;
-    const int half = g.half_first + blockIdx.z;
+    constexpr int CW = SEG + 4 * R;  // p^n staged along the axis
+    constexpr int PW = SEG + 2 * R;  // new psi along the axis
+    // +1: the x layers walk the first index, the others the second; either way no bank conflict.
+    __shared__ float cs[CW][LANES + 1];
+    __shared__ float ps[PW][LANES + 1];
+
+    const int tid = threadIdx.x;
     const int wd = g.width;
     const int na = g.n[AXIS];
-    const int q0 = half == 0 ? 0 : na - wd;  // grid coordinate of the layer's first point
+    const int segs = (wd + SEG - 1) / SEG;
+    const int half = g.half_first + blockIdx.y / segs;
+    const int t0 = (blockIdx.y % segs) * SEG;  // first layer index of the segment
+    const int q0 = half == 0 ? 0 : na - wd;    // grid coordinate of layer index 0
+    const int u0 = blockIdx.x * LANES;
     const i64 st = AXIS == 0 ? 1 : (AXIS == 1 ? g.pitch : g.plane);
     const i64 su = U == 0 ? 1 : g.pitch;
     const i64 sv = V == 1 ? g.pitch : g.plane;
-    // Slab strides: of the axis, of u and of v.
     const i64 e01 = (i64)g.e[0] * g.e[1];
     const i64 sst = AXIS == 0 ? 1 : (AXIS == 1 ? (i64)g.e[0] : e01);
     const i64 ssu = U == 0 ? 1 : (i64)g.e[0];
     const i64 ssv = V == 1 ? (i64)g.e[0] : e01;
-    for (int v = blockIdx.y * blockDim.y + threadIdx.y; v < g.n[V]; v += gridDim.y * blockDim.y) {
-        const i64 o0 = (i64)u * su + (i64)v * sv + (i64)q0 * st;  // field offset of the line's first point
-        const i64 i0 = (i64)u * ssu + (i64)v * ssv + (i64)(half * wd) * sst;  // its slab offset
-        // p^n at grid coordinates q - 2R .. q + 2R (only -R .. na + R - 1 exist: zero beyond).
-        auto load = [&](int k) -> float {
-            const int qk = q0 + k;
-            return qk >= -R && qk < na + R ? cur[o0 + (i64)k * st] : 0.0f;
-        };
-        // The new psi at layer index t (0 .. wd - 1) from the window centred there.
-        auto psi_new = [&](int t, const float* c) -> float {
-            if (t < 0 || t >= wd) return 0.0f;
-            float d = 0.0f;
-#pragma unroll
-            for (int k = 1; k <= R; k++) d += w.c1[k] * (c[k] - c[-k]);
-            return b[q0 + t] * psi_in[i0 + (i64)t * sst] + a[q0 + t] * d;
-        };
-        float cw[4 * R + 1];  // p^n at t - 2R .. t + 2R
-        float pw[2 * R + 1];  // new psi at t - R .. t + R
-#pragma unroll
-        for (int k = 0; k <= 4 * R; k++) cw[k] = load(k - 2 * R);
-        // psi at t = -R .. -1 is zero (outside the layer); at 0 .. R from windows centred there.
-#pragma unroll
-        for (int k = 0; k < R; k++) pw[k] = 0.0f;
-#pragma unroll
-        for (int j = 0; j <= R; j++) {
-            float c[2 * R + 1];
-#pragma unroll
-            for (int k = -R; k <= R; k++) c[k + R] = load(j + k);
-            pw[R + j] = psi_new(j, c + R);
+    // Position k of a loop over n x 32 (along, lane) pairs: along fastest for the x layers.
+    auto split = [&](int k, int n, int& along, int& lane) {
+        if (AXIS == 0) {
+            along = k % n;
+            lane = k / n;
+        } else {
+            lane = k % LANES;
+            along = k / LANES;
         }
-        for (int t = 0; t < wd; t++) {
-            const i64 o = o0 + (i64)t * st;
-            const i64 i = i0 + (i64)t * sst;
-            psi_out[i] = pw[R];
-            float dpsi = 0.0f;
-            float d2 = w.c2[0] * cw[2 * R];
+    };
+    for (int v = blockIdx.z; v < g.n[V]; v += gridDim.z) {
+        const i64 base = (i64)v * sv + (i64)u0 * su + (i64)(q0 + t0) * st;  // field, lane 0, segment start
+        const i64 sbase = (i64)v * ssv + (i64)u0 * ssu + (i64)(half * wd + t0) * sst;
+        for (int k = tid; k < CW * LANES; k += THREADS) {
+            int along, lane;
+            split(k, CW, along, lane);
+            const int q = q0 + t0 + along - 2 * R;  // p^n exists at -R .. na + R - 1
+            const bool in = u0 + lane < g.n[U] && q >= -R && q < na + R;
+            cs[along][lane] = in ? cur[base + (i64)lane * su + (i64)(along - 2 * R) * st] : 0.0f;
+        }
+        BLOCK_SYNC();
+        for (int k = tid; k < PW * LANES; k += THREADS) {
+            int along, lane;
+            split(k, PW, along, lane);
+            const int t = t0 + along - R;  // layer index
+            float p = 0.0f;
+            if (t >= 0 && t < wd && u0 + lane < g.n[U]) {
+                float d = 0.0f;
 #pragma unroll
-            for (int k = 1; k <= R; k++) {
-                // Two separate terms, in the CPU reference's order, so both round alike.
-                dpsi += w.c1[k] * pw[R + k];
-                dpsi -= w.c1[k] * pw[R - k];
-                d2 += w.c2[k] * (cw[2 * R + k] + cw[2 * R - k]);
+                for (int j = 1; j <= R; j++) d += w.c1[j] * (cs[along + R + j][lane] - cs[along + R - j][lane]);
+                const i64 i = sbase + (i64)lane * ssu + (i64)(along - R) * sst;
+                p = b[q0 + t] * psi_in[i] + a[q0 + t] * d;
+                if (along >= R && along < SEG + R) psi_out[i] = p;
             }
+            ps[along][lane] = p;
+        }
+        BLOCK_SYNC();
+        for (int k = tid; k < SEG * LANES; k += THREADS) {
+            int along, lane;
+            split(k, SEG, along, lane);
+            const int t = t0 + along;
+            if (t >= wd || u0 + lane >= g.n[U]) continue;
+            float dpsi = 0.0f;
+            float d2 = w.c2[0] * cs[along + 2 * R][lane];
+#pragma unroll
+            for (int j = 1; j <= R; j++) {
+                // Two separate terms, in the CPU reference's order, so both round alike.
+                dpsi += w.c1[j] * ps[along + R + j][lane];
+                dpsi -= w.c1[j] * ps[along + R - j][lane];
+                d2 += w.c2[j] * (cs[along + 2 * R + j][lane] + cs[along + 2 * R - j][lane]);
+            }
+            const i64 i = sbase + (i64)lane * ssu + (i64)along * sst;
+            const i64 o = base + (i64)lane * su + (i64)along * st;
             const float zn = b[q0 + t] * zeta[i] + a[q0 + t] * (d2 + dpsi);
             zeta[i] = zn;
             out[o] += vel[o] * (dpsi + zn);
-            // Slide both windows one point along the axis.
-#pragma unroll
-            for (int k = 0; k < 4 * R; k++) cw[k] = cw[k + 1];
-            cw[4 * R] = load(t + 1 + 2 * R);
-#pragma unroll
-            for (int k = 0; k < 2 * R; k++) pw[k] = pw[k + 1];
-            pw[2 * R] = psi_new(t + 1 + R, cw + 3 * R);
         }
+        BLOCK_SYNC();  // the next v reuses the shared arrays
     }
 }
 
-extern "C" __global__ void cpml_x(CPML_PARAMS) { cpml_lines<0>(cur, out, vel, psi_in, psi_out, zeta, a, b, w, g); }
-extern "C" __global__ void cpml_y(CPML_PARAMS) { cpml_lines<1>(cur, out, vel, psi_in, psi_out, zeta, a, b, w, g); }
-extern "C" __global__ void cpml_z(CPML_PARAMS) { cpml_lines<2>(cur, out, vel, psi_in, psi_out, zeta, a, b, w, g); }
+extern "C" __global__ LAUNCH_BOUNDS(256) void cpml_x(CPML_PARAMS) {
+    cpml_segment<0>(cur, out, vel, psi_in, psi_out, zeta, a, b, w, g);
+}
+extern "C" __global__ LAUNCH_BOUNDS(256) void cpml_y(CPML_PARAMS) {
+    cpml_segment<1>(cur, out, vel, psi_in, psi_out, zeta, a, b, w, g);
+}
+extern "C" __global__ LAUNCH_BOUNDS(256) void cpml_z(CPML_PARAMS) {
+    cpml_segment<2>(cur, out, vel, psi_in, psi_out, zeta, a, b, w, g);
+}

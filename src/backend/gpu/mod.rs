@@ -866,21 +866,22 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         for c in &mut self.cpml {
             let w = self.axis_weights[c.axis];
             let g = c.geom;
-            // One thread per line along the axis (cpml.cu): the other two axes over x and y, the
-            // layers over z.
+            // cpml.cu: blocks of 32 lines across the axis (x over the first other axis), y over
+            // the layers' segments of 32 points, z over the second other axis.
             let (u, v) = match c.axis {
                 0 => (g.n[1], g.n[2]),
                 1 => (g.n[0], g.n[2]),
                 _ => (g.n[0], g.n[1]),
             };
-            let grid = [(u as u32).div_ceil(32), (v as u32).div_ceil(8).min(65535), 2 - g.half_first as u32];
+            let layers = 2 - g.half_first as u32;
+            let grid = [(u as u32).div_ceil(32), layers * (g.width as u32).div_ceil(32), (v as u32).min(65535)];
             let (psi_in, psi_out) = (c.psi[0], c.psi[1]);
             // SAFETY: matches cpml_x / cpml_y / cpml_z; the slab lies inside the field.
             unsafe {
                 self.rt.launch(
                     self.f.cpml[c.axis],
                     grid,
-                    [32, 8, 1],
+                    [256, 1, 1],
                     0,
                     kargs![cur, out, vel, psi_in, psi_out, c.zeta, c.a, c.b, w, g],
                 )?;
