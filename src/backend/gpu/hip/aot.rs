@@ -63,7 +63,7 @@ pub fn stream_options() -> Vec<String> {
 }
 
 /// The kernels in the order the report lists them.
-pub const KERNEL_ORDER: [&str; 16] = [
+pub const KERNEL_ORDER: [&str; 17] = [
     "fused_step",
     "pass_x",
     "pass_y",
@@ -80,6 +80,7 @@ pub const KERNEL_ORDER: [&str; 16] = [
     "stream_fill",
     "stream_copy_x4",
     "stream_3r1w_x4",
+    "finite_check",
 ];
 
 /// Resource usage of one kernel of one variant for one architecture.
