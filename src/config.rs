@@ -449,14 +449,20 @@ impl Config {
         self.grid.validate()?;
         match &self.model {
             ModelConfig::Constant { vp } => {
-                finite_in("model.vp", *vp, MIN_VELOCITY, MAX_VELOCITY, "a velocity in m/s")?
+                finite_in("model.vp", *vp, MIN_VELOCITY, MAX_VELOCITY, "a positive velocity in m/s")?
             }
             ModelConfig::Layered { depths, velocities } => {
                 for (i, d) in depths.iter().enumerate() {
                     finite_in(&format!("model.depths[{i}]"), *d, -MAX_LENGTH, MAX_LENGTH, "a depth in m")?;
                 }
                 for (i, v) in velocities.iter().enumerate() {
-                    finite_in(&format!("model.velocities[{i}]"), *v, MIN_VELOCITY, MAX_VELOCITY, "a velocity in m/s")?;
+                    finite_in(
+                        &format!("model.velocities[{i}]"),
+                        *v,
+                        MIN_VELOCITY,
+                        MAX_VELOCITY,
+                        "a positive velocity in m/s",
+                    )?;
                 }
             }
             ModelConfig::File { spacing, .. } => {

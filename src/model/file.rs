@@ -128,9 +128,9 @@ impl FileSpec<'_> {
         let max = crate::config::MAX_VELOCITY;
         if let Some(flat) = values.iter().position(|v| !v.is_finite() || *v as f64 > max) {
             bail!(
-                "model file {file}: value at flat index {flat} is {:e} m/s after conversion from {:?}, above                  {max:e} m/s: check {}.units",
+                "model file {file}: value at flat index {flat} is {:e} m/s ({}), above {max:e} m/s: check {}.units",
                 values[flat],
-                self.units,
+                if self.units == Units::KilometresPerSecond { "km/s x 1000" } else { "m/s" },
                 self.key
             );
         }

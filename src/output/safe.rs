@@ -64,7 +64,8 @@ pub fn check_replaceable(path: &Path, key: &str) -> Result<()> {
             path.display(),
             kind_of(&m)
         ),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        // Nothing there (or a parent that is no directory, which the caller reports).
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) => Ok(()),
         Err(e) => bail!("{key} = {}: cannot inspect it: {e}", path.display()),
     }
 }
