@@ -10,6 +10,10 @@ use seismic_run::problem::Problem;
 use seismic_run::solver::{self, OutputPlan, StepStats};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+/// The signal (SIGINT, SIGTERM or SIGHUP) that stopped the run, 0 while none has come.
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
 
 /// 3D acoustic seismic wave propagation on GPUs (CUDA, HIP) with a rayon CPU reference.
 ///
@@ -84,14 +88,46 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.downcast_ref::<solver::Interrupted>().is_some() => {
-            eprintln!("{e:#}");
-            ExitCode::from(130) // the shell's convention for SIGINT
+            // The shell's convention: 128 + the signal (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP).
+            let sig = match SIGNAL.load(Ordering::Relaxed) {
+                0 => signal_hook::consts::SIGINT,
+                s => s,
+            };
+            eprintln!("{e:#} ({})", signal_name(sig));
+            ExitCode::from((128 + sig) as u8)
         }
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        signal_hook::consts::SIGTERM => "SIGTERM",
+        signal_hook::consts::SIGHUP => "SIGHUP",
+        _ => "SIGINT",
+    }
+}
+
+/// SIGINT, SIGTERM and SIGHUP (Ctrl-C, `timeout`, batch schedulers, a closed terminal) stop the
+/// loop between steps, and the temporary output file is removed; a second signal removes the
+/// temporary files and exits at once with 128 + the signal.
+fn install_signal_handlers() -> Result<()> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
+        .context("cannot install the SIGINT, SIGTERM and SIGHUP handlers")?;
+    std::thread::spawn(move || {
+        for sig in signals.forever() {
+            SIGNAL.store(sig, Ordering::Relaxed);
+            if solver::request_stop() {
+                seismic_run::output::safe::remove_pending();
+                std::process::exit(128 + sig);
+            }
+        }
+    });
+    Ok(())
 }
 
 fn fetch_model(args: &FetchArgs) -> Result<()> {
@@ -130,8 +166,15 @@ fn run(args: &RunArgs) -> Result<()> {
     };
     let want_plot = args.plot || cfg.output.plot;
 
-    // Cheap checks before the model is loaded: the output can be written, the grid fits.
+    // Cheap checks before the model is loaded: every value in range, the output can be written
+    // (and is a regular file or nothing, as the pictures' paths), the grid fits.
+    cfg.check_values().map_err(|e| e.context(input.display().to_string()))?;
     seismic_run::config::check_output_writable(&out_path, out_key)?;
+    if want_plot {
+        for what in ["snapshot", "gather"] {
+            seismic_run::output::safe::check_replaceable(&plot::picture_path(&out_path, what), "--plot picture")?;
+        }
+    }
     let buffers = if cfg.output.snapshot_every > 0 { SNAPSHOT_BUFFERS } else { 0 };
     solver::check_host_bytes(
         cfg.grid.shape,
@@ -145,21 +188,19 @@ fn run(args: &RunArgs) -> Result<()> {
         eprintln!("warning: {w}");
     }
     let plan = OutputPlan::from_config(&cfg, &problem)?;
+    let file_bytes = solver::output_file_bytes(&problem, &plan, text.len());
+    if let Some(w) = solver::check_output_space(&out_path, out_key, file_bytes)? {
+        eprintln!("warning: {w}");
+    }
     let mut backend = solver::open_backend(&problem, cfg.run.backend, cfg.run.kernel, &mut |n| {
         eprintln!("notice: {n}");
     })?;
     let device = backend.info();
     if !args.quiet {
-        print_header(input, &problem, &plan, &device, &out_path);
+        print_header(input, &problem, &plan, &device, &out_path, file_bytes);
     }
 
-    // Ctrl-C stops the loop between steps (the partial output is removed); a second one exits now.
-    ctrlc::set_handler(|| {
-        if solver::request_stop() {
-            std::process::exit(130);
-        }
-    })
-    .context("cannot install the Ctrl-C handler")?;
+    install_signal_handlers()?;
     let meta = RunMetadata { input_toml: text.clone(), version: env!("CARGO_PKG_VERSION").into(), device };
     let mut bar = Progress::new(problem.steps, problem.layout.points(), args.quiet);
     let (record, stats, written) = std::thread::scope(|scope| -> Result<_> {
@@ -174,7 +215,10 @@ fn run(args: &RunArgs) -> Result<()> {
 
     let mut pictures = Vec::new();
     if want_plot {
-        pictures = draw_pictures(&problem, &written, &record.traces)?;
+        // The result is complete by now: a failed picture leaves it in place (exit status 1).
+        pictures = draw_pictures(&problem, &written, &record.traces).with_context(|| {
+            format!("the result file {} is complete and kept, but --plot failed", written.path.display())
+        })?;
     }
     if !args.quiet {
         println!(
@@ -199,6 +243,7 @@ fn print_header(
     plan: &OutputPlan,
     device: &seismic_run::backend::DeviceInfo,
     out: &Path,
+    file_bytes: f64,
 ) {
     let [nx, ny, nz] = problem.shape();
     let [dx, dy, dz] = problem.spacing;
@@ -224,8 +269,9 @@ fn print_header(
     );
     println!("  backend   {}: {}, kernel {}", device.backend, device.name, device.kernel);
     println!(
-        "  output    {} ({} receivers, {} snapshots of {})",
+        "  output    {} (about {:.3} GiB: {} receivers, {} snapshots of {})",
         out.display(),
+        file_bytes / (1u64 << 30) as f64,
         problem.receivers.len(),
         plan.snapshot_steps.len(),
         if plan.snapshots.is_empty() {

@@ -55,6 +55,12 @@ pub struct Problem {
 /// Points per minimum wavelength under which numerical dispersion shows.
 pub const MIN_POINTS_PER_WAVELENGTH: f64 = 5.0;
 
+/// Most time steps a run may take (about a day at a million points per step on a CPU, a week of
+/// the largest GPU grids): beyond it the input is almost certainly wrong.
+pub const MAX_STEPS: usize = 100_000_000;
+/// Step counts above this are said in a warning.
+pub const MANY_STEPS: usize = 100_000;
+
 impl Problem {
     pub fn shape(&self) -> [usize; 3] {
         [self.layout.nx, self.layout.ny, self.layout.nz]
@@ -129,6 +135,7 @@ impl Problem {
     /// Builds the discrete problem from a parsed configuration and the velocity already sampled on
     /// the grid (dense, (nz, ny, nx), m/s). Every error names the configuration key at fault.
     pub fn build(cfg: &Config, vp: Vec<f32>) -> Result<Problem> {
+        cfg.check_values()?;
         let shape = cfg.grid.shape;
         let spacing = cfg.grid.spacing;
         let origin = cfg.grid.origin;
@@ -148,8 +155,9 @@ impl Problem {
             vp.len(),
             shape.iter().product::<usize>()
         );
-        if let Some(bad) = vp.iter().find(|v| !v.is_finite() || **v <= 0.0) {
-            bail!("model: velocities must be finite and positive, found {bad}");
+        let max_v = crate::config::MAX_VELOCITY;
+        if let Some(bad) = vp.iter().find(|v| !v.is_finite() || **v <= 0.0 || **v as f64 > max_v) {
+            bail!("model: velocities must be finite, positive and at most {max_v:e} m/s, found {bad:e}");
         }
         let stencil = Stencil::new(radius);
         let layout = Layout::new(shape, radius);
@@ -171,16 +179,36 @@ impl Problem {
             }
             None => limit * t.cfl_safety,
         };
+        let mut warnings = Vec::new();
         let steps = match (t.steps, t.duration) {
             (Some(_), Some(_)) => bail!("time: give either `steps` or `duration`, not both"),
             (Some(n), None) => n,
             (None, Some(d)) => {
                 ensure!(d > 0.0, "time.duration must be positive, got {d}");
-                (d / dt).ceil() as usize
+                let n = (d / dt).ceil();
+                ensure!(
+                    n <= MAX_STEPS as f64,
+                    "time.duration = {d:e} s at dt = {dt:e} s is {n:.3e} steps, more than the {MAX_STEPS:e} a run \
+                     may take: shorten the duration or coarsen the grid (a larger spacing or a lower maximum \
+                     velocity allows a larger dt)"
+                );
+                n as usize
             }
             (None, None) => bail!("time: give `steps` or `duration`"),
         };
         ensure!(steps > 0, "time.steps must be positive");
+        ensure!(
+            steps <= MAX_STEPS,
+            "time.steps (or --steps) = {steps} is more than the {MAX_STEPS:e} steps a run may take"
+        );
+        let nrec = cfg.receiver_count()?;
+        crate::solver::check_run_host_bytes(cfg, steps, nrec)?;
+        if steps > MANY_STEPS {
+            warnings.push(format!(
+                "{steps} time steps (dt = {dt:.3e} s, limited by the CFL condition for vmax {vmax} m/s and spacing \
+                 {spacing:?} m): this run will take long"
+            ));
+        }
 
         let src = &cfg.source;
         ensure!(src.frequency > 0.0, "source.frequency must be positive, got {}", src.frequency);
@@ -223,10 +251,10 @@ impl Problem {
         if kind != BoundaryKind::None {
             for a in 0..3 {
                 ensure!(
-                    2 * b.width < shape[a],
+                    b.width.saturating_mul(2) < shape[a],
                     "boundary.width = {} needs more than {} points along {} (grid.shape[{a}] = {})",
                     b.width,
-                    2 * b.width,
+                    b.width.saturating_mul(2),
                     ["x", "y", "z"][a],
                     shape[a]
                 );
@@ -234,7 +262,6 @@ impl Problem {
         }
         let boundary = Boundary::new(kind, b.width, b.free_surface, shape, spacing, vmax, src.frequency, dt);
 
-        let mut warnings = Vec::new();
         let hmax = spacing.iter().cloned().fold(0.0, f64::max);
         let ppw = vmin / wavelet.max_frequency() / hmax;
         if ppw < MIN_POINTS_PER_WAVELENGTH {
@@ -286,7 +313,7 @@ fn receiver_positions(r: &config::ReceiverConfig, i: usize) -> Result<Vec<[f64; 
     }
     let g = r.grid.as_ref().expect("one of three");
     ensure!(g.count_a >= 1 && g.count_b >= 1 && g.count_c >= 1, "receivers[{i}].grid counts must be at least 1");
-    let mut out = Vec::with_capacity(g.count_a * g.count_b * g.count_c);
+    let mut out = Vec::with_capacity(r.count()?);
     for k in 0..g.count_c {
         for j in 0..g.count_b {
             for a in 0..g.count_a {

@@ -37,7 +37,8 @@ fn trace(n: usize, src: [usize; 3], rec: [usize; 3], vp: Vec<f32>, f32_run: bool
     let setup = Setup {
         shape: [n; 3],
         spacing: 10.0,
-        vp: 0.0,
+        // The constant model's key must be valid; problem_with uses the heterogeneous velocities given.
+        vp: 2000.0,
         radius: 4,
         frequency: 12.0,
         delay: 0.1,

@@ -378,3 +378,46 @@ fn dropping_the_solver_frees_its_memory() {
     assert!(before - during >= expected * 9 / 10, "the solver should hold its buffers while open");
     assert!((before - after).abs() < 64 << 20, "memory not returned: {} bytes", before - after);
 }
+
+/// The blow-up check on the GPU: finite after ordinary steps, non-finite once a NaN or an infinity
+/// is in p^n (set through set_state), and after steps at three times the CFL limit, for both kernels;
+/// the solver loop then stops with its BlowUp error.
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_blow_up_check_finds_non_finite_fields() {
+    let setup = Setup::odd(4, "cpml", false);
+    let p = setup.homogeneous();
+    let n = p.layout.points();
+    for kernel in [KernelChoice::Fused, KernelChoice::ThreePass] {
+        let mut gpu = gpu::open_cuda(&p, kernel).expect("CUDA backend");
+        for s in 0..20 {
+            gpu.step(s).unwrap();
+        }
+        assert!(gpu.field_is_finite().unwrap(), "{kernel:?}: a stable run is finite");
+        // The flag is reset between checks.
+        assert!(gpu.field_is_finite().unwrap());
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            let mut rt = GpuSolver::new(CudaRuntime::new(0).unwrap(), &p, kernel, Tuning::for_radius(4)).unwrap();
+            let mut cur = vec![0.0f32; n];
+            cur[n - 1] = bad;
+            rt.set_state(&cur, &vec![0.0f32; n]).unwrap();
+            assert!(!rt.field_is_finite().unwrap(), "{kernel:?}: {bad} in the last point is found");
+        }
+    }
+    let mut unstable = setup.homogeneous();
+    unstable.dt = 3.0 * unstable.dt_limit();
+    let mut gpu = gpu::open_cuda(&unstable, KernelChoice::Fused).expect("CUDA backend");
+    let plan = seismic_run::solver::OutputPlan::none();
+    struct NoSnapshots;
+    impl seismic_run::solver::SnapshotSink for NoSnapshots {
+        fn buffer(&mut self) -> anyhow::Result<Vec<f32>> {
+            Ok(Vec::new())
+        }
+        fn submit(&mut self, _: usize, _: usize, _: Vec<f32>) -> anyhow::Result<()> {
+            Ok(())
+        }
+    }
+    let e = seismic_run::solver::run(&unstable, gpu.as_mut(), &plan, &mut NoSnapshots, &mut |_| {}).unwrap_err();
+    assert!(e.downcast_ref::<seismic_run::solver::BlowUp>().is_some(), "{e:#}");
+    assert!(format!("{e}").contains("300% of the stability (CFL) limit"), "{e}");
+}

@@ -47,6 +47,11 @@ pub trait Backend {
     /// Receiver traces for the first `steps` steps, (nreceivers, steps) row-major.
     fn traces(&mut self, steps: usize) -> Result<Vec<f32>>;
 
+    /// Whether every value of the current wavefield p^n is finite (the blow-up check: NaN or
+    /// infinity once, and the rest of the run is garbage). Waits for the queued steps on a GPU;
+    /// cheap enough for about once a second (one read of the field).
+    fn field_is_finite(&mut self) -> Result<bool>;
+
     /// Seconds spent in each of the steps done so far (device time on GPUs). Waits for the device.
     fn step_seconds(&mut self) -> Result<Vec<f64>>;
 }

@@ -2,9 +2,10 @@
 //!
 //! A [`Hdf5Writer`] owns a thread that owns the file: the model and the layout go in while the
 //! first steps run, snapshots arrive through a bounded channel (their buffers come back for the
-//! next one), and the traces and statistics come at the end. The file is written under
-//! `<path>.partial` and renamed to `<path>` only once it is complete and closed, so an interrupted
-//! or failed run never leaves a file that looks finished. Layout (README "Output file"):
+//! next one), and the traces and statistics come at the end. The file is written to a temporary
+//! file beside `<path>` ([`super::safe::TempFile`]: unpredictable name, created exclusively) and
+//! renamed to `<path>` only once it is complete, closed and synced, so an interrupted or failed
+//! run never leaves a file that looks finished. Layout (README "Output file"):
 //!
 //! - root attributes: input (the TOML text), version, backend, device, kernel, radius, dt, steps,
 //!   shape, spacing, origin;
@@ -15,10 +16,11 @@
 //! - /source (attributes: position, frequency, amplitude, delay, wavelet, injection taps);
 //! - /stats/step, /stats/seconds, /stats/effective_gbps, /stats/gpts_per_s with summary attributes.
 
+use super::safe::TempFile;
 use crate::backend::DeviceInfo;
 use crate::problem::Problem;
 use crate::solver::{OutputPlan, RunRecord, Section, SnapshotSink, StepStats};
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Result, anyhow, bail};
 use rust_hdf5::{H5Dataset, H5File, H5Group, VarLenUnicode};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
@@ -55,13 +57,6 @@ enum Message {
     Finish(Box<(RunRecord, StepStats)>),
 }
 
-/// The temporary name a file is written under.
-pub fn partial_path(path: &Path) -> PathBuf {
-    let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
-    name.push(".partial");
-    path.with_file_name(name)
-}
-
 /// The writer thread's handle; also the run's [`SnapshotSink`].
 pub struct Hdf5Writer<'scope> {
     messages: Option<SyncSender<Message>>,
@@ -70,7 +65,7 @@ pub struct Hdf5Writer<'scope> {
 }
 
 impl<'scope> Hdf5Writer<'scope> {
-    /// Creates `<path>.partial` (errors come back here, before the run starts) and starts the
+    /// Creates the temporary file (errors come back here, before the run starts) and starts the
     /// writer thread in `scope`. `snapshot_buffers` buffers (each holding every snapshot section)
     /// are allocated now, once.
     pub fn start<'env>(
@@ -90,26 +85,28 @@ impl<'scope> Hdf5Writer<'scope> {
         }
         let (ready_tx, ready) = sync_channel::<Result<()>>(1);
         let thread = scope.spawn(move || {
-            let tmp = partial_path(&path);
-            let file = match H5File::create(&tmp) {
+            let tmp = match TempFile::create(&path, "") {
+                Ok(t) => t,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e.context(format!("cannot write {}", path.display()))));
+                    bail!("not started");
+                }
+            };
+            // rust-hdf5 opens files by name: it gets a name that leads to the file just created.
+            let file = match H5File::create(tmp.open_path()).map_err(h5).and_then(|f| tmp.check_identity().map(|_| f)) {
                 Ok(f) => f,
                 Err(e) => {
-                    let _ = ready_tx.send(Err(anyhow!("output.path: cannot create {}: {e}", tmp.display())));
+                    let _ = ready_tx.send(Err(e.context(format!("cannot create {}", tmp.path().display()))));
                     bail!("not started");
                 }
             };
             let _ = ready_tx.send(Ok(()));
-            let result = write_file(file, problem, plan, &meta, inbox, free_tx);
-            match result {
-                Ok(last_xz) => {
-                    std::fs::rename(&tmp, &path)
-                        .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
-                    Ok(Written { path, last_xz })
-                }
-                Err(e) => {
-                    std::fs::remove_file(&tmp).ok();
-                    Err(e.context(format!("writing {}", path.display())))
-                }
+            match write_file(file, problem, plan, &meta, inbox, free_tx)
+                .and_then(|last_xz| Ok((tmp.commit()?, last_xz)))
+            {
+                Ok((path, last_xz)) => Ok(Written { path, last_xz }),
+                // Dropping the temporary file removed it.
+                Err(e) => Err(disk_full_hint(e, &path).context(format!("writing {}", path.display()))),
             }
         });
         let mut writer = Hdf5Writer { messages: Some(messages), free, thread: Some(thread) };
@@ -166,6 +163,22 @@ impl Drop for Hdf5Writer<'_> {
         // Closing the channel without a Finish tells the thread to discard the partial file; the
         // scope joins it.
         self.messages = None;
+    }
+}
+
+/// Puts "the disk is full" first when a write failed for want of space, rather than the HDF5
+/// crate's own wording.
+fn disk_full_hint(e: anyhow::Error, path: &Path) -> anyhow::Error {
+    let full = e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>().is_some_and(|io| io.raw_os_error() == Some(libc::ENOSPC))
+            || c.to_string().contains("No space left on device")
+    });
+    if full {
+        let dir = super::safe::parent_dir(path);
+        let free = crate::solver::free_disk_bytes(&dir).map(|b| format!(" ({b} bytes free)")).unwrap_or_default();
+        e.context(format!("the file system holding {} is full{free}", dir.display()))
+    } else {
+        e
     }
 }
 

@@ -18,11 +18,18 @@ struct Canvas {
 }
 
 impl Canvas {
+    /// Writes the PNG to a temporary file beside `path` and renames it into place (see
+    /// [`super::safe`]: only a regular file or nothing is replaced).
     fn save(&self, path: &Path) -> Result<()> {
         let size = (self.width as u32, self.height as u32);
-        let mut backend = BitMapBackend::new(path, size);
-        backend.blit_bitmap((0, 0), size, &self.rgb).map_err(|e| anyhow!("{}: {e}", path.display()))?;
-        backend.present().map_err(|e| anyhow!("{}: {e}", path.display()))?;
+        let tmp = super::safe::TempFile::create(path, ".png")?;
+        {
+            // plotters picks the encoder from the name's extension, so it gets the temporary name.
+            let mut backend = BitMapBackend::new(tmp.path(), size);
+            backend.blit_bitmap((0, 0), size, &self.rgb).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+            backend.present().map_err(|e| anyhow!("{}: {e}", path.display()))?;
+        }
+        tmp.commit()?;
         Ok(())
     }
 }

@@ -81,6 +81,7 @@ pub const KERNEL_ORDER: [&str; 17] = [
     "stream_fill",
     "stream_copy_x4",
     "stream_3r1w_x4",
+    "finite_check",
 ];
 
 /// Resource usage of one kernel of one variant for one architecture.
