@@ -76,7 +76,14 @@ impl Positioning {
     /// weights above z = 0 are mirrored there with opposite sign (the pressure is odd about the
     /// surface) and the weight on z = 0 itself is dropped (the pressure is zero there). Sinc
     /// weights that fall outside the grid anywhere else are dropped (truncation).
-    pub fn taps(&self, p: [f64; 3], origin: [f64; 3], spacing: [f64; 3], shape: [usize; 3], free_surface: bool) -> Vec<Tap> {
+    pub fn taps(
+        &self,
+        p: [f64; 3],
+        origin: [f64; 3],
+        spacing: [f64; 3],
+        shape: [usize; 3],
+        free_surface: bool,
+    ) -> Vec<Tap> {
         match *self {
             Positioning::Nearest => vec![Tap { point: nearest(p, origin, spacing, shape), weight: 1.0 }],
             Positioning::Trilinear => trilinear(p, origin, spacing, shape),
@@ -85,7 +92,14 @@ impl Positioning {
     }
 
     /// Whether the taps of `p` lose weights past a grid face other than a free surface.
-    pub fn truncated(&self, p: [f64; 3], origin: [f64; 3], spacing: [f64; 3], shape: [usize; 3], free_surface: bool) -> bool {
+    pub fn truncated(
+        &self,
+        p: [f64; 3],
+        origin: [f64; 3],
+        spacing: [f64; 3],
+        shape: [usize; 3],
+        free_surface: bool,
+    ) -> bool {
         let Positioning::Sinc { half_width: r } = *self else { return false };
         (0..3).any(|a| {
             let u = (p[a] - origin[a]) / spacing[a];
@@ -450,7 +464,14 @@ fn on_node(u: f64) -> Option<f64> {
 /// Kaiser-windowed sinc weights (Hicks 2002) of the 2r points around p per axis, multiplied out
 /// with x fastest. An axis on which p sits on a node contributes that node alone: the sinc is 1
 /// there and 0 at every other node, so on-grid positions keep a single tap of weight 1.
-pub fn sinc(p: [f64; 3], origin: [f64; 3], spacing: [f64; 3], shape: [usize; 3], r: usize, free_surface: bool) -> Vec<Tap> {
+pub fn sinc(
+    p: [f64; 3],
+    origin: [f64; 3],
+    spacing: [f64; 3],
+    shape: [usize; 3],
+    r: usize,
+    free_surface: bool,
+) -> Vec<Tap> {
     let axes: [Vec<(usize, f64)>; 3] = std::array::from_fn(|a| {
         let u = ((p[a] - origin[a]) / spacing[a]).clamp(0.0, (shape[a] - 1) as f64);
         sinc_axis(u, r, shape[a], a == 2 && free_surface)

@@ -65,7 +65,13 @@ fn error(radius: usize, m: usize, dt: f64, steps: usize) -> f64 {
         steps,
         vp: vec![C as f32; n * n * n],
         boundary: Boundary::none(shape),
-        source: PointSource { position: [0.0; 3], wavelet: Ricker::new(1.0, 0.0, None), injection: Positioning::Nearest, taps: vec![], samples: vec![] },
+        source: PointSource {
+            position: [0.0; 3],
+            wavelet: Ricker::new(1.0, 0.0, None),
+            injection: Positioning::Nearest,
+            taps: vec![],
+            samples: vec![],
+        },
         receivers: vec![],
         warnings: vec![],
     };

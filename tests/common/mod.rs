@@ -178,3 +178,71 @@ impl Lcg {
         ((self.0 >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
     }
 }
+
+/// A run described in metres (off-grid source and receivers), through the CLI's path: the TOML
+/// text, `Config::from_toml`, then `Problem::build` on a velocity sampled by the model code.
+#[derive(Clone, Debug)]
+pub struct Geometry {
+    pub shape: [usize; 3],
+    pub spacing: f64,
+    /// The body of the `[model]` table, e.g. `kind = "constant"\nvp = 2000.0`.
+    pub model: String,
+    pub frequency: f64,
+    pub delay: f64,
+    /// `time.dt` when given, else `cfl_safety` of the CFL limit.
+    pub dt: Option<f64>,
+    pub cfl_safety: f64,
+    pub duration: f64,
+    pub source: [f64; 3],
+    pub receivers: Vec<[f64; 3]>,
+    /// "sinc", "trilinear" or "nearest", for the source and every receiver.
+    pub method: &'static str,
+    /// `sinc_half_width` of the source and every receiver (method "sinc" only).
+    pub half_width: Option<usize>,
+    pub boundary: &'static str,
+    pub free_surface: bool,
+}
+
+impl Geometry {
+    pub fn toml(&self) -> String {
+        let v = |p: [f64; 3]| format!("[{}, {}, {}]", p[0], p[1], p[2]);
+        let h = self.spacing;
+        let time = match self.dt {
+            Some(dt) => format!("dt = {dt:e}"),
+            None => format!("cfl_safety = {}", self.cfl_safety),
+        };
+        let hw = self.half_width.map(|r| format!("sinc_half_width = {r}\n")).unwrap_or_default();
+        let mut s = format!(
+            "[grid]\nshape = [{}, {}, {}]\nspacing = [{h}, {h}, {h}]\n\n[model]\n{}\n\n[stencil]\nradius = 4\n\n\
+             [time]\nduration = {}\n{time}\n\n\
+             [source]\nposition = {}\nfrequency = {}\ndelay = {}\ninjection = \"{}\"\n{hw}\n\
+             [boundary]\nkind = \"{}\"\nwidth = 0\nfree_surface = {}\n",
+            self.shape[0],
+            self.shape[1],
+            self.shape[2],
+            self.model,
+            self.duration,
+            v(self.source),
+            self.frequency,
+            self.delay,
+            self.method,
+            self.boundary,
+            self.free_surface,
+        );
+        for &r in &self.receivers {
+            s += &format!("\n[[receivers]]\nposition = {}\ninterpolation = \"{}\"\n{hw}", v(r), self.method);
+        }
+        s
+    }
+
+    pub fn problem(&self) -> Problem {
+        let cfg = Config::from_toml(&self.toml()).expect("test configuration parses");
+        let vp = seismic_run::model::load(&cfg, std::path::Path::new(".")).expect("test model");
+        Problem::build(&cfg, vp).expect("test problem builds")
+    }
+}
+
+/// Distance (m) between two positions.
+pub fn dist(a: [f64; 3], b: [f64; 3]) -> f64 {
+    (0..3).map(|i| (a[i] - b[i]).powi(2)).sum::<f64>().sqrt()
+}
