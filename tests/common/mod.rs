@@ -240,6 +240,12 @@ impl Geometry {
         let vp = seismic_run::model::load(&cfg, std::path::Path::new(".")).expect("test model");
         Problem::build(&cfg, vp).expect("test problem builds")
     }
+
+    /// The problem on a given velocity model (dense, (nz, ny, nx)) instead of `model`.
+    pub fn problem_with(&self, vp: Vec<f32>) -> Problem {
+        let cfg = Config::from_toml(&self.toml()).expect("test configuration parses");
+        Problem::build(&cfg, vp).expect("test problem builds")
+    }
 }
 
 /// Distance (m) between two positions.
