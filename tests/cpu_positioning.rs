@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Geometry, Lcg, dist, relative_l2, run};
+use common::{Geometry, dist, off_grid_free_space, off_grid_free_space_errors, relative_l2, run};
 use seismic_run::problem::Problem;
 use std::f64::consts::PI;
 
@@ -59,59 +59,19 @@ fn ricker_at(p: &Problem, t: f64) -> f64 {
     p.source.wavelet.at(t)
 }
 
-/// An off-grid source near the centre of a 111^3 box and 12 receivers 100 to 280 m away in
-/// seeded random directions and positions; no absorber: the walls (550 m away) reflect nothing
-/// into the window, which ends 0.15 s after the direct wavelet's peak.
-fn free_space(method: &'static str) -> (Geometry, Problem) {
-    let mut rng = Lcg(20);
-    let n = 111;
-    let centre = 55.0 * H;
-    let source = [0; 3].map(|_| centre + (0.5 + 0.35 * rng.next()) * H);
-    let receivers = (0..12)
-        .map(|_| {
-            let mut d = [rng.next(), rng.next(), rng.next()];
-            let norm = dist(d, [0.0; 3]).max(1e-3);
-            let r = 190.0 + 90.0 * rng.next();
-            d = d.map(|x| x / norm * r);
-            std::array::from_fn(|a| source[a] + d[a])
-        })
-        .collect();
-    let g = Geometry {
-        shape: [n; 3],
-        spacing: H,
-        model: constant(C),
-        frequency: F0,
-        delay: DELAY,
-        dt: None,
-        // Leapfrog time error at 0.2 of the CFL limit: 2e-4..7e-4 on grid points (common.rs).
-        cfl_safety: 0.2,
-        duration: DELAY + 0.15 + 280.0 / C,
-        source,
-        receivers,
-        method,
-        half_width: None,
-        boundary: "none",
-        free_surface: false,
-    };
-    let p = g.problem();
-    (g, p)
-}
-
 fn free_space_errors(method: &'static str) -> Vec<(f64, f64)> {
-    let (g, p) = free_space(method);
+    let g = off_grid_free_space(method);
+    let p = g.problem();
     let traces = run::<f32>(&p);
-    let r: Vec<f64> = g.receivers.iter().map(|&x| dist(x, g.source)).collect();
-    for (&x, &ri) in g.receivers.iter().zip(&r) {
-        assert_walls_silent(&g, x, ri);
+    for &x in &g.receivers {
+        assert_walls_silent(&g, x, dist(x, g.source));
     }
-    let t_end: Vec<f64> = r.iter().map(|ri| ri / C + DELAY + 0.15).collect();
-    let e = errors(&p, &traces, &t_end, |i, t| ricker_at(&p, t - r[i] / C) / (4.0 * PI * r[i]));
-    r.into_iter().zip(e).collect()
+    off_grid_free_space_errors(&g, &p, &traces)
 }
 
 #[test]
 fn off_grid_source_and_receivers_match_the_free_space_solution() {
-    let (_, p) = free_space("sinc");
+    let p = off_grid_free_space("sinc").problem();
     assert_eq!(p.source.taps.len(), 512);
     assert!(p.receivers.iter().all(|r| r.taps.len() == 512));
     let ppw = C / p.source.wavelet.max_frequency() / H;
