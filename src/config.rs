@@ -268,21 +268,27 @@ pub struct SourceConfig {
     pub amplitude: f64,
     /// Time of the wavelet's peak, s (default 1 / frequency).
     pub delay: Option<f64>,
-    /// "nearest" grid point or "trilinear" spread over the 8 surrounding points.
+    /// How the point source is spread over grid points: "sinc" (default), "trilinear" or "nearest".
     #[serde(default)]
     pub injection: Injection,
+    /// Half-width r of the windowed sinc (2r points per axis); only with injection = "sinc".
+    pub sinc_half_width: Option<usize>,
 }
 
 fn one() -> f64 {
     1.0
 }
 
+/// How a position between grid points is tied to them: a source's spread, a receiver's
+/// interpolation (see `problem::Positioning`).
 #[derive(Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Injection {
     Nearest,
-    #[default]
     Trilinear,
+    /// Kaiser-windowed sinc (Hicks 2002).
+    #[default]
+    Sinc,
 }
 
 /// One `[[receivers]]` entry: exactly one of `position`, `line` or `grid`.
@@ -293,6 +299,11 @@ pub struct ReceiverConfig {
     pub position: Option<[f64; 3]>,
     pub line: Option<LineConfig>,
     pub grid: Option<ReceiverGridConfig>,
+    /// How the pressure is read between grid points: "sinc" (default), "trilinear" or "nearest".
+    #[serde(default)]
+    pub interpolation: Injection,
+    /// Half-width r of the windowed sinc (2r points per axis); only with interpolation = "sinc".
+    pub sinc_half_width: Option<usize>,
 }
 
 #[derive(Deserialize, Debug, Clone)]

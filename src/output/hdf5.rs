@@ -12,13 +12,15 @@
 //! - /model/vp (nz, ny, nx) f32 with attributes spacing, origin (x, y, z order, m), axes = "zyx";
 //! - /snapshots/pressure (nsnap, nz, ny, nx) or /snapshots/pressure_xz (nsnap, nz, nx) and
 //!   friends, /snapshots/step, /snapshots/time;
-//! - /receivers/pressure (nreceivers, nt), /receivers/position (nreceivers, 3), attributes dt, t0;
-//! - /source (attributes: position, frequency, amplitude, delay, wavelet, injection taps);
+//! - /receivers/pressure (nreceivers, nt), /receivers/position (nreceivers, 3), /receivers/taps
+//!   (nreceivers), attributes dt, t0, interpolation;
+//! - /source (attributes: position, frequency, amplitude, delay, wavelet, taps, injection and, for
+//!   sinc, sinc_half_width);
 //! - /stats/step, /stats/seconds, /stats/effective_gbps, /stats/gpts_per_s with summary attributes.
 
 use super::safe::TempFile;
 use crate::backend::DeviceInfo;
-use crate::problem::Problem;
+use crate::problem::{Positioning, Problem};
 use crate::solver::{OutputPlan, RunRecord, Section, SnapshotSink, StepStats};
 use anyhow::{Result, anyhow, bail};
 use rust_hdf5::{H5Dataset, H5File, H5Group, VarLenUnicode};
@@ -252,6 +254,10 @@ fn write_file(
     source.set_attr_numeric("amplitude", &w.amplitude).map_err(h5)?;
     source.set_attr_numeric("delay", &w.delay).map_err(h5)?;
     source.set_attr_numeric("taps", &(problem.source.taps.len() as u64)).map_err(h5)?;
+    source.set_attr_string("injection", problem.source.injection.name()).map_err(h5)?;
+    if let Positioning::Sinc { half_width } = problem.source.injection {
+        source.set_attr_numeric("sinc_half_width", &(half_width as u64)).map_err(h5)?;
+    }
 
     // Snapshot datasets are laid out in full now and filled in place as snapshots arrive.
     let nsnap = plan.snapshot_steps.len();
@@ -341,6 +347,19 @@ fn write_file(
         let pos = rec.new_dataset::<f64>().shape([nrec, 3]).create("position").map_err(h5)?;
         pos.write_raw(&positions).map_err(h5)?;
         attr_string(&pos, "columns", "x, y, z (m)")?;
+        let taps: Vec<u64> = problem.receivers.iter().map(|r| r.taps.len() as u64).collect();
+        dataset_u64(&rec, "taps", &taps)?;
+        let mut methods: Vec<String> = Vec::new();
+        for r in &problem.receivers {
+            let m = match r.interpolation {
+                Positioning::Sinc { half_width } => format!("sinc (half-width {half_width})"),
+                other => other.name().to_string(),
+            };
+            if !methods.contains(&m) {
+                methods.push(m);
+            }
+        }
+        rec.set_attr_string("interpolation", &methods.join(", ")).map_err(h5)?;
         rec.set_attr_numeric("dt", &problem.dt).map_err(h5)?;
         rec.set_attr_numeric("t0", &problem.dt).map_err(h5)?;
     }

@@ -1211,6 +1211,7 @@ pub fn synthetic_problem(shape: [usize; 3], radius: usize) -> Problem {
         source: PointSource {
             position: [0.0; 3],
             wavelet: Ricker::new(10.0, 1.0, None),
+            injection: crate::problem::Positioning::Nearest,
             taps: vec![],
             samples: vec![],
         },
