@@ -63,7 +63,7 @@ pub fn stream_options() -> Vec<String> {
 }
 
 /// The kernels in the order the report lists them.
-pub const KERNEL_ORDER: [&str; 17] = [
+pub const KERNEL_ORDER: [&str; 18] = [
     "fused_step",
     "pass_x",
     "pass_y",
