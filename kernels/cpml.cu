@@ -29,6 +29,13 @@ static_assert(sizeof(SlabGeom) == 48, "SlabGeom must match the host's struct");
         float *RESTRICT psi_out, float *RESTRICT zeta, const float *RESTRICT a, const float *RESTRICT b,      \
         AxisWeights w, SlabGeom g
 
+#ifndef CPML_BLOCKS
+#define CPML_BLOCKS 2
+#endif
+#ifndef CPML_PREFETCH
+#define CPML_PREFETCH 1
+#endif
+
 namespace cpml {
 constexpr int SEG = 32;    // points of a segment along the axis
 constexpr int LANES = 32;  // lines across the axis per block
@@ -75,6 +82,7 @@ DEVICE void cpml_segment(CPML_PARAMS) {
             along = k / LANES;
         }
     };
+#if CPML_PREFETCH
     // Every global load of a block is issued before its first barrier (p^n into shared memory,
     // psi, zeta, c^2 dt^2 and p^{n+1} into registers), so a block waits for memory once, not once
     // per phase: phase by phase the kernel ran at 29% of the DRAM bandwidth (H200, latency-bound).
@@ -158,14 +166,65 @@ DEVICE void cpml_segment(CPML_PARAMS) {
         }
         BLOCK_SYNC();  // the next v reuses the shared arrays
     }
+#else
+    for (int v = blockIdx.z; v < g.n[V]; v += gridDim.z) {
+        const i64 base = (i64)v * sv + (i64)u0 * su + (i64)(q0 + t0) * st;  // field, lane 0, segment start
+        const i64 sbase = (i64)v * ssv + (i64)u0 * ssu + (i64)(half * wd + t0) * sst;
+        for (int k = tid; k < CW * LANES; k += THREADS) {
+            int along, lane;
+            split(k, CW, along, lane);
+            const int q = q0 + t0 + along - 2 * R;  // p^n exists at -R .. na + R - 1
+            const bool in = u0 + lane < g.n[U] && q >= -R && q < na + R;
+            cs[along][lane] = in ? cur[base + (i64)lane * su + (i64)(along - 2 * R) * st] : 0.0f;
+        }
+        BLOCK_SYNC();
+        for (int k = tid; k < PW * LANES; k += THREADS) {
+            int along, lane;
+            split(k, PW, along, lane);
+            const int t = t0 + along - R;  // layer index
+            float p = 0.0f;
+            if (t >= 0 && t < wd && u0 + lane < g.n[U]) {
+                float d = 0.0f;
+#pragma unroll
+                for (int j = 1; j <= R; j++) d += w.c1[j] * (cs[along + R + j][lane] - cs[along + R - j][lane]);
+                const i64 i = sbase + (i64)lane * ssu + (i64)(along - R) * sst;
+                p = b[q0 + t] * psi_in[i] + a[q0 + t] * d;
+                if (along >= R && along < SEG + R) psi_out[i] = p;
+            }
+            ps[along][lane] = p;
+        }
+        BLOCK_SYNC();
+        for (int k = tid; k < SEG * LANES; k += THREADS) {
+            int along, lane;
+            split(k, SEG, along, lane);
+            const int t = t0 + along;
+            if (t >= wd || u0 + lane >= g.n[U]) continue;
+            float dpsi = 0.0f;
+            float d2 = w.c2[0] * cs[along + 2 * R][lane];
+#pragma unroll
+            for (int j = 1; j <= R; j++) {
+                // Two separate terms, in the CPU reference's order, so both round alike.
+                dpsi += w.c1[j] * ps[along + R + j][lane];
+                dpsi -= w.c1[j] * ps[along + R - j][lane];
+                d2 += w.c2[j] * (cs[along + 2 * R + j][lane] + cs[along + 2 * R - j][lane]);
+            }
+            const i64 i = sbase + (i64)lane * ssu + (i64)along * sst;
+            const i64 o = base + (i64)lane * su + (i64)along * st;
+            const float zn = b[q0 + t] * zeta[i] + a[q0 + t] * (d2 + dpsi);
+            zeta[i] = zn;
+            out[o] += vel[o] * (dpsi + zn);
+        }
+        BLOCK_SYNC();  // the next v reuses the shared arrays
+    }
+#endif
 }
 
-extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(256, 4) void cpml_x(CPML_PARAMS) {
+extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(256, CPML_BLOCKS) void cpml_x(CPML_PARAMS) {
     cpml_segment<0>(cur, out, vel, psi_in, psi_out, zeta, a, b, w, g);
 }
-extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(256, 4) void cpml_y(CPML_PARAMS) {
+extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(256, CPML_BLOCKS) void cpml_y(CPML_PARAMS) {
     cpml_segment<1>(cur, out, vel, psi_in, psi_out, zeta, a, b, w, g);
 }
-extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(256, 4) void cpml_z(CPML_PARAMS) {
+extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(256, CPML_BLOCKS) void cpml_z(CPML_PARAMS) {
     cpml_segment<2>(cur, out, vel, psi_in, psi_out, zeta, a, b, w, g);
 }
