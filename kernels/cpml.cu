@@ -30,7 +30,7 @@ static_assert(sizeof(SlabGeom) == 48, "SlabGeom must match the host's struct");
         AxisWeights w, SlabGeom g
 
 #ifndef CPML_BLOCKS
-#define CPML_BLOCKS 2
+#define CPML_BLOCKS 8
 #endif
 #ifndef CPML_PREFETCH
 #define CPML_PREFETCH 1
@@ -83,24 +83,24 @@ DEVICE void cpml_segment(CPML_PARAMS) {
         }
     };
 #if CPML_PREFETCH
-    // Every global load of a block is issued before its first barrier (p^n into shared memory,
-    // psi, zeta, c^2 dt^2 and p^{n+1} into registers), so a block waits for memory once, not once
-    // per phase: phase by phase the kernel ran at 29% of the DRAM bandwidth (H200, latency-bound).
     constexpr int NC = (CW * LANES + THREADS - 1) / THREADS;
     constexpr int NP = (PW * LANES + THREADS - 1) / THREADS;
     constexpr int NU = SEG * LANES / THREADS;
     for (int v = blockIdx.z; v < g.n[V]; v += gridDim.z) {
         const i64 base = (i64)v * sv + (i64)u0 * su + (i64)(q0 + t0) * st;  // field, lane 0, segment start
         const i64 sbase = (i64)v * ssv + (i64)u0 * ssu + (i64)(half * wd + t0) * sst;
-        float cv[NC], pin[NP], zv[NU], vv[NU], ov[NU];
+        // Each phase issues all its global loads before it uses any (a store in the loop would
+        // otherwise hold the next point's loads back), so a block waits for memory once a phase.
 #pragma unroll
         for (int j = 0; j < NC; j++) {
             int along, lane;
             split(tid + j * THREADS, CW, along, lane);
             const int q = q0 + t0 + along - 2 * R;  // p^n exists at -R .. na + R - 1
             const bool in = tid + j * THREADS < CW * LANES && u0 + lane < g.n[U] && q >= -R && q < na + R;
-            cv[j] = in ? cur[base + (i64)lane * su + (i64)(along - 2 * R) * st] : 0.0f;
+            if (tid + j * THREADS < CW * LANES)
+                cs[along][lane] = in ? cur[base + (i64)lane * su + (i64)(along - 2 * R) * st] : 0.0f;
         }
+        float pin[NP];
 #pragma unroll
         for (int j = 0; j < NP; j++) {
             int along, lane;
@@ -109,6 +109,24 @@ DEVICE void cpml_segment(CPML_PARAMS) {
             const bool in = tid + j * THREADS < PW * LANES && t >= 0 && t < wd && u0 + lane < g.n[U];
             pin[j] = in ? psi_in[sbase + (i64)lane * ssu + (i64)(along - R) * sst] : 0.0f;
         }
+        BLOCK_SYNC();
+#pragma unroll
+        for (int j = 0; j < NP; j++) {
+            int along, lane;
+            split(tid + j * THREADS, PW, along, lane);
+            if (tid + j * THREADS >= PW * LANES) continue;
+            const int t = t0 + along - R;
+            float p = 0.0f;
+            if (t >= 0 && t < wd && u0 + lane < g.n[U]) {
+                float d = 0.0f;
+#pragma unroll
+                for (int k = 1; k <= R; k++) d += w.c1[k] * (cs[along + R + k][lane] - cs[along + R - k][lane]);
+                p = b[q0 + t] * pin[j] + a[q0 + t] * d;
+                if (along >= R && along < SEG + R) psi_out[sbase + (i64)lane * ssu + (i64)(along - R) * sst] = p;
+            }
+            ps[along][lane] = p;
+        }
+        float zv[NU], vv[NU], ov[NU];
 #pragma unroll
         for (int j = 0; j < NU; j++) {
             int along, lane;
@@ -119,30 +137,6 @@ DEVICE void cpml_segment(CPML_PARAMS) {
             zv[j] = in ? zeta[i] : 0.0f;
             vv[j] = in ? vel[o] : 0.0f;
             ov[j] = in ? out[o] : 0.0f;
-        }
-#pragma unroll
-        for (int j = 0; j < NC; j++) {
-            int along, lane;
-            split(tid + j * THREADS, CW, along, lane);
-            if (tid + j * THREADS < CW * LANES) cs[along][lane] = cv[j];
-        }
-        BLOCK_SYNC();
-#pragma unroll
-        for (int j = 0; j < NP; j++) {
-            int along, lane;
-            split(tid + j * THREADS, PW, along, lane);
-            if (tid + j * THREADS >= PW * LANES) continue;
-            const int t = t0 + along - R;  // layer index
-            float p = 0.0f;
-            if (t >= 0 && t < wd && u0 + lane < g.n[U]) {
-                float d = 0.0f;
-#pragma unroll
-                for (int k = 1; k <= R; k++) d += w.c1[k] * (cs[along + R + k][lane] - cs[along + R - k][lane]);
-                p = b[q0 + t] * pin[j] + a[q0 + t] * d;
-                if (along >= R && along < SEG + R)
-                    psi_out[sbase + (i64)lane * ssu + (i64)(along - R) * sst] = p;
-            }
-            ps[along][lane] = p;
         }
         BLOCK_SYNC();
 #pragma unroll
