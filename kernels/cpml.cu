@@ -29,18 +29,15 @@ static_assert(sizeof(SlabGeom) == 48, "SlabGeom must match the host's struct");
         float *RESTRICT psi_out, float *RESTRICT zeta, const float *RESTRICT a, const float *RESTRICT b,      \
         AxisWeights w, SlabGeom g
 
-#ifndef CPML_BLOCKS
-#define CPML_BLOCKS 8
-#endif
-#ifndef CPML_PREFETCH
-#define CPML_PREFETCH 1
-#endif
-
 namespace cpml {
 constexpr int SEG = 32;    // points of a segment along the axis
 constexpr int LANES = 32;  // lines across the axis per block
 constexpr int THREADS = 256;
 }  // namespace cpml
+
+// Eight blocks of 256 threads per multiprocessor (32 registers): the three phases of a block each
+// wait for memory, so resident blocks are what keeps the DRAM busy (H200, marmousi-large's y
+// layers: 1.71 ms at 2 blocks, 1.01 ms at 8; kernels/NOTES.md).
 
 // Blocks: x over groups of 32 lines (the first of the two other axes, x itself for y and z), y over
 // the segments of the layers (low ones first), z over the second other axis (grid-stride).
@@ -53,7 +50,6 @@ DEVICE void cpml_segment(CPML_PARAMS) {
     constexpr int CW = SEG + 4 * R;  // p^n staged along the axis
     constexpr int PW = SEG + 2 * R;  // new psi along the axis
     // +1: the x layers walk the first index, the others the second; either way no bank conflict.
-    static_assert(SEG * LANES % THREADS == 0, "a segment's points split evenly over the threads");
     __shared__ float cs[CW][LANES + 1];
     __shared__ float ps[PW][LANES + 1];
 
@@ -82,85 +78,6 @@ DEVICE void cpml_segment(CPML_PARAMS) {
             along = k / LANES;
         }
     };
-#if CPML_PREFETCH
-    constexpr int NC = (CW * LANES + THREADS - 1) / THREADS;
-    constexpr int NP = (PW * LANES + THREADS - 1) / THREADS;
-    constexpr int NU = SEG * LANES / THREADS;
-    for (int v = blockIdx.z; v < g.n[V]; v += gridDim.z) {
-        const i64 base = (i64)v * sv + (i64)u0 * su + (i64)(q0 + t0) * st;  // field, lane 0, segment start
-        const i64 sbase = (i64)v * ssv + (i64)u0 * ssu + (i64)(half * wd + t0) * sst;
-        // Each phase issues all its global loads before it uses any (a store in the loop would
-        // otherwise hold the next point's loads back), so a block waits for memory once a phase.
-#pragma unroll
-        for (int j = 0; j < NC; j++) {
-            int along, lane;
-            split(tid + j * THREADS, CW, along, lane);
-            const int q = q0 + t0 + along - 2 * R;  // p^n exists at -R .. na + R - 1
-            const bool in = tid + j * THREADS < CW * LANES && u0 + lane < g.n[U] && q >= -R && q < na + R;
-            if (tid + j * THREADS < CW * LANES)
-                cs[along][lane] = in ? cur[base + (i64)lane * su + (i64)(along - 2 * R) * st] : 0.0f;
-        }
-        float pin[NP];
-#pragma unroll
-        for (int j = 0; j < NP; j++) {
-            int along, lane;
-            split(tid + j * THREADS, PW, along, lane);
-            const int t = t0 + along - R;  // layer index
-            const bool in = tid + j * THREADS < PW * LANES && t >= 0 && t < wd && u0 + lane < g.n[U];
-            pin[j] = in ? psi_in[sbase + (i64)lane * ssu + (i64)(along - R) * sst] : 0.0f;
-        }
-        BLOCK_SYNC();
-#pragma unroll
-        for (int j = 0; j < NP; j++) {
-            int along, lane;
-            split(tid + j * THREADS, PW, along, lane);
-            if (tid + j * THREADS >= PW * LANES) continue;
-            const int t = t0 + along - R;
-            float p = 0.0f;
-            if (t >= 0 && t < wd && u0 + lane < g.n[U]) {
-                float d = 0.0f;
-#pragma unroll
-                for (int k = 1; k <= R; k++) d += w.c1[k] * (cs[along + R + k][lane] - cs[along + R - k][lane]);
-                p = b[q0 + t] * pin[j] + a[q0 + t] * d;
-                if (along >= R && along < SEG + R) psi_out[sbase + (i64)lane * ssu + (i64)(along - R) * sst] = p;
-            }
-            ps[along][lane] = p;
-        }
-        float zv[NU], vv[NU], ov[NU];
-#pragma unroll
-        for (int j = 0; j < NU; j++) {
-            int along, lane;
-            split(tid + j * THREADS, SEG, along, lane);
-            const bool in = t0 + along < wd && u0 + lane < g.n[U];
-            const i64 i = sbase + (i64)lane * ssu + (i64)along * sst;
-            const i64 o = base + (i64)lane * su + (i64)along * st;
-            zv[j] = in ? zeta[i] : 0.0f;
-            vv[j] = in ? vel[o] : 0.0f;
-            ov[j] = in ? out[o] : 0.0f;
-        }
-        BLOCK_SYNC();
-#pragma unroll
-        for (int j = 0; j < NU; j++) {
-            int along, lane;
-            split(tid + j * THREADS, SEG, along, lane);
-            const int t = t0 + along;
-            if (t >= wd || u0 + lane >= g.n[U]) continue;
-            float dpsi = 0.0f;
-            float d2 = w.c2[0] * cs[along + 2 * R][lane];
-#pragma unroll
-            for (int k = 1; k <= R; k++) {
-                // Two separate terms, in the CPU reference's order, so both round alike.
-                dpsi += w.c1[k] * ps[along + R + k][lane];
-                dpsi -= w.c1[k] * ps[along + R - k][lane];
-                d2 += w.c2[k] * (cs[along + 2 * R + k][lane] + cs[along + 2 * R - k][lane]);
-            }
-            const float zn = b[q0 + t] * zv[j] + a[q0 + t] * (d2 + dpsi);
-            zeta[sbase + (i64)lane * ssu + (i64)along * sst] = zn;
-            out[base + (i64)lane * su + (i64)along * st] = ov[j] + vv[j] * (dpsi + zn);
-        }
-        BLOCK_SYNC();  // the next v reuses the shared arrays
-    }
-#else
     for (int v = blockIdx.z; v < g.n[V]; v += gridDim.z) {
         const i64 base = (i64)v * sv + (i64)u0 * su + (i64)(q0 + t0) * st;  // field, lane 0, segment start
         const i64 sbase = (i64)v * ssv + (i64)u0 * ssu + (i64)(half * wd + t0) * sst;
@@ -210,15 +127,14 @@ DEVICE void cpml_segment(CPML_PARAMS) {
         }
         BLOCK_SYNC();  // the next v reuses the shared arrays
     }
-#endif
 }
 
-extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(256, CPML_BLOCKS) void cpml_x(CPML_PARAMS) {
+extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(256, 8) void cpml_x(CPML_PARAMS) {
     cpml_segment<0>(cur, out, vel, psi_in, psi_out, zeta, a, b, w, g);
 }
-extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(256, CPML_BLOCKS) void cpml_y(CPML_PARAMS) {
+extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(256, 8) void cpml_y(CPML_PARAMS) {
     cpml_segment<1>(cur, out, vel, psi_in, psi_out, zeta, a, b, w, g);
 }
-extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(256, CPML_BLOCKS) void cpml_z(CPML_PARAMS) {
+extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(256, 8) void cpml_z(CPML_PARAMS) {
     cpml_segment<2>(cur, out, vel, psi_in, psi_out, zeta, a, b, w, g);
 }
