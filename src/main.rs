@@ -208,7 +208,12 @@ fn run(args: &RunArgs) -> Result<()> {
         let record = solver::run(&problem, backend.as_mut(), &plan, &mut writer, &mut |done| bar.update(done));
         bar.finish();
         let record = record?;
-        let stats = StepStats::new(&record.step_seconds, problem.step_bytes(), problem.layout.points());
+        let stats = StepStats::new(
+            &record.step_seconds,
+            problem.step_bytes(),
+            problem.full_step_bytes(),
+            problem.layout.points(),
+        );
         let written = writer.finish(record.clone(), stats.clone())?;
         Ok((record, stats, written))
     })?;
@@ -228,6 +233,12 @@ fn run(args: &RunArgs) -> Result<()> {
             stats.seconds.iter().sum::<f64>()
         );
         println!("  effective bandwidth  mean {:.2} GB/s, median {:.2} GB/s", stats.mean_gbps, stats.median_gbps);
+        if problem.full_step_bytes() != problem.step_bytes() {
+            println!(
+                "  full-step bandwidth  mean {:.2} GB/s, median {:.2} GB/s (interior and CPML memory variables)",
+                stats.mean_full_step_gbps, stats.median_full_step_gbps
+            );
+        }
         println!("  throughput           mean {:.4} GPts/s, median {:.4} GPts/s", stats.mean_gpts, stats.median_gpts);
         println!("  wrote {}", written.path.display());
         for p in &pictures {

@@ -185,6 +185,14 @@ impl Problem {
         step_bytes(self.shape(), self.stencil.radius, true)
     }
 
+    /// The bytes a full step must move at the least: [`step_bytes`](Self::step_bytes) plus, for each
+    /// CPML layer point of each axis, its two memory variables (psi and zeta) read and written
+    /// once ([`full_step_bytes`]). Sources, receivers and the free surface are not counted.
+    pub fn full_step_bytes(&self) -> u64 {
+        let cpml_width = if self.boundary.kind == BoundaryKind::Cpml { self.boundary.width } else { 0 };
+        full_step_bytes(self.shape(), self.stencil.radius, cpml_width, self.boundary.free_surface)
+    }
+
     /// Estimated device memory (bytes) of a run, before anything is allocated there: three padded
     /// f32 fields (p^n, p^{n-1}, c^2 dt^2), the CPML memory variables (psi and zeta, one slab per
     /// axis), the boundary profiles, the receiver traces (nreceivers x steps f32), the source
@@ -419,6 +427,17 @@ pub fn step_bytes(shape: [usize; 3], radius: usize, leapfrog: bool) -> u64 {
     4 * (fields * points + halo)
 }
 
+/// [`step_bytes`] of the leapfrog plus 16 bytes (psi and zeta, f32, each read and written once) for
+/// every point of every axis's CPML layers of `cpml_width` points: two per axis, one along z under
+/// a free surface. A point in a corner counts once per axis whose layer it lies in.
+pub fn full_step_bytes(shape: [usize; 3], radius: usize, cpml_width: usize, free_surface: bool) -> u64 {
+    let [nx, ny, nz] = shape.map(|n| n as u64);
+    let w = cpml_width as u64;
+    let faces = |axis: usize| if axis == 2 && free_surface { 1 } else { 2 };
+    let layer_points: u64 = (0..3).map(|a| faces(a) * w * nx * ny * nz / [nx, ny, nz][a].max(1)).sum();
+    step_bytes(shape, radius, true) + 16 * layer_points
+}
+
 fn receiver_positions(r: &config::ReceiverConfig, i: usize) -> Result<Vec<[f64; 3]>> {
     let given = r.position.is_some() as u8 + r.line.is_some() as u8 + r.grid.is_some() as u8;
     ensure!(given == 1, "receivers[{i}]: give exactly one of `position`, `line` or `grid`");
@@ -563,6 +582,16 @@ fn bessel_i0(x: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The full step's bound counts each axis's layer points once per axis: 10 x 8 x 6 with layers
+    /// of 2 has 192 x, 240 y and 320 z layer points (160 z under a free surface).
+    #[test]
+    fn full_step_bytes_add_the_memory_variables_of_each_layer() {
+        let interior = step_bytes([10, 8, 6], 1, true);
+        assert_eq!(full_step_bytes([10, 8, 6], 1, 0, false), interior);
+        assert_eq!(full_step_bytes([10, 8, 6], 1, 2, false), interior + 16 * (192 + 240 + 320));
+        assert_eq!(full_step_bytes([10, 8, 6], 1, 2, true), interior + 16 * (192 + 240 + 160));
+    }
 
     #[test]
     fn trilinear_weights_sum_to_one_and_interpolate_linear_fields() {

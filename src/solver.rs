@@ -222,31 +222,41 @@ pub struct RunRecord {
 #[derive(Clone, Debug, PartialEq)]
 pub struct StepStats {
     pub seconds: Vec<f64>,
-    /// Theoretical bytes of a step ([`Problem::step_bytes`]) over its seconds, GB/s (1e9).
+    /// Theoretical bytes of a step ([`Problem::step_bytes`]) over its seconds, GB/s (1e9): the
+    /// seeds' effective bandwidth, which counts the interior only.
     pub effective_gbps: Vec<f64>,
+    /// The full step's bytes ([`Problem::full_step_bytes`]: the interior plus the CPML memory
+    /// variables) over its seconds, GB/s.
+    pub full_step_gbps: Vec<f64>,
     /// Interior points over seconds, 1e9 points per second.
     pub gpts_per_s: Vec<f64>,
     /// Over the run: total bytes (points) over total seconds.
     pub mean_gbps: f64,
     pub median_gbps: f64,
+    pub mean_full_step_gbps: f64,
+    pub median_full_step_gbps: f64,
     pub mean_gpts: f64,
     pub median_gpts: f64,
 }
 
 impl StepStats {
-    pub fn new(seconds: &[f64], step_bytes: u64, points: usize) -> StepStats {
+    pub fn new(seconds: &[f64], step_bytes: u64, full_step_bytes: u64, points: usize) -> StepStats {
         let rate = |amount: f64| -> Vec<f64> { seconds.iter().map(|&s| amount / s.max(1e-12) / 1e9).collect() };
         let effective_gbps = rate(step_bytes as f64);
+        let full_step_gbps = rate(full_step_bytes as f64);
         let gpts_per_s = rate(points as f64);
         let total: f64 = seconds.iter().sum::<f64>().max(1e-12);
         let n = seconds.len() as f64;
         StepStats {
             mean_gbps: n * step_bytes as f64 / total / 1e9,
             median_gbps: median(&effective_gbps),
+            mean_full_step_gbps: n * full_step_bytes as f64 / total / 1e9,
+            median_full_step_gbps: median(&full_step_gbps),
             mean_gpts: n * points as f64 / total / 1e9,
             median_gpts: median(&gpts_per_s),
             seconds: seconds.to_vec(),
             effective_gbps,
+            full_step_gbps,
             gpts_per_s,
         }
     }
@@ -706,8 +716,10 @@ mod tests {
     fn stats_and_median() {
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
-        let s = StepStats::new(&[1.0, 0.5], 2_000_000_000, 1_000_000_000);
+        let s = StepStats::new(&[1.0, 0.5], 2_000_000_000, 3_000_000_000, 1_000_000_000);
         assert_eq!(s.effective_gbps, vec![2.0, 4.0]);
+        assert_eq!(s.full_step_gbps, vec![3.0, 6.0]);
+        assert!((s.mean_full_step_gbps - 6.0 / 1.5).abs() < 1e-12);
         assert_eq!(s.gpts_per_s, vec![1.0, 2.0]);
         assert!((s.mean_gbps - 4.0 / 1.5).abs() < 1e-12);
         assert_eq!(s.median_gpts, 1.5);

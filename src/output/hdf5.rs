@@ -368,12 +368,16 @@ fn write_file(
     dataset_u64(&st, "step", &(0..problem.steps as u64).collect::<Vec<_>>())?;
     dataset_f64(&st, "seconds", &stats.seconds)?;
     dataset_f64(&st, "effective_gbps", &stats.effective_gbps)?;
+    dataset_f64(&st, "full_step_gbps", &stats.full_step_gbps)?;
     dataset_f64(&st, "gpts_per_s", &stats.gpts_per_s)?;
     st.set_attr_numeric("mean_effective_gbps", &stats.mean_gbps).map_err(h5)?;
     st.set_attr_numeric("median_effective_gbps", &stats.median_gbps).map_err(h5)?;
+    st.set_attr_numeric("mean_full_step_gbps", &stats.mean_full_step_gbps).map_err(h5)?;
+    st.set_attr_numeric("median_full_step_gbps", &stats.median_full_step_gbps).map_err(h5)?;
     st.set_attr_numeric("mean_gpts_per_s", &stats.mean_gpts).map_err(h5)?;
     st.set_attr_numeric("median_gpts_per_s", &stats.median_gpts).map_err(h5)?;
     st.set_attr_numeric("step_bytes", &problem.step_bytes()).map_err(h5)?;
+    st.set_attr_numeric("full_step_bytes", &problem.full_step_bytes()).map_err(h5)?;
     st.set_attr_numeric("points", &(problem.layout.points() as u64)).map_err(h5)?;
     st.set_attr_numeric("total_step_seconds", &stats.seconds.iter().sum::<f64>()).map_err(h5)?;
     st.set_attr_numeric("wall_seconds", &record.wall_seconds).map_err(h5)?;
