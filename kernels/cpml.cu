@@ -29,10 +29,6 @@ static_assert(sizeof(SlabGeom) == 48, "SlabGeom must match the host's struct");
         float *RESTRICT psi_out, float *RESTRICT zeta, const float *RESTRICT a, const float *RESTRICT b,      \
         AxisWeights w, SlabGeom g
 
-#ifndef CPML_ASYNC
-#define CPML_ASYNC 1
-#endif
-
 namespace cpml {
 constexpr int SEG = 32;    // points of a segment along the axis
 constexpr int LANES = 32;  // lines across the axis per block
@@ -82,80 +78,6 @@ DEVICE void cpml_segment(CPML_PARAMS) {
             along = k / LANES;
         }
     };
-#if CPML_ASYNC
-    // Every value a block reads from global memory arrives through cp.async into shared memory
-    // before the first barrier: the block waits for memory once, and data in flight cost no
-    // registers.
-    __shared__ float pin[PW][LANES + 1];
-    __shared__ float zs[SEG][LANES + 1];
-    __shared__ float vs[SEG][LANES + 1];
-    __shared__ float os[SEG][LANES + 1];
-    for (int v = blockIdx.z; v < g.n[V]; v += gridDim.z) {
-        const i64 base = (i64)v * sv + (i64)u0 * su + (i64)(q0 + t0) * st;  // field, lane 0, segment start
-        const i64 sbase = (i64)v * ssv + (i64)u0 * ssu + (i64)(half * wd + t0) * sst;
-        for (int k = tid; k < CW * LANES; k += THREADS) {
-            int along, lane;
-            split(k, CW, along, lane);
-            const int q = q0 + t0 + along - 2 * R;  // p^n exists at -R .. na + R - 1
-            const bool in = u0 + lane < g.n[U] && q >= -R && q < na + R;
-            cp_async4(&cs[along][lane], in ? cur + base + (i64)lane * su + (i64)(along - 2 * R) * st : cur, in);
-        }
-        for (int k = tid; k < PW * LANES; k += THREADS) {
-            int along, lane;
-            split(k, PW, along, lane);
-            const int t = t0 + along - R;  // layer index
-            const bool in = t >= 0 && t < wd && u0 + lane < g.n[U];
-            cp_async4(&pin[along][lane], in ? psi_in + sbase + (i64)lane * ssu + (i64)(along - R) * sst : psi_in, in);
-        }
-        for (int k = tid; k < SEG * LANES; k += THREADS) {
-            int along, lane;
-            split(k, SEG, along, lane);
-            const bool in = t0 + along < wd && u0 + lane < g.n[U];
-            const i64 i = sbase + (i64)lane * ssu + (i64)along * sst;
-            const i64 o = base + (i64)lane * su + (i64)along * st;
-            cp_async4(&zs[along][lane], in ? zeta + i : zeta, in);
-            cp_async4(&vs[along][lane], in ? vel + o : vel, in);
-            cp_async4(&os[along][lane], in ? out + o : out, in);
-        }
-        cp_async_commit();
-        CP_ASYNC_WAIT(0);
-        BLOCK_SYNC();
-        for (int k = tid; k < PW * LANES; k += THREADS) {
-            int along, lane;
-            split(k, PW, along, lane);
-            const int t = t0 + along - R;
-            float p = 0.0f;
-            if (t >= 0 && t < wd && u0 + lane < g.n[U]) {
-                float d = 0.0f;
-#pragma unroll
-                for (int j = 1; j <= R; j++) d += w.c1[j] * (cs[along + R + j][lane] - cs[along + R - j][lane]);
-                p = b[q0 + t] * pin[along][lane] + a[q0 + t] * d;
-                if (along >= R && along < SEG + R) psi_out[sbase + (i64)lane * ssu + (i64)(along - R) * sst] = p;
-            }
-            ps[along][lane] = p;
-        }
-        BLOCK_SYNC();
-        for (int k = tid; k < SEG * LANES; k += THREADS) {
-            int along, lane;
-            split(k, SEG, along, lane);
-            const int t = t0 + along;
-            if (t >= wd || u0 + lane >= g.n[U]) continue;
-            float dpsi = 0.0f;
-            float d2 = w.c2[0] * cs[along + 2 * R][lane];
-#pragma unroll
-            for (int j = 1; j <= R; j++) {
-                // Two separate terms, in the CPU reference's order, so both round alike.
-                dpsi += w.c1[j] * ps[along + R + j][lane];
-                dpsi -= w.c1[j] * ps[along + R - j][lane];
-                d2 += w.c2[j] * (cs[along + 2 * R + j][lane] + cs[along + 2 * R - j][lane]);
-            }
-            const float zn = b[q0 + t] * zs[along][lane] + a[q0 + t] * (d2 + dpsi);
-            zeta[sbase + (i64)lane * ssu + (i64)along * sst] = zn;
-            out[base + (i64)lane * su + (i64)along * st] = os[along][lane] + vs[along][lane] * (dpsi + zn);
-        }
-        BLOCK_SYNC();  // the next v reuses the shared arrays
-    }
-#else
     for (int v = blockIdx.z; v < g.n[V]; v += gridDim.z) {
         const i64 base = (i64)v * sv + (i64)u0 * su + (i64)(q0 + t0) * st;  // field, lane 0, segment start
         const i64 sbase = (i64)v * ssv + (i64)u0 * ssu + (i64)(half * wd + t0) * sst;
@@ -205,7 +127,6 @@ DEVICE void cpml_segment(CPML_PARAMS) {
         }
         BLOCK_SYNC();  // the next v reuses the shared arrays
     }
-#endif
 }
 
 extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(256, 8) void cpml_x(CPML_PARAMS) {

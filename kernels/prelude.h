@@ -193,7 +193,6 @@ DEVICE bool vec_in_x(int x0, int nx) { return x0 < nx && x0 + VEC > 0; }
 DEVICE void cp_async16(void* s, const float* g, bool read = true) {
     *reinterpret_cast<float4*>(s) = read ? *reinterpret_cast<const float4*>(g) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 }
-DEVICE void cp_async4(float* s, const float* g, bool read = true) { *s = read ? *g : 0.0f; }
 DEVICE void cp_async_commit() {}
 #define CP_ASYNC_WAIT(n)
 #else
@@ -205,15 +204,6 @@ DEVICE unsigned smem_addr(const void* p) {
 DEVICE void cp_async16(void* s, const float* g, bool read = true) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(s)), "l"(g), "r"(read ? 16 : 0)
                  : "memory");
-}
-// One float (4-byte copies go through L1: .ca); a plain copy before sm_80.
-DEVICE void cp_async4(float* s, const float* g, bool read = true) {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(smem_addr(s)), "l"(g), "r"(read ? 4 : 0)
-                 : "memory");
-#else
-    *s = read ? *g : 0.0f;
-#endif
 }
 DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 #define CP_ASYNC_WAIT(n) asm volatile("cp.async.wait_group %0;" ::"n"(n) : "memory")
