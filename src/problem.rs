@@ -194,13 +194,14 @@ impl Problem {
     }
 
     /// Estimated device memory (bytes) of a run, before anything is allocated there: three padded
-    /// f32 fields (p^n, p^{n-1}, c^2 dt^2), the CPML memory variables (psi and zeta, one slab per
-    /// axis), the boundary profiles, the receiver traces (nreceivers x steps f32), the source
+    /// f32 fields (p^n, p^{n-1}, c^2 dt^2), the CPML memory variables (psi, double-buffered, and
+    /// zeta, one slab per axis), the boundary profiles, the receiver traces (nreceivers x steps f32), the source
     /// samples and the tap tables. Backends compare it with the memory free on the device.
     pub fn device_bytes(&self) -> u64 {
         let f32s = 4u64;
         let fields = 3 * self.layout.len() as u64 * f32s;
-        let slabs: u64 = self.boundary.slabs(self.shape()).iter().map(|s| 2 * s.len() as u64 * f32s).sum();
+        // psi twice (the GPU double-buffers it) and zeta.
+        let slabs: u64 = self.boundary.slabs(self.shape()).iter().map(|s| 3 * s.len() as u64 * f32s).sum();
         let profiles: u64 = self.shape().iter().map(|&n| 3 * n as u64 * f32s).sum();
         let traces = (self.receivers.len() * self.steps) as u64 * f32s;
         let source = self.steps as u64 * f32s;
