@@ -126,6 +126,8 @@ pub struct CpuSolver<T: Real> {
     isa: Isa,
     /// Interior z-ranges [z0, z1), one per task of the sweep, of about equal work.
     chunks: Vec<(usize, usize)>,
+    /// Row ranges [y0, y1) the sweep goes up z in, one after the other (see [`y_tiles`]).
+    tiles: Vec<(usize, usize)>,
     /// Second-derivative weights scaled by 1/h^2 per axis (index 0: that axis's centre weight).
     c2: [Vec<T>; 3],
     centre: T,
@@ -211,6 +213,7 @@ impl<T: Real> CpuSolver<T> {
             cur: first_touch(&layout, &chunks),
             prev: first_touch(&layout, &chunks),
             chunks,
+            tiles: y_tiles(&layout, cpml_width, std::mem::size_of::<T>()),
             src_taps,
             src_samples: problem.source.samples.iter().map(|&s| T::of(s)).collect(),
             rec_taps: problem.receivers.iter().map(|r| taps(&r.taps)).collect(),
@@ -227,6 +230,14 @@ impl<T: Real> CpuSolver<T> {
 
     pub fn layout(&self) -> &Layout {
         &self.layout
+    }
+
+    /// Sweeps in y tiles of about `rows` rows (never thinner than the CPML layer) instead of the
+    /// cache-sized default; the result is the same bits (tests/cpu_isa.rs).
+    pub fn with_tile_rows(mut self, rows: usize) -> Self {
+        let width = self.cpml.as_ref().map_or(0, |(axes, _)| axes[0].slab.width);
+        self.tiles = y_split(self.layout.ny, width, rows);
+        self
     }
 
     /// The instruction set the sweep runs with.
@@ -321,6 +332,7 @@ impl<T: Real> CpuSolver<T> {
             centre: self.centre,
             coef: std::array::from_fn(|a| std::array::from_fn(|k| self.c2[a][k + 1])),
             cpml,
+            tiles: &self.tiles,
         };
         let isa = self.isa;
         if sweep.cpml.is_some() {
@@ -331,6 +343,25 @@ impl<T: Real> CpuSolver<T> {
         // other tasks' planes was written by the pass above (Sweep's docs).
         self.chunks.par_iter().for_each(|&(z0, z1)| unsafe { sweep.dispatch(isa, z0, z1, false) });
     }
+}
+
+/// Bytes of the 2R + 1 planes of p^n a tile's sweep keeps in reach: half of a 2 MiB L2, the rest
+/// left to p^{n-1}, c^2 dt^2 and the CPML arrays streaming through.
+const TILE_BYTES: usize = 1 << 20;
+
+/// Row ranges that split 0..ny so that 2R + 1 planes of one range take about TILE_BYTES (the
+/// z-neighbours a row reads then come from L2), none thinner than the CPML layer `width`: the
+/// first and last ranges then hold a whole y layer, whose psi_y rows are all updated by the
+/// range's own pass.
+fn y_tiles(layout: &Layout, width: usize, elem: usize) -> Vec<(usize, usize)> {
+    let window = (2 * layout.halo + 1) * layout.pitch * elem;
+    y_split(layout.ny, width, TILE_BYTES / window)
+}
+
+/// 0..ny in ranges of about `rows` rows, none thinner than `width`.
+fn y_split(ny: usize, width: usize, rows: usize) -> Vec<(usize, usize)> {
+    let tiles = ny.div_ceil(rows.max(1)).min(ny / width.max(1)).max(1);
+    (0..tiles).map(|k| (k * ny / tiles, (k + 1) * ny / tiles)).collect()
 }
 
 /// Contiguous ranges of 0..nz, at most `tasks` of them, none empty, of about equal total weight.
@@ -444,6 +475,7 @@ struct Sweep<'a, T: Real, const R: usize> {
     centre: T,
     coef: [[T; R]; 3],
     cpml: Option<CpmlSweep<'a, T>>,
+    tiles: &'a [(usize, usize)],
 }
 
 /// Slab coordinate of grid index i on an axis of n points with layers of width w, if in a layer.
@@ -495,9 +527,11 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
     #[inline(always)]
     unsafe fn run(&self, z0: usize, z1: usize, edges: bool) {
         let Some(c) = &self.cpml else {
-            for iz in z0..z1 {
-                // SAFETY: plane iz is this task's.
-                unsafe { self.plane(iz) };
+            for &(y0, y1) in self.tiles {
+                for iz in z0..z1 {
+                    // SAFETY: plane iz is this task's.
+                    unsafe { self.plane(iz, y0, y1) };
+                }
             }
             return;
         };
@@ -507,53 +541,60 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
             for iz in (z0..lo).chain(hi..z1) {
                 if let Some(sz) = layer(iz, nz, w) {
                     // SAFETY: plane iz is this task's.
-                    unsafe { self.psi_z_plane(c, iz, sz) };
+                    unsafe { self.psi_z_rows(c, iz, sz, 0, self.l.ny) };
                 }
             }
             return;
         }
-        for iz in z0..z1 {
-            let q = iz + R;
-            if q + R < z1
-                && let Some(sz) = layer(q, nz, w)
-            {
-                // SAFETY: plane q is this task's and more than R planes from its range's ends,
-                // so no other task reads its psi_z.
-                unsafe { self.psi_z_plane(c, q, sz) };
+        // A row's psi_z and its z correction stay in the row's tile, so each tile runs up z on its own.
+        for &(y0, y1) in self.tiles {
+            for iz in z0..z1 {
+                let q = iz + R;
+                if q + R < z1
+                    && let Some(sz) = layer(q, nz, w)
+                {
+                    // SAFETY: plane q is this task's and more than R planes from its range's ends,
+                    // so no other task reads its psi_z.
+                    unsafe { self.psi_z_rows(c, q, sz, y0, y1) };
+                }
+                // SAFETY: plane iz is this task's; psi_z of the tile's rows of planes
+                // iz - R..=iz + R is up to date.
+                unsafe { self.plane(iz, y0, y1) };
             }
-            // SAFETY: plane iz is this task's; psi_z of planes iz - R..=iz + R is up to date.
-            unsafe { self.plane(iz) };
         }
     }
 
-    /// psi_z <- b psi_z + a dp/dz on interior plane iz (slab plane sz).
+    /// psi_z <- b psi_z + a dp/dz on rows y0..y1 of interior plane iz (slab plane sz).
     /// SAFETY: psi_z of plane iz is this task's, and no one reads it meanwhile.
     #[inline(always)]
-    unsafe fn psi_z_plane(&self, c: &CpmlSweep<'_, T>, iz: usize, sz: usize) {
+    unsafe fn psi_z_rows(&self, c: &CpmlSweep<'_, T>, iz: usize, sz: usize, y0: usize, y1: usize) {
         let l = self.l;
-        for iy in 0..l.ny {
+        for iy in y0..y1 {
             // SAFETY: forwarded.
             let psi = unsafe { c.psi[2].get((sz * l.ny + iy) * l.nx, l.nx) };
             self.psi_row(c, 2, l.row(iy, iz), l.plane, iz, psi);
         }
     }
 
-    /// The whole update of interior plane iz.
+    /// The whole update of rows y0..y1 of interior plane iz (a y tile, see [`y_tiles`]).
     /// SAFETY: plane iz of p^{n+1}, psi_x, psi_y and the zetas is this task's; psi_z of planes
     /// iz - R..=iz + R (where in a layer) is up to date and not being written.
     #[inline(always)]
-    unsafe fn plane(&self, iz: usize) {
+    unsafe fn plane(&self, iz: usize, y0: usize, y1: usize) {
         let l = self.l;
         if let Some(c) = &self.cpml {
             let w = c.width;
             for sy in 0..2 * w {
                 let iy = if sy < w { sy } else { l.ny - 2 * w + sy };
+                if iy < y0 || iy >= y1 {
+                    continue;
+                }
                 // SAFETY: psi_y of plane iz is this task's.
                 let psi = unsafe { c.psi[1].get((iz * 2 * w + sy) * l.nx, l.nx) };
                 self.psi_row(c, 1, l.row(iy, iz), l.pitch, iy, psi);
             }
         }
-        for iy in 0..l.ny {
+        for iy in y0..y1 {
             let row = l.row(iy, iz);
             // SAFETY: p^{n+1} of plane iz is this task's.
             let out = unsafe { self.next.get(row, l.nx) };
