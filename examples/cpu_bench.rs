@@ -1,8 +1,16 @@
-//! Throughput of the CPU reference (GPts/s = interior points updated per second / 1e9) for a few
-//! grid sizes, stencil radii and boundaries. A benchmark, not a test:
-//! `cargo run --release --example cpu_bench [-- sizes...]`, e.g. `-- 128 256`.
+//! Throughput of the CPU backend against the memory bandwidth of the same cores, measured in the
+//! same run: STREAM-like copy and 3-read-1-write ceilings (rayon, the threads the solver uses,
+//! arrays far larger than the caches), then the step's interior alone (no boundary), with a sponge
+//! and with CPML, as GPts/s (interior points updated per second / 1e9) and as effective GB/s (the
+//! bytes a step must move at least: p^n, p^{n-1}, c^2 dt^2 read, p^{n+1} written, plus the halos)
+//! over the 3-read-1-write ceiling. A benchmark, not a test:
+//!
+//!     cargo run --release --example cpu_bench [-- [--isa avx512|avx2|portable] [--steps N] sizes...]
+//!
+//! Default: 200^3, R = 4, a 20-point layer, f32, 30 timed steps (median) after 3 untimed.
 
-use seismic_run::backend::cpu::{CpuSolver, Real};
+use rayon::prelude::*;
+use seismic_run::backend::cpu::{CpuSolver, Isa, Real};
 use seismic_run::config::Config;
 use seismic_run::problem::Problem;
 use std::time::Instant;
@@ -14,18 +22,24 @@ fn problem(n: usize, radius: usize, boundary: &str) -> Problem {
         "[grid]\nshape = [{n}, {n}, {n}]\nspacing = [{h}, {h}, {h}]\n\
          [model]\nkind = \"constant\"\nvp = 2000.0\n\
          [stencil]\nradius = {radius}\n\
-         [time]\nsteps = 100000\n\
-         [source]\nposition = [{mid}, {mid}, {mid}]\nfrequency = 8.0\n\
-         [[receivers]]\nposition = [{mid}, {mid}, 20.0]\n\
-         [boundary]\nkind = \"{boundary}\"\nwidth = 20\n"
+         [time]\nsteps = 100000\ndt = 0.0005\n\
+         [source]\nposition = [{mid}, {mid}, {mid}]\nfrequency = 10.0\n\
+         [[receivers]]\nline = {{ start = [100.0, {mid}, 500.0], end = [{}, {mid}, 500.0], count = 100 }}\n\
+         [boundary]\nkind = \"{boundary}\"\nwidth = 20\n",
+        n as f64 * h - 100.0
     );
     let cfg = Config::from_toml(&text).expect("benchmark configuration");
     Problem::build(&cfg, vec![2000.0; n * n * n]).expect("benchmark problem")
 }
 
+fn median(t: &mut [f64]) -> f64 {
+    t.sort_by(f64::total_cmp);
+    t[t.len() / 2]
+}
+
 /// Median seconds per step over `steps` steps, after a warm-up.
-fn seconds_per_step<T: Real>(p: &Problem, steps: usize) -> f64 {
-    let mut solver = CpuSolver::<T>::new(p).expect("solver");
+fn seconds_per_step<T: Real>(p: &Problem, isa: Isa, steps: usize) -> f64 {
+    let mut solver = CpuSolver::<T>::with_isa(p, isa).expect("solver");
     for n in 0..3 {
         solver.advance(n);
     }
@@ -36,35 +50,99 @@ fn seconds_per_step<T: Real>(p: &Problem, steps: usize) -> f64 {
             t.elapsed().as_secs_f64()
         })
         .collect();
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
+    median(&mut times)
+}
+
+/// STREAM-like copy and 3-read-1-write bandwidths (GB/s, reads plus writes) of the rayon pool on
+/// f32 arrays of `len` elements: median of `reps` runs after one untimed.
+fn ceilings(len: usize, reps: usize) -> (f64, f64) {
+    let threads = rayon::current_num_threads();
+    let piece = len.div_ceil(threads * 16).max(1 << 14);
+    // Filled in parallel, in the pieces the kernels use, so each thread's pages are its own.
+    let fill = |v: f32| {
+        let mut a = vec![0f32; len];
+        a.par_chunks_mut(piece).for_each(|c| c.fill(v));
+        a
+    };
+    let (a, b, c, mut d) = (fill(1.0), fill(2.0), fill(3.0), fill(0.0));
+    let time = |f: &mut dyn FnMut()| -> f64 {
+        f();
+        let mut t: Vec<f64> = (0..reps)
+            .map(|_| {
+                let s = Instant::now();
+                f();
+                s.elapsed().as_secs_f64()
+            })
+            .collect();
+        median(&mut t)
+    };
+    let bytes = (len * 4) as f64;
+    let copy = time(&mut || {
+        d.par_chunks_mut(piece).zip(a.par_chunks(piece)).for_each(|(d, a)| d.copy_from_slice(a));
+    });
+    let three = time(&mut || {
+        d.par_chunks_mut(piece).zip(a.par_chunks(piece)).zip(b.par_chunks(piece).zip(c.par_chunks(piece))).for_each(
+            |((d, a), (b, c))| {
+                for i in 0..d.len() {
+                    d[i] = a[i] + b[i] * c[i];
+                }
+            },
+        );
+    });
+    std::hint::black_box(&d);
+    (2.0 * bytes / copy / 1e9, 4.0 * bytes / three / 1e9)
 }
 
 fn main() {
-    let args: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
-    let sizes = if args.is_empty() { vec![128, 256] } else { args };
-    println!("CPU reference, {} rayon threads", rayon::current_num_threads());
-    println!("{:>5} {:>2} {:>6} {:>4} {:>10} {:>8} {:>8}", "n", "R", "bound", "prec", "ms/step", "GPts/s", "GB/s*");
-    for &n in &sizes {
-        for (radius, boundary) in [(4, "none"), (4, "cpml"), (4, "sponge"), (8, "none")] {
-            let p = problem(n, radius, boundary);
-            let steps = if n <= 128 { 20 } else { 6 };
-            for prec in ["f32", "f64"] {
-                if prec == "f64" && (radius != 4 || boundary != "none") {
-                    continue;
+    let mut isa = Isa::detect();
+    let mut steps = 30;
+    let mut sizes = Vec::new();
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--isa" => {
+                isa = match args.next().as_deref() {
+                    Some("avx512") => Isa::Avx512,
+                    Some("avx2") => Isa::Avx2Fma,
+                    Some("portable") => Isa::Portable,
+                    other => panic!("--isa takes avx512, avx2 or portable, not {other:?}"),
                 }
-                let s =
-                    if prec == "f32" { seconds_per_step::<f32>(&p, steps) } else { seconds_per_step::<f64>(&p, steps) };
-                let pts = (n * n * n) as f64;
-                // GB/s* is the f32 effective bandwidth (problem::step_bytes), a lower bound.
-                let gbs = p.step_bytes() as f64 / s / 1e9;
-                println!(
-                    "{n:>5} {radius:>2} {boundary:>6} {prec:>4} {:>10.2} {:>8.3} {:>8.1}",
-                    s * 1e3,
-                    pts / s / 1e9,
-                    if prec == "f32" { gbs } else { f64::NAN }
-                );
             }
+            "--steps" => steps = args.next().and_then(|s| s.parse().ok()).expect("--steps takes a count"),
+            s => sizes.push(s.parse::<usize>().unwrap_or_else(|_| panic!("not a grid size: {s}"))),
+        }
+    }
+    if sizes.is_empty() {
+        sizes.push(200);
+    }
+    assert!(isa.available(), "this CPU cannot run the {} build", isa.name());
+    let threads = rayon::current_num_threads();
+    let (copy, three) = ceilings(1 << 25, 10);
+    println!("CPU backend, {threads} rayon threads, {} build", isa.name());
+    println!("ceilings (4 arrays of 128 MiB): copy {copy:.1} GB/s, 3-read-1-write {three:.1} GB/s");
+    println!(
+        "{:>5} {:>2} {:>8} {:>4} {:>9} {:>7} {:>7} {:>9}",
+        "n", "R", "boundary", "prec", "ms/step", "GPts/s", "GB/s", "of 3r1w"
+    );
+    for &n in &sizes {
+        for (radius, boundary, prec) in
+            [(4, "none", "f32"), (4, "sponge", "f32"), (4, "cpml", "f32"), (8, "none", "f32"), (4, "none", "f64")]
+        {
+            let p = problem(n, radius, boundary);
+            let s = if prec == "f32" {
+                seconds_per_step::<f32>(&p, isa, steps)
+            } else {
+                seconds_per_step::<f64>(&p, isa, steps)
+            };
+            let width = if prec == "f32" { 1.0 } else { 2.0 };
+            let gbs = width * p.step_bytes() as f64 / s / 1e9;
+            println!(
+                "{n:>5} {radius:>2} {boundary:>8} {prec:>4} {:>9.2} {:>7.3} {:>7.1} {:>8.0}%",
+                s * 1e3,
+                (n * n * n) as f64 / s / 1e9,
+                gbs,
+                100.0 * gbs / three
+            );
         }
     }
 }

@@ -1,8 +1,11 @@
-//! The CPU reference: plain loops over the shared layout, rayon over z-planes (each task a plane,
-//! looping over y), an inner x loop in fixed-size chunks the compiler vectorises (the stencil
-//! radius is a const generic so the tap loop unrolls). CPML work runs in separate passes over the
-//! layer slabs, also by plane. The step allocates nothing (tests/cpu_no_alloc.rs). Generic over
-//! f32 and f64 so tests can take rounding out of play.
+//! The CPU reference: one sweep per step over z-planes, a contiguous range of planes per rayon
+//! task, that updates each row's interior points and, while the row is in cache, its CPML memory
+//! variables and corrections (or applies the sponge), with the reference arithmetic per point in the
+//! reference order. The x loop works on fixed blocks (the stencil radius is a const generic, so the
+//! taps unroll and a block's Laplacian stays in vector registers), built for AVX-512, AVX2+FMA or
+//! the portable target and chosen at run time; every build computes the same bits. The fields are
+//! first touched by the ranges that sweep them, and the step allocates nothing
+//! (tests/cpu_no_alloc.rs). Generic over f32 and f64 so tests can take rounding out of play.
 
 use super::{Backend, DeviceInfo};
 use crate::boundary::{BoundaryKind, Slab};
@@ -10,6 +13,7 @@ use crate::grid::{Layout, Section, for_each_section};
 use crate::problem::Problem;
 use anyhow::{Result, ensure};
 use rayon::prelude::*;
+use std::sync::OnceLock;
 use std::time::Instant;
 
 /// Floating-point type of a CPU run.
@@ -58,8 +62,54 @@ impl Real for f64 {
     }
 }
 
-/// Width of the x chunks the inner loops work on (a stack buffer, so the step allocates nothing).
+/// Width of the x chunks the CPML loops work on (a stack buffer, so the step allocates nothing).
 const CHUNK: usize = 64;
+
+/// Instruction set of the sweep, chosen once at run time: the widest this CPU has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isa {
+    /// AVX-512 (F, VL, BW, DQ) with FMA.
+    Avx512,
+    /// AVX2 with FMA.
+    Avx2Fma,
+    /// What the build targets (SSE2 on x86-64, where `mul_add` is a correct but slow library call).
+    Portable,
+}
+
+impl Isa {
+    /// The widest instruction set available here (detected once).
+    pub fn detect() -> Isa {
+        static ISA: OnceLock<Isa> = OnceLock::new();
+        *ISA.get_or_init(|| [Isa::Avx512, Isa::Avx2Fma].into_iter().find(|i| i.available()).unwrap_or(Isa::Portable))
+    }
+
+    /// Whether this CPU runs code built for `self`.
+    pub fn available(self) -> bool {
+        match self {
+            Isa::Portable => true,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2Fma => is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => {
+                Isa::Avx2Fma.available()
+                    && is_x86_feature_detected!("avx512f")
+                    && is_x86_feature_detected!("avx512vl")
+                    && is_x86_feature_detected!("avx512bw")
+                    && is_x86_feature_detected!("avx512dq")
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => false,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Isa::Avx512 => "AVX-512",
+            Isa::Avx2Fma => "AVX2+FMA",
+            Isa::Portable => "portable",
+        }
+    }
+}
 
 /// Per axis, the CPML coefficients (a, b) over that axis's grid index.
 type CpmlProfiles<T> = [(Vec<T>, Vec<T>); 3];
@@ -73,6 +123,11 @@ struct CpmlAxis<T> {
 pub struct CpuSolver<T: Real> {
     layout: Layout,
     radius: usize,
+    isa: Isa,
+    /// Interior z-ranges [z0, z1), one per task of the sweep, of about equal work.
+    chunks: Vec<(usize, usize)>,
+    /// Row ranges [y0, y1) the sweep goes up z in, one after the other (see [`y_tiles`]).
+    tiles: Vec<(usize, usize)>,
     /// Second-derivative weights scaled by 1/h^2 per axis (index 0: that axis's centre weight).
     c2: [Vec<T>; 3],
     centre: T,
@@ -93,19 +148,32 @@ pub struct CpuSolver<T: Real> {
 }
 
 impl<T: Real> CpuSolver<T> {
+    /// A solver using the widest instruction set this CPU has ([`Isa::detect`]).
     pub fn new(problem: &Problem) -> Result<Self> {
+        Self::with_isa(problem, Isa::detect())
+    }
+
+    /// A solver whose sweep runs the build for `isa` (every one computes the same bits).
+    pub fn with_isa(problem: &Problem, isa: Isa) -> Result<Self> {
+        ensure!(isa.available(), "this CPU cannot run the {} build of the CPU step", isa.name());
         let layout = problem.layout;
         let shape = problem.shape();
         let r = problem.stencil.radius;
         ensure!(layout.halo == r, "layout halo must equal the stencil radius");
+        ensure!((1..=8).contains(&r), "stencil radius {r} outside 1..=8");
         let c2: [Vec<T>; 3] =
             std::array::from_fn(|a| problem.stencil.second_scaled(problem.spacing[a]).into_iter().map(T::of).collect());
         let centre = T::of((0..3).map(|a| c2[a][0].f64()).sum());
         let c1 = std::array::from_fn(|a| problem.stencil.first.iter().map(|c| T::of(c / problem.spacing[a])).collect());
-        let mut vel2dt2 = vec![T::default(); layout.len()];
+        let b = &problem.boundary;
+        let cpml_width = if b.kind == BoundaryKind::Cpml { b.width } else { 0 };
+        // A plane in the z layers also updates psi_z and adds the z correction: about twice the
+        // work of one that does not (measured at 200^3, R = 4, a 20-point layer).
+        let z_layer = |iz: usize| cpml_width > 0 && (iz < cpml_width || iz + cpml_width >= layout.nz);
+        let chunks = partition(layout.nz, rayon::current_num_threads(), |iz| if z_layer(iz) { 2.0 } else { 1.0 });
+        let mut vel2dt2 = first_touch::<T>(&layout, &chunks);
         let dense: Vec<T> = problem.vel2dt2().into_iter().map(T::of).collect();
         layout.scatter(&dense, &mut vel2dt2);
-        let b = &problem.boundary;
         let damp = (b.kind == BoundaryKind::Sponge)
             .then(|| std::array::from_fn(|a| b.profiles[a].damp.iter().map(|&g| T::of(g)).collect()));
         let cpml = (b.kind == BoundaryKind::Cpml).then(|| {
@@ -134,6 +202,7 @@ impl<T: Real> CpuSolver<T> {
         Ok(CpuSolver {
             layout,
             radius: r,
+            isa,
             c2,
             centre,
             c1,
@@ -141,8 +210,10 @@ impl<T: Real> CpuSolver<T> {
             damp,
             cpml,
             free_surface: b.free_surface,
-            cur: vec![T::default(); layout.len()],
-            prev: vec![T::default(); layout.len()],
+            cur: first_touch(&layout, &chunks),
+            prev: first_touch(&layout, &chunks),
+            chunks,
+            tiles: y_tiles(&layout, cpml_width, std::mem::size_of::<T>()),
             src_taps,
             src_samples: problem.source.samples.iter().map(|&s| T::of(s)).collect(),
             rec_taps: problem.receivers.iter().map(|r| taps(&r.taps)).collect(),
@@ -159,6 +230,19 @@ impl<T: Real> CpuSolver<T> {
 
     pub fn layout(&self) -> &Layout {
         &self.layout
+    }
+
+    /// Sweeps in y tiles of about `rows` rows (never thinner than the CPML layer) instead of the
+    /// cache-sized default; the result is the same bits (tests/cpu_isa.rs).
+    pub fn with_tile_rows(mut self, rows: usize) -> Self {
+        let width = self.cpml.as_ref().map_or(0, |(axes, _)| axes[0].slab.width);
+        self.tiles = y_split(self.layout.ny, width, rows);
+        self
+    }
+
+    /// The instruction set the sweep runs with.
+    pub fn isa(&self) -> Isa {
+        self.isa
     }
 
     /// Receiver traces in the solver's precision.
@@ -178,12 +262,16 @@ impl<T: Real> CpuSolver<T> {
         if self.free_surface {
             self.mirror_top();
         }
-        if self.cpml.is_some() {
-            self.update_psi();
-        }
-        self.update_interior();
-        if self.cpml.is_some() {
-            self.apply_cpml();
+        match self.radius {
+            1 => self.sweep::<1>(),
+            2 => self.sweep::<2>(),
+            3 => self.sweep::<3>(),
+            4 => self.sweep::<4>(),
+            5 => self.sweep::<5>(),
+            6 => self.sweep::<6>(),
+            7 => self.sweep::<7>(),
+            8 => self.sweep::<8>(),
+            r => unreachable!("stencil radius {r} outside 1..=8"),
         }
         if let Some(&s) = self.src_samples.get(n) {
             for &(o, w) in &self.src_taps {
@@ -219,332 +307,494 @@ impl<T: Real> CpuSolver<T> {
         }
     }
 
-    fn update_interior(&mut self) {
-        match self.radius {
-            1 => self.interior::<1>(),
-            2 => self.interior::<2>(),
-            3 => self.interior::<3>(),
-            4 => self.interior::<4>(),
-            5 => self.interior::<5>(),
-            6 => self.interior::<6>(),
-            7 => self.interior::<7>(),
-            8 => self.interior::<8>(),
-            r => unreachable!("stencil radius {r} outside 1..=8"),
-        }
-    }
-
-    /// The interior update for radius R known at compile time: the tap loop unrolls and the loop
-    /// over a chunk of x vectorises, with one store per point. Each plane runs in the build with
-    /// hardware fused multiply-adds where the CPU has them (the taps are `mul_add`s, as on the
-    /// GPU; without the instruction they are correct but slow library calls).
-    fn interior<const R: usize>(&mut self) {
-        let plane_len = self.layout.plane;
-        let job = InteriorPlanes::<T, R> {
-            layout: self.layout,
+    /// Steps 2-4 of the step in one sweep over z-planes, one contiguous range of planes per task
+    /// (see [`Sweep`]); with CPML, a first short pass updates psi_z on the planes within R of a
+    /// range's ends, which neighbouring tasks read.
+    fn sweep<const R: usize>(&mut self) {
+        let cpml = self.cpml.as_mut().map(|(axes, coef)| {
+            let [ax, ay, az] = axes;
+            CpmlSweep {
+                width: ax.slab.width,
+                psi: [Parts::new(&mut ax.psi), Parts::new(&mut ay.psi), Parts::new(&mut az.psi)],
+                zeta: [Parts::new(&mut ax.zeta), Parts::new(&mut ay.zeta), Parts::new(&mut az.zeta)],
+                a: std::array::from_fn(|i| &coef[i].0[..]),
+                b: std::array::from_fn(|i| &coef[i].1[..]),
+                c1: std::array::from_fn(|i| &self.c1[i][..]),
+                c2: std::array::from_fn(|i| &self.c2[i][..]),
+            }
+        });
+        let sweep = Sweep::<T, R> {
+            l: self.layout,
             cur: &self.cur,
             vel: &self.vel2dt2,
-            damp: &self.damp,
+            next: Parts::new(&mut self.prev),
+            damp: self.damp.as_ref(),
             centre: self.centre,
             coef: std::array::from_fn(|a| std::array::from_fn(|k| self.c2[a][k + 1])),
+            cpml,
+            tiles: &self.tiles,
         };
-        self.prev.par_chunks_mut(plane_len).enumerate().for_each(|(pz, plane)| {
-            #[cfg(target_arch = "x86_64")]
-            if hardware_fma() {
-                // SAFETY: hardware_fma checked that this CPU has AVX2 and FMA.
-                unsafe { job.plane_avx2_fma(pz, plane) };
-                return;
-            }
-            job.plane(pz, plane);
-        });
-    }
-
-    fn update_psi(&mut self) {
-        let (axes, coef) = self.cpml.as_mut().expect("cpml");
-        let l = self.layout;
-        let r = self.radius;
-        let cur = &self.cur;
-        for (axis, ax) in axes.iter_mut().enumerate() {
-            let (a, b, c1, slab) = (&coef[axis].0, &coef[axis].1, &self.c1[axis], ax.slab);
-            let w = slab.width;
-            if w == 0 {
-                continue;
-            }
-            let e = slab.extent();
-            if axis == 0 {
-                // x layers: slab (nz, ny, 2w); each row has a low and a high segment of w points.
-                ax.psi.par_chunks_mut(e[0] * e[1]).enumerate().for_each(|(iz, psi)| {
-                    for iy in 0..l.ny {
-                        for half in 0..2 {
-                            let x0 = if half == 0 { 0 } else { l.nx - w };
-                            let seg = &mut psi[(2 * iy + half) * w..(2 * iy + half + 1) * w];
-                            let o = l.row(iy, iz) + x0;
-                            for (ci, pchunk) in seg.chunks_mut(CHUNK).enumerate() {
-                                let (j, n) = (ci * CHUNK, pchunk.len());
-                                let mut d = [T::default(); CHUNK];
-                                for k in 1..=r {
-                                    let (lo, hi) = (&cur[o + j - k..o + j - k + n], &cur[o + j + k..o + j + k + n]);
-                                    for i in 0..n {
-                                        d[i] += c1[k] * (hi[i] - lo[i]);
-                                    }
-                                }
-                                let (aq, bq) = (&a[x0 + j..x0 + j + n], &b[x0 + j..x0 + j + n]);
-                                for i in 0..n {
-                                    pchunk[i] = bq[i] * pchunk[i] + aq[i] * d[i];
-                                }
-                            }
-                        }
-                    }
-                });
-            } else {
-                // y and z layers: whole x-rows, in chunks the compiler vectorises.
-                let s = if axis == 1 { l.pitch } else { l.plane };
-                ax.psi.par_chunks_mut(e[0] * e[1]).enumerate().for_each(|(outer, psi)| {
-                    for (inner, prow) in psi.chunks_mut(l.nx).enumerate() {
-                        let (iy, iz, q) = Self::layer_row(&slab, axis, inner, outer);
-                        let (aq, bq) = (a[q], b[q]);
-                        let row = l.row(iy, iz);
-                        for (ci, pchunk) in prow.chunks_mut(CHUNK).enumerate() {
-                            let o = row + ci * CHUNK;
-                            let n = pchunk.len();
-                            let mut d = [T::default(); CHUNK];
-                            for k in 1..=r {
-                                let (lo, hi) = (&cur[o - k * s..o - k * s + n], &cur[o + k * s..o + k * s + n]);
-                                for i in 0..n {
-                                    d[i] += c1[k] * (hi[i] - lo[i]);
-                                }
-                            }
-                            for (v, di) in pchunk.iter_mut().zip(&d[..n]) {
-                                *v = bq * *v + aq * *di;
-                            }
-                        }
-                    }
-                });
-            }
+        let isa = self.isa;
+        if sweep.cpml.is_some() {
+            // SAFETY: each task writes psi_z of its own planes only, and reads only p^n.
+            self.chunks.par_iter().for_each(|&(z0, z1)| unsafe { sweep.dispatch(isa, z0, z1, true) });
         }
-    }
-
-    /// Grid (iy, iz) of x-row `inner` of slab chunk `outer` for the y or z slab, and the grid index
-    /// along the slab's axis (which selects the profile coefficient).
-    fn layer_row(slab: &Slab, axis: usize, inner: usize, outer: usize) -> (usize, usize, usize) {
-        if axis == 1 {
-            let iy = slab.grid_coord(inner);
-            (iy, outer, iy)
-        } else {
-            let iz = slab.grid_coord(outer);
-            (inner, iz, iz)
-        }
-    }
-
-    /// zeta_i <- b zeta_i + a (d2p/dx_i2 + dpsi_i/dx_i) and p^{n+1} += c^2 dt^2 (dpsi_i/dx_i + zeta_i)
-    /// in each axis's layers. psi is zero outside its layers (and beyond the grid), so the
-    /// derivative of psi only takes neighbours in the same layer. Parallel over z-planes of
-    /// p^{n+1}; the axes run one after the other, so no point is written twice at once.
-    fn apply_cpml(&mut self) {
-        let (axes, coef) = self.cpml.as_mut().expect("cpml");
-        let l = self.layout;
-        let r = self.radius;
-        let (cur, vel) = (&self.cur, &self.vel2dt2);
-        for (axis, ax) in axes.iter_mut().enumerate() {
-            let (a, b, slab) = (&coef[axis].0, &coef[axis].1, ax.slab);
-            let (c1, c2) = (&self.c1[axis], &self.c2[axis]);
-            let w = slab.width;
-            if w == 0 {
-                continue;
-            }
-            let e = slab.extent();
-            let chunk_len = e[0] * e[1];
-            let psi = &ax.psi;
-            // Slicing, not `skip`: rayon's Skip spawns a heap-allocated job for the skipped part.
-            let planes = self.prev[r * l.plane..(r + l.nz) * l.plane].par_chunks_mut(l.plane);
-            if axis == 0 {
-                planes.zip(ax.zeta.par_chunks_mut(chunk_len)).enumerate().for_each(|(iz, (plane, zeta))| {
-                    let base = (iz + r) * l.plane;
-                    let psi = &psi[iz * chunk_len..(iz + 1) * chunk_len];
-                    for iy in 0..l.ny {
-                        for half in 0..2 {
-                            let x0 = if half == 0 { 0 } else { l.nx - w };
-                            let so = (2 * iy + half) * w;
-                            let seg = &psi[so..so + w];
-                            let o = l.row(iy, iz) + x0;
-                            for j in (0..w).step_by(CHUNK) {
-                                let n = CHUNK.min(w - j);
-                                // dpsi/dx from neighbours inside this segment only (psi is zero
-                                // beyond it), d2p/dx2 from the field.
-                                let mut dpsi = [T::default(); CHUNK];
-                                let mut d2 = [T::default(); CHUNK];
-                                let c = &cur[o + j..o + j + n];
-                                for i in 0..n {
-                                    d2[i] = c2[0] * c[i];
-                                }
-                                for k in 1..=r {
-                                    // Plus neighbour seg[j + i + k] exists for j + i + k < w.
-                                    let np = n.min(w.saturating_sub(j + k));
-                                    let p = &seg[(j + k).min(w)..(j + k).min(w) + np];
-                                    for i in 0..np {
-                                        dpsi[i] += c1[k] * p[i];
-                                    }
-                                    // Minus neighbour seg[j + i - k] exists for j + i >= k.
-                                    let i0 = k.saturating_sub(j).min(n);
-                                    let m = &seg[j + i0 - k.min(j + i0)..j + n - k.min(j + n)];
-                                    for i in i0..n {
-                                        dpsi[i] = dpsi[i] - c1[k] * m[i - i0];
-                                    }
-                                    let (fl, fh) = (&cur[o + j - k..o + j - k + n], &cur[o + j + k..o + j + k + n]);
-                                    for i in 0..n {
-                                        d2[i] += c2[k] * (fl[i] + fh[i]);
-                                    }
-                                }
-                                let (aq, bq) = (&a[x0 + j..x0 + j + n], &b[x0 + j..x0 + j + n]);
-                                let (z, v) = (&mut zeta[so + j..so + j + n], &vel[o + j..o + j + n]);
-                                let out = &mut plane[o + j - base..o + j - base + n];
-                                for i in 0..n {
-                                    z[i] = bq[i] * z[i] + aq[i] * (d2[i] + dpsi[i]);
-                                    out[i] += v[i] * (dpsi[i] + z[i]);
-                                }
-                            }
-                        }
-                    }
-                });
-                continue;
-            }
-            // y and z: slab coordinate t along the axis; neighbours t +- k must stay in its half.
-            let (s, ps) = if axis == 1 { (l.pitch, l.nx) } else { (l.plane, l.nx * l.ny) };
-            let row_op = |plane: &mut [T], zeta: &mut [T], inner: usize, outer: usize| {
-                let (iy, iz, q) = Self::layer_row(&slab, axis, inner, outer);
-                let t = if axis == 1 { inner } else { outer };
-                let lo = if t < w { 0 } else { w };
-                let (aq, bq) = (a[q], b[q]);
-                let row = l.row(iy, iz);
-                let base = (iz + r) * l.plane;
-                let prow = (outer * e[1] + inner) * l.nx;
-                let zrow = &mut zeta[inner * l.nx..(inner + 1) * l.nx];
-                for (ci, zchunk) in zrow.chunks_mut(CHUNK).enumerate() {
-                    let x0 = ci * CHUNK;
-                    let (o, n, po) = (row + x0, zchunk.len(), prow + x0);
-                    let mut dpsi = [T::default(); CHUNK];
-                    let mut d2 = [T::default(); CHUNK];
-                    for i in 0..n {
-                        d2[i] = c2[0] * cur[o + i];
-                    }
-                    for k in 1..=r {
-                        if t + k < lo + w {
-                            let p = &psi[po + k * ps..po + k * ps + n];
-                            for i in 0..n {
-                                dpsi[i] += c1[k] * p[i];
-                            }
-                        }
-                        if t >= lo + k {
-                            let p = &psi[po - k * ps..po - k * ps + n];
-                            for i in 0..n {
-                                dpsi[i] = dpsi[i] - c1[k] * p[i];
-                            }
-                        }
-                        let (fl, fh) = (&cur[o - k * s..o - k * s + n], &cur[o + k * s..o + k * s + n]);
-                        for i in 0..n {
-                            d2[i] += c2[k] * (fl[i] + fh[i]);
-                        }
-                    }
-                    let out = &mut plane[o - base..o - base + n];
-                    let v = &vel[o..o + n];
-                    for i in 0..n {
-                        zchunk[i] = bq * zchunk[i] + aq * (d2[i] + dpsi[i]);
-                        out[i] += v[i] * (dpsi[i] + zchunk[i]);
-                    }
-                }
-            };
-            if axis == 1 {
-                planes.zip(ax.zeta.par_chunks_mut(chunk_len)).enumerate().for_each(|(iz, (plane, zeta))| {
-                    for sy in 0..2 * w {
-                        row_op(plane, zeta, sy, iz);
-                    }
-                });
-            } else {
-                // The z slab's chunk sz is grid plane grid_coord(sz): its low half, then its high half.
-                let (zlow, zhigh) = ax.zeta.split_at_mut(w * chunk_len);
-                let low = self.prev[r * l.plane..(r + w) * l.plane].par_chunks_mut(l.plane);
-                low.zip(zlow.par_chunks_mut(chunk_len)).enumerate().for_each(|(sz, (plane, zeta))| {
-                    for iy in 0..l.ny {
-                        row_op(plane, zeta, iy, sz);
-                    }
-                });
-                let high = self.prev[(r + l.nz - w) * l.plane..(r + l.nz) * l.plane].par_chunks_mut(l.plane);
-                high.zip(zhigh.par_chunks_mut(chunk_len)).enumerate().for_each(|(j, (plane, zeta))| {
-                    for iy in 0..l.ny {
-                        row_op(plane, zeta, iy, w + j);
-                    }
-                });
-            }
-        }
+        // SAFETY: each task writes its own planes of p^{n+1}, psi and zeta; the psi_z it reads from
+        // other tasks' planes was written by the pass above (Sweep's docs).
+        self.chunks.par_iter().for_each(|&(z0, z1)| unsafe { sweep.dispatch(isa, z0, z1, false) });
     }
 }
 
-/// Whether the x86-64 build of the interior loop with AVX2 and FMA instructions may run here
-/// (detected once; always false elsewhere, where `mul_add` is either native or a library call).
-fn hardware_fma() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        static FMA: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *FMA.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
+/// Bytes of the 2R + 1 planes of p^n a tile's sweep keeps in reach: half of a 2 MiB L2, the rest
+/// left to p^{n-1}, c^2 dt^2 and the CPML arrays streaming through.
+const TILE_BYTES: usize = 1 << 20;
+
+/// Row ranges that split 0..ny so that 2R + 1 planes of one range take about TILE_BYTES (the
+/// z-neighbours a row reads then come from L2), none thinner than the CPML layer `width`: the
+/// first and last ranges then hold a whole y layer, whose psi_y rows are all updated by the
+/// range's own pass.
+fn y_tiles(layout: &Layout, width: usize, elem: usize) -> Vec<(usize, usize)> {
+    let window = (2 * layout.halo + 1) * layout.pitch * elem;
+    y_split(layout.ny, width, TILE_BYTES / window)
 }
 
-/// One interior update's read-only inputs; `plane` writes p^{n+1} of one padded z-plane.
-struct InteriorPlanes<'a, T: Real, const R: usize> {
-    layout: Layout,
+/// 0..ny in ranges of about `rows` rows, none thinner than `width`.
+fn y_split(ny: usize, width: usize, rows: usize) -> Vec<(usize, usize)> {
+    let tiles = ny.div_ceil(rows.max(1)).min(ny / width.max(1)).max(1);
+    (0..tiles).map(|k| (k * ny / tiles, (k + 1) * ny / tiles)).collect()
+}
+
+/// Contiguous ranges of 0..nz, at most `tasks` of them, none empty, of about equal total weight.
+fn partition(nz: usize, tasks: usize, weight: impl Fn(usize) -> f64) -> Vec<(usize, usize)> {
+    let tasks = tasks.clamp(1, nz.max(1));
+    let total: f64 = (0..nz).map(&weight).sum();
+    let mut out = Vec::with_capacity(tasks);
+    let (mut z0, mut acc) = (0, 0.0);
+    for iz in 0..nz {
+        acc += weight(iz);
+        let left = tasks - out.len();
+        // Close the range at the k-th share of the weight, leaving a plane for each range to come.
+        if left > 1 && acc >= total * (out.len() + 1) as f64 / tasks as f64 && nz - (iz + 1) >= left - 1 {
+            out.push((z0, iz + 1));
+            z0 = iz + 1;
+        }
+    }
+    out.push((z0, nz));
+    out
+}
+
+/// A zeroed padded field whose pages are first written by the task ranges of `chunks` (halo planes
+/// going with the first and last range), as the sweep later writes them: on a NUMA machine the
+/// pages then sit in the memory of the socket that sweeps them, and no step pays page faults.
+fn first_touch<T: Real>(layout: &Layout, chunks: &[(usize, usize)]) -> Vec<T> {
+    let len = layout.len();
+    let mut v: Vec<T> = Vec::with_capacity(len);
+    let mut rest = &mut v.spare_capacity_mut()[..len];
+    let mut pieces = Vec::with_capacity(chunks.len());
+    let mut at = 0;
+    for &(_, z1) in &chunks[..chunks.len() - 1] {
+        let end = (z1 + layout.halo) * layout.plane;
+        let (piece, tail) = rest.split_at_mut(end - at);
+        pieces.push(piece);
+        rest = tail;
+        at = end;
+    }
+    pieces.push(rest);
+    pieces.into_par_iter().for_each(|p| {
+        for x in p {
+            x.write(T::default());
+        }
+    });
+    // SAFETY: the pieces cover 0..len, every element written above.
+    unsafe { v.set_len(len) };
+    v
+}
+
+/// A field the sweep's tasks write in disjoint parts (their own z-planes), shared as a raw pointer.
+#[derive(Clone, Copy)]
+struct Parts<T> {
+    ptr: *mut T,
+    len: usize,
+}
+
+// SAFETY: Parts hands out element ranges only through its unsafe accessors, whose callers keep
+// the ranges of concurrent tasks disjoint.
+unsafe impl<T: Send> Send for Parts<T> {}
+unsafe impl<T: Send> Sync for Parts<T> {}
+
+impl<T> Parts<T> {
+    fn new(v: &mut [T]) -> Self {
+        Parts { ptr: v.as_mut_ptr(), len: v.len() }
+    }
+
+    /// Elements [at, at + n), writable.
+    /// SAFETY: nothing else reads or writes them while the slice lives.
+    #[inline(always)]
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn get(&self, at: usize, n: usize) -> &mut [T] {
+        assert!(at + n <= self.len);
+        // SAFETY: in bounds (checked); exclusive by the caller's contract.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(at), n) }
+    }
+
+    /// Elements [at, at + n), read-only.
+    /// SAFETY: nothing writes them while the slice lives.
+    #[inline(always)]
+    unsafe fn read(&self, at: usize, n: usize) -> &[T] {
+        assert!(at + n <= self.len);
+        // SAFETY: in bounds (checked); not written concurrently by the caller's contract.
+        unsafe { std::slice::from_raw_parts(self.ptr.add(at), n) }
+    }
+}
+
+/// The CPML side of a sweep: per axis the slab's psi and zeta, the profiles and the derivative
+/// weights. All three slabs have the layer's width.
+struct CpmlSweep<'a, T> {
+    width: usize,
+    psi: [Parts<T>; 3],
+    zeta: [Parts<T>; 3],
+    a: [&'a [T]; 3],
+    b: [&'a [T]; 3],
+    c1: [&'a [T]; 3],
+    c2: [&'a [T]; 3],
+}
+
+/// One step's sweep. A task owns the interior planes [z0, z1) of p^{n+1} (written over p^{n-1})
+/// and of every slab, and goes up its planes once: for each plane it updates psi_y (the plane's y
+/// layer rows), then per row computes the interior value and, while the row is in cache, updates
+/// psi_x and adds the x, y and z corrections in that order, so every point sees the reference's
+/// operations in the reference's order. psi_z of plane z + R is updated before plane z is
+/// corrected (its z-derivative reads psi_z up to R planes away); the planes within R of a range's
+/// ends are updated by a pass before the sweep, since the neighbouring task reads them too.
+struct Sweep<'a, T: Real, const R: usize> {
+    l: Layout,
     cur: &'a [T],
     vel: &'a [T],
-    damp: &'a Option<[Vec<T>; 3]>,
+    next: Parts<T>,
+    damp: Option<&'a [Vec<T>; 3]>,
     centre: T,
     coef: [[T; R]; 3],
+    cpml: Option<CpmlSweep<'a, T>>,
+    tiles: &'a [(usize, usize)],
 }
 
-impl<T: Real, const R: usize> InteriorPlanes<'_, T, R> {
-    /// `plane` is padded plane `pz` of p^{n-1}, overwritten with p^{n+1} where it is interior.
-    #[inline(always)]
-    fn plane(&self, pz: usize, plane: &mut [T]) {
-        let l = self.layout;
-        if pz < R || pz >= R + l.nz {
-            return;
-        }
-        let iz = pz - R;
-        let base = pz * l.plane;
-        let two = T::of(2.0);
-        for iy in 0..l.ny {
-            let row = l.row(iy, iz);
-            let mut x0 = 0;
-            while x0 < l.nx {
-                let w = CHUNK.min(l.nx - x0);
-                let o = row + x0;
-                let mut lap = [T::default(); CHUNK];
-                laplacian_chunk::<T, R>(self.cur, o, [l.pitch, l.plane], &self.coef, self.centre, &mut lap);
-                let out = &mut plane[o - base..o - base + w];
-                let (c, v) = (&self.cur[o..o + w], &self.vel[o..o + w]);
-                if let Some(g) = self.damp {
-                    // Sponge: p^{n-1} is damped too, so the factor acts as a friction term
-                    // (~ -2 (1 - g) dp/dt) rather than a restoring force that would reflect.
-                    let gyz = g[1][iy] * g[2][iz];
-                    let gx = &g[0][x0..x0 + w];
-                    for i in 0..w {
-                        let gi = gx[i] * gyz;
-                        out[i] = gi * (two * c[i] - gi * out[i] + v[i] * lap[i]);
-                    }
-                } else {
-                    for i in 0..w {
-                        out[i] = two * c[i] - out[i] + v[i] * lap[i];
-                    }
-                }
-                x0 += w;
+/// Slab coordinate of grid index i on an axis of n points with layers of width w, if in a layer.
+#[inline(always)]
+fn layer(i: usize, n: usize, w: usize) -> Option<usize> {
+    if i < w {
+        Some(i)
+    } else if i + w >= n {
+        Some(i + 2 * w - n)
+    } else {
+        None
+    }
+}
+
+impl<T: Real, const R: usize> Sweep<'_, T, R> {
+    /// Runs [`Self::run`] in the build for `isa`.
+    /// SAFETY: as [`Self::run`]; `isa` is available on this CPU.
+    unsafe fn dispatch(&self, isa: Isa, z0: usize, z1: usize, edges: bool) {
+        // SAFETY: the caller checked isa (CpuSolver::with_isa) and keeps run's contract.
+        unsafe {
+            match isa {
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx512 => self.run_avx512(z0, z1, edges),
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx2Fma => self.run_avx2(z0, z1, edges),
+                _ => self.run(z0, z1, edges),
             }
         }
     }
 
-    /// [`Self::plane`] compiled with AVX2 and FMA, so that the taps' `mul_add` vectorise.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")]
+    unsafe fn run_avx512(&self, z0: usize, z1: usize, edges: bool) {
+        // SAFETY: forwarded contract.
+        unsafe { self.run(z0, z1, edges) }
+    }
+
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
-    fn plane_avx2_fma(&self, pz: usize, plane: &mut [T]) {
-        self.plane(pz, plane)
+    unsafe fn run_avx2(&self, z0: usize, z1: usize, edges: bool) {
+        // SAFETY: forwarded contract.
+        unsafe { self.run(z0, z1, edges) }
+    }
+
+    /// With `edges`, updates psi_z on the layer planes of [z0, z0 + R) and [z1 - R, z1); else
+    /// sweeps planes [z0, z1).
+    /// SAFETY: concurrent calls have disjoint ranges of one partition of 0..nz, and every edges
+    /// call of a step finishes before its first sweep call starts.
+    #[inline(always)]
+    unsafe fn run(&self, z0: usize, z1: usize, edges: bool) {
+        let Some(c) = &self.cpml else {
+            for &(y0, y1) in self.tiles {
+                for iz in z0..z1 {
+                    // SAFETY: plane iz is this task's.
+                    unsafe { self.plane(iz, y0, y1) };
+                }
+            }
+            return;
+        };
+        let (nz, w) = (self.l.nz, c.width);
+        if edges {
+            let (lo, hi) = ((z0 + R).min(z1), z1.saturating_sub(R).max(z0 + R).min(z1));
+            for iz in (z0..lo).chain(hi..z1) {
+                if let Some(sz) = layer(iz, nz, w) {
+                    // SAFETY: plane iz is this task's.
+                    unsafe { self.psi_z_rows(c, iz, sz, 0, self.l.ny) };
+                }
+            }
+            return;
+        }
+        // A row's psi_z and its z correction stay in the row's tile, so each tile runs up z on its own.
+        for &(y0, y1) in self.tiles {
+            for iz in z0..z1 {
+                let q = iz + R;
+                if q + R < z1
+                    && let Some(sz) = layer(q, nz, w)
+                {
+                    // SAFETY: plane q is this task's and more than R planes from its range's ends,
+                    // so no other task reads its psi_z.
+                    unsafe { self.psi_z_rows(c, q, sz, y0, y1) };
+                }
+                // SAFETY: plane iz is this task's; psi_z of the tile's rows of planes
+                // iz - R..=iz + R is up to date.
+                unsafe { self.plane(iz, y0, y1) };
+            }
+        }
+    }
+
+    /// psi_z <- b psi_z + a dp/dz on rows y0..y1 of interior plane iz (slab plane sz).
+    /// SAFETY: psi_z of plane iz is this task's, and no one reads it meanwhile.
+    #[inline(always)]
+    unsafe fn psi_z_rows(&self, c: &CpmlSweep<'_, T>, iz: usize, sz: usize, y0: usize, y1: usize) {
+        let l = self.l;
+        for iy in y0..y1 {
+            // SAFETY: forwarded.
+            let psi = unsafe { c.psi[2].get((sz * l.ny + iy) * l.nx, l.nx) };
+            self.psi_row(c, 2, l.row(iy, iz), l.plane, iz, psi);
+        }
+    }
+
+    /// The whole update of rows y0..y1 of interior plane iz (a y tile, see [`y_tiles`]).
+    /// SAFETY: plane iz of p^{n+1}, psi_x, psi_y and the zetas is this task's; psi_z of planes
+    /// iz - R..=iz + R (where in a layer) is up to date and not being written.
+    #[inline(always)]
+    unsafe fn plane(&self, iz: usize, y0: usize, y1: usize) {
+        let l = self.l;
+        if let Some(c) = &self.cpml {
+            let w = c.width;
+            for sy in 0..2 * w {
+                let iy = if sy < w { sy } else { l.ny - 2 * w + sy };
+                if iy < y0 || iy >= y1 {
+                    continue;
+                }
+                // SAFETY: psi_y of plane iz is this task's.
+                let psi = unsafe { c.psi[1].get((iz * 2 * w + sy) * l.nx, l.nx) };
+                self.psi_row(c, 1, l.row(iy, iz), l.pitch, iy, psi);
+            }
+        }
+        for iy in y0..y1 {
+            let row = l.row(iy, iz);
+            // SAFETY: p^{n+1} of plane iz is this task's.
+            let out = unsafe { self.next.get(row, l.nx) };
+            self.interior_row(out, row, iy, iz);
+            if let Some(c) = &self.cpml {
+                // SAFETY: forwarded.
+                unsafe {
+                    self.cpml_x_row(c, out, iy, iz);
+                    if let Some(t) = layer(iy, l.ny, c.width) {
+                        self.cpml_yz_row(c, 1, out, iy, iz, t);
+                    }
+                    if let Some(t) = layer(iz, l.nz, c.width) {
+                        self.cpml_yz_row(c, 2, out, iy, iz, t);
+                    }
+                }
+            }
+        }
+    }
+
+    /// p^{n+1} = g (2 p^n - g p^{n-1} + c^2 dt^2 L p^n) on one row (g = 1 without a sponge), CHUNK
+    /// points at a time.
+    #[inline(always)]
+    fn interior_row(&self, out: &mut [T], row: usize, iy: usize, iz: usize) {
+        let l = self.l;
+        let two = T::of(2.0);
+        let mut x0 = 0;
+        while x0 < l.nx {
+            let w = CHUNK.min(l.nx - x0);
+            let o = row + x0;
+            let mut lap = [T::default(); CHUNK];
+            laplacian_chunk::<T, R>(self.cur, o, [l.pitch, l.plane], &self.coef, self.centre, &mut lap);
+            let out = &mut out[x0..x0 + w];
+            let (c, v) = (&self.cur[o..o + w], &self.vel[o..o + w]);
+            if let Some(g) = self.damp {
+                // Sponge: p^{n-1} is damped too, so the factor acts as a friction term
+                // (~ -2 (1 - g) dp/dt) rather than a restoring force that would reflect.
+                let gyz = g[1][iy] * g[2][iz];
+                let gx = &g[0][x0..x0 + w];
+                for i in 0..w {
+                    let gi = gx[i] * gyz;
+                    out[i] = gi * (two * c[i] - gi * out[i] + v[i] * lap[i]);
+                }
+            } else {
+                for i in 0..w {
+                    out[i] = two * c[i] - out[i] + v[i] * lap[i];
+                }
+            }
+            x0 += w;
+        }
+    }
+
+    /// psi <- b psi + a dp/dx_i on one x-row of a y or z slab (`s` the axis's stride, `q` the
+    /// row's grid index along it).
+    #[inline(always)]
+    fn psi_row(&self, c: &CpmlSweep<'_, T>, axis: usize, row: usize, s: usize, q: usize, prow: &mut [T]) {
+        let (cur, c1) = (self.cur, c.c1[axis]);
+        let (aq, bq) = (c.a[axis][q], c.b[axis][q]);
+        for (ci, pchunk) in prow.chunks_mut(CHUNK).enumerate() {
+            let o = row + ci * CHUNK;
+            let n = pchunk.len();
+            let mut d = [T::default(); CHUNK];
+            for k in 1..=R {
+                let (lo, hi) = (&cur[o - k * s..o - k * s + n], &cur[o + k * s..o + k * s + n]);
+                for i in 0..n {
+                    d[i] += c1[k] * (hi[i] - lo[i]);
+                }
+            }
+            for (v, di) in pchunk.iter_mut().zip(&d[..n]) {
+                *v = bq * *v + aq * *di;
+            }
+        }
+    }
+
+    /// The x layers of row (iy, iz): psi_x <- b psi_x + a dp/dx, then
+    /// zeta_x <- b zeta_x + a (d2p/dx2 + dpsi_x/dx) and p^{n+1} += c^2 dt^2 (dpsi_x/dx + zeta_x).
+    /// psi is zero outside its layers (and beyond the grid), so its derivative only takes
+    /// neighbours in the same layer.
+    /// SAFETY: psi_x and zeta_x of the row are this task's.
+    #[inline(always)]
+    unsafe fn cpml_x_row(&self, c: &CpmlSweep<'_, T>, out: &mut [T], iy: usize, iz: usize) {
+        let l = self.l;
+        let (cur, vel, w) = (self.cur, self.vel, c.width);
+        let (a, b, c1, c2) = (c.a[0], c.b[0], c.c1[0], c.c2[0]);
+        let at = (iz * l.ny + iy) * 2 * w;
+        // SAFETY: forwarded.
+        let (psi, zeta) = unsafe { (c.psi[0].get(at, 2 * w), c.zeta[0].get(at, 2 * w)) };
+        for half in 0..2 {
+            let x0 = if half == 0 { 0 } else { l.nx - w };
+            let o = l.row(iy, iz) + x0;
+            let seg = &mut psi[half * w..(half + 1) * w];
+            for (ci, pchunk) in seg.chunks_mut(CHUNK).enumerate() {
+                let (j, n) = (ci * CHUNK, pchunk.len());
+                let mut d = [T::default(); CHUNK];
+                for k in 1..=R {
+                    let (lo, hi) = (&cur[o + j - k..o + j - k + n], &cur[o + j + k..o + j + k + n]);
+                    for i in 0..n {
+                        d[i] += c1[k] * (hi[i] - lo[i]);
+                    }
+                }
+                let (aq, bq) = (&a[x0 + j..x0 + j + n], &b[x0 + j..x0 + j + n]);
+                for i in 0..n {
+                    pchunk[i] = bq[i] * pchunk[i] + aq[i] * d[i];
+                }
+            }
+            let seg = &psi[half * w..(half + 1) * w];
+            let zseg = &mut zeta[half * w..(half + 1) * w];
+            for j in (0..w).step_by(CHUNK) {
+                let n = CHUNK.min(w - j);
+                // dpsi/dx from neighbours inside this segment only (psi is zero beyond it),
+                // d2p/dx2 from the field.
+                let mut dpsi = [T::default(); CHUNK];
+                let mut d2 = [T::default(); CHUNK];
+                let cc = &cur[o + j..o + j + n];
+                for i in 0..n {
+                    d2[i] = c2[0] * cc[i];
+                }
+                for k in 1..=R {
+                    // Plus neighbour seg[j + i + k] exists for j + i + k < w.
+                    let np = n.min(w.saturating_sub(j + k));
+                    let p = &seg[(j + k).min(w)..(j + k).min(w) + np];
+                    for i in 0..np {
+                        dpsi[i] += c1[k] * p[i];
+                    }
+                    // Minus neighbour seg[j + i - k] exists for j + i >= k.
+                    let i0 = k.saturating_sub(j).min(n);
+                    let m = &seg[j + i0 - k.min(j + i0)..j + n - k.min(j + n)];
+                    for i in i0..n {
+                        dpsi[i] = dpsi[i] - c1[k] * m[i - i0];
+                    }
+                    let (fl, fh) = (&cur[o + j - k..o + j - k + n], &cur[o + j + k..o + j + k + n]);
+                    for i in 0..n {
+                        d2[i] += c2[k] * (fl[i] + fh[i]);
+                    }
+                }
+                let (aq, bq) = (&a[x0 + j..x0 + j + n], &b[x0 + j..x0 + j + n]);
+                let (z, v) = (&mut zseg[j..j + n], &vel[o + j..o + j + n]);
+                let out = &mut out[x0 + j..x0 + j + n];
+                for i in 0..n {
+                    z[i] = bq[i] * z[i] + aq[i] * (d2[i] + dpsi[i]);
+                    out[i] += v[i] * (dpsi[i] + z[i]);
+                }
+            }
+        }
+    }
+
+    /// The y (axis 1) or z (axis 2) layer correction of row (iy, iz), slab coordinate t:
+    /// zeta <- b zeta + a (d2p/dx_i2 + dpsi/dx_i), p^{n+1} += c^2 dt^2 (dpsi/dx_i + zeta), with
+    /// psi's neighbours t +- k taken only within t's half of the slab.
+    /// SAFETY: zeta of the row is this task's; the psi rows read are up to date and not being written.
+    #[inline(always)]
+    unsafe fn cpml_yz_row(&self, c: &CpmlSweep<'_, T>, axis: usize, out: &mut [T], iy: usize, iz: usize, t: usize) {
+        let l = self.l;
+        let (cur, vel, w) = (self.cur, self.vel, c.width);
+        let (c1, c2) = (c.c1[axis], c.c2[axis]);
+        let (s, ps, q, prow) = if axis == 1 {
+            (l.pitch, l.nx, iy, (iz * 2 * w + t) * l.nx)
+        } else {
+            (l.plane, l.nx * l.ny, iz, (t * l.ny + iy) * l.nx)
+        };
+        let lo = if t < w { 0 } else { w };
+        let (aq, bq) = (c.a[axis][q], c.b[axis][q]);
+        let row = l.row(iy, iz);
+        let psi = &c.psi[axis];
+        // SAFETY: forwarded.
+        let zrow = unsafe { c.zeta[axis].get(prow, l.nx) };
+        for (ci, zchunk) in zrow.chunks_mut(CHUNK).enumerate() {
+            let x0 = ci * CHUNK;
+            let (o, n, po) = (row + x0, zchunk.len(), prow + x0);
+            let mut dpsi = [T::default(); CHUNK];
+            let mut d2 = [T::default(); CHUNK];
+            for i in 0..n {
+                d2[i] = c2[0] * cur[o + i];
+            }
+            for k in 1..=R {
+                if t + k < lo + w {
+                    // SAFETY: forwarded.
+                    let p = unsafe { psi.read(po + k * ps, n) };
+                    for i in 0..n {
+                        dpsi[i] += c1[k] * p[i];
+                    }
+                }
+                if t >= lo + k {
+                    // SAFETY: forwarded.
+                    let p = unsafe { psi.read(po - k * ps, n) };
+                    for i in 0..n {
+                        dpsi[i] = dpsi[i] - c1[k] * p[i];
+                    }
+                }
+                let (fl, fh) = (&cur[o - k * s..o - k * s + n], &cur[o + k * s..o + k * s + n]);
+                for i in 0..n {
+                    d2[i] += c2[k] * (fl[i] + fh[i]);
+                }
+            }
+            let out = &mut out[x0..x0 + n];
+            let v = &vel[o..o + n];
+            for i in 0..n {
+                zchunk[i] = bq * zchunk[i] + aq * (d2[i] + dpsi[i]);
+                out[i] += v[i] * (dpsi[i] + zchunk[i]);
+            }
+        }
     }
 }
 
@@ -591,7 +841,7 @@ impl<T: Real> Backend for CpuSolver<T> {
     fn info(&self) -> DeviceInfo {
         DeviceInfo {
             backend: "cpu",
-            name: format!("CPU (rayon, {} threads)", rayon::current_num_threads()),
+            name: format!("CPU (rayon, {} threads, {})", rayon::current_num_threads(), self.isa.name()),
             kernel: "rayon".into(),
         }
     }
