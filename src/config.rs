@@ -320,6 +320,9 @@ pub struct OutputConfig {
     pub snapshot: Vec<SnapshotConfig>,
     #[serde(default)]
     pub plot: bool,
+    /// Also write the receiver traces as SEG-Y (`<stem>.sgy` beside the result file).
+    #[serde(default)]
+    pub segy: bool,
 }
 
 fn default_output() -> PathBuf {
@@ -328,7 +331,7 @@ fn default_output() -> PathBuf {
 
 impl Default for OutputConfig {
     fn default() -> Self {
-        OutputConfig { path: default_output(), snapshot_every: 0, snapshot: Vec::new(), plot: false }
+        OutputConfig { path: default_output(), snapshot_every: 0, snapshot: Vec::new(), plot: false, segy: false }
     }
 }
 

@@ -4,8 +4,9 @@
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use seismic_run::config::{BackendChoice, Config, KernelChoice};
-use seismic_run::output::hdf5::{self, Hdf5Writer, RunMetadata};
-use seismic_run::output::{plot, progress::Progress};
+use seismic_run::output::hdf5::{Hdf5Writer, RunMetadata};
+use seismic_run::output::result::{self, ResultFile};
+use seismic_run::output::{plot, progress::Progress, segy, xdmf};
 use seismic_run::problem::Problem;
 use seismic_run::solver::{self, OutputPlan, StepStats};
 use std::path::{Path, PathBuf};
@@ -29,6 +30,9 @@ enum Command {
     Run(RunArgs),
     /// Download a named velocity model (e.g. marmousi) and check its SHA-256.
     FetchModel(FetchArgs),
+    /// Write files derived from an existing result file: the SEG-Y of its receiver traces (the
+    /// default), its XDMF sidecar, its pictures.
+    Export(ExportArgs),
     // Further subcommands (e.g. a benchmark) go here, each with its own Args struct.
 }
 
@@ -39,6 +43,23 @@ struct FetchArgs {
     /// Folder to put it in (default: $SEISMIC_DATA_DIR when set, else ./data).
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+struct ExportArgs {
+    /// A result file written by `seismic-run run`.
+    #[arg(value_name = "RESULT.h5")]
+    result: PathBuf,
+    /// Write the receiver traces as SEG-Y rev 2 to OUT (default when no other output is asked
+    /// for: <stem>.sgy beside the result file).
+    #[arg(long, value_name = "OUT.sgy")]
+    segy: Option<PathBuf>,
+    /// Write the XDMF sidecar (<stem>.xdmf beside the result file).
+    #[arg(long)]
+    xdmf: bool,
+    /// Draw the pictures and the snapshot animation beside the result file.
+    #[arg(long)]
+    plot: bool,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -61,8 +82,8 @@ struct RunArgs {
     /// Number of time steps. Overrides [time] steps and duration.
     #[arg(long, value_name = "N")]
     steps: Option<usize>,
-    /// Also write PNG pictures beside the result file (last xz snapshot over the model, shot
-    /// gather). Same as [output] plot = true.
+    /// Also write pictures beside the result file (last xz snapshot over the model, shot gather,
+    /// an animated GIF of the xz snapshots). Same as [output] plot = true.
     #[arg(long)]
     plot: bool,
     /// Print nothing but warnings and errors (no header, progress bar or summary).
@@ -79,6 +100,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Some(Command::Run(args)) => run(&args),
         Some(Command::FetchModel(args)) => fetch_model(&args),
+        Some(Command::Export(args)) => export(&args),
         None => run(&cli.run),
     };
     match result {
@@ -98,6 +120,35 @@ fn fetch_model(args: &FetchArgs) -> Result<()> {
     let dir = args.dir.clone().unwrap_or_else(seismic_run::model::default_fetch_dir);
     let path = seismic_run::model::fetch(&args.name, &dir)?;
     println!("{}", path.display());
+    Ok(())
+}
+
+fn export(args: &ExportArgs) -> Result<()> {
+    let r = ResultFile::open(&args.result)?;
+    let segy_path = match &args.segy {
+        Some(p) => Some(p.clone()),
+        None if !args.xdmf && !args.plot => Some(result::sibling(&r.path, "sgy")),
+        None => None,
+    };
+    let mut written = Vec::new();
+    if let Some(path) = segy_path {
+        seismic_run::config::check_output_writable(&path, "--segy")?;
+        if let Some(n) = segy::write(&r, &path)? {
+            eprintln!("notice: {n}");
+        }
+        written.push(path);
+    }
+    if args.xdmf {
+        let path = result::sibling(&r.path, "xdmf");
+        xdmf::write(&r, &path)?;
+        written.push(path);
+    }
+    if args.plot {
+        written.extend(plot::draw_all(&r)?);
+    }
+    for p in written {
+        println!("wrote {}", p.display());
+    }
     Ok(())
 }
 
@@ -172,9 +223,19 @@ fn run(args: &RunArgs) -> Result<()> {
         Ok((record, stats, written))
     })?;
 
-    let mut pictures = Vec::new();
+    // The derived files are made from the finished result file, as `seismic-run export` makes them.
+    let result = ResultFile::open(&written.path)?;
+    let mut derived = vec![result::sibling(&written.path, "xdmf")];
+    xdmf::write(&result, &derived[0])?;
+    if cfg.output.segy {
+        let path = result::sibling(&written.path, "sgy");
+        if let Some(n) = segy::write(&result, &path)? {
+            eprintln!("notice: {n}");
+        }
+        derived.push(path);
+    }
     if want_plot {
-        pictures = draw_pictures(&problem, &written, &record.traces)?;
+        derived.extend(plot::draw_all(&result)?);
     }
     if !args.quiet {
         println!(
@@ -186,7 +247,7 @@ fn run(args: &RunArgs) -> Result<()> {
         println!("  effective bandwidth  mean {:.2} GB/s, median {:.2} GB/s", stats.mean_gbps, stats.median_gbps);
         println!("  throughput           mean {:.4} GPts/s, median {:.4} GPts/s", stats.mean_gpts, stats.median_gpts);
         println!("  wrote {}", written.path.display());
-        for p in &pictures {
+        for p in &derived {
             println!("  wrote {}", p.display());
         }
     }
@@ -234,28 +295,4 @@ fn print_header(
             plan.snapshots.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
         }
     );
-}
-
-fn draw_pictures(problem: &Problem, written: &hdf5::Written, traces: &[f32]) -> Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    let [nx, ny, nz] = problem.shape();
-    if let Some(plane) = &written.last_xz {
-        let iy = plane.iy;
-        let mut model = Vec::with_capacity(nz * nx);
-        for iz in 0..nz {
-            let row = (iz * ny + iy) * nx;
-            model.extend_from_slice(&problem.vp[row..row + nx]);
-        }
-        let path = plot::picture_path(&written.path, "snapshot");
-        plot::wavefield_over_model(&path, &plane.data, &model, plane.rows, plane.cols)?;
-        out.push(path);
-    } else {
-        eprintln!("notice: no xz or volume snapshot to picture (set [output] snapshot_every)");
-    }
-    if !problem.receivers.is_empty() {
-        let path = plot::picture_path(&written.path, "gather");
-        plot::shot_gather(&path, traces, problem.receivers.len(), problem.steps)?;
-        out.push(path);
-    }
-    Ok(out)
 }
