@@ -174,7 +174,10 @@ fn tiny_run_writes_a_complete_file() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("12 steps") && stdout.contains("GB/s") && stdout.contains("result.h5"), "{stdout}");
-    assert_eq!(outputs(&dir), vec!["result.gather.png", "result.h5", "result.snapshot.png"]);
+    assert_eq!(
+        outputs(&dir),
+        ["result.gather.png", "result.h5", "result.snapshot.png", "result.snapshots.gif", "result.xdmf"]
+    );
 
     let f = H5File::open(dir.join("result.h5")).unwrap();
     let shape = |p: &str| f.dataset(p).unwrap().shape();

@@ -300,7 +300,7 @@ pub fn describe(r: &ResultFile) -> Vec<String> {
         format!("grid {nx} x {ny} x {nz} points, spacing {dx} x {dy} x {dz} m"),
         format!("origin x {ox} y {oy} z {oz} m; z is depth, positive down"),
         format!("model {model}; stencil radius {}", c.stencil.radius),
-        format!("time step {:.9e} s, {} samples, first sample at t = {:.9e} s", r.dt, r.steps, r.trace_t0),
+        format!("time step {:.6e} s, {} samples, first sample at t = {:.6e} s", r.dt, r.steps, r.trace_t0),
         "exact interval in binary header bytes 3273-3280 (microseconds, IEEE double)".into(),
         format!("source ricker {} Hz, amplitude {}", c.source.frequency, c.source.amplitude),
         format!("source at x {} y {} z {} m", s[0], s[1], s[2]),
