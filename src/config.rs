@@ -323,6 +323,21 @@ pub struct OutputConfig {
     /// Also write the receiver traces as SEG-Y (`<stem>.sgy` beside the result file).
     #[serde(default)]
     pub segy: bool,
+    /// Deflate level 1-9 (with the shuffle filter) for the snapshot datasets; 0: uncompressed.
+    #[serde(default)]
+    pub compression: u32,
+}
+
+impl OutputConfig {
+    /// Checks the keys that parsing alone cannot; errors name the key.
+    pub fn validate(&self) -> Result<()> {
+        ensure!(
+            self.compression <= 9,
+            "output.compression = {}: deflate levels run from 1 (fastest) to 9 (smallest), 0 is off",
+            self.compression
+        );
+        Ok(())
+    }
 }
 
 fn default_output() -> PathBuf {
@@ -331,7 +346,14 @@ fn default_output() -> PathBuf {
 
 impl Default for OutputConfig {
     fn default() -> Self {
-        OutputConfig { path: default_output(), snapshot_every: 0, snapshot: Vec::new(), plot: false, segy: false }
+        OutputConfig {
+            path: default_output(),
+            snapshot_every: 0,
+            snapshot: Vec::new(),
+            plot: false,
+            segy: false,
+            compression: 0,
+        }
     }
 }
 
@@ -390,6 +412,7 @@ impl Config {
     /// output directory (`base_dir` resolves a relative `output.path`; see [`check_output_writable`]).
     pub fn validate(&self, base_dir: &Path) -> Result<()> {
         self.grid.validate()?;
+        self.output.validate()?;
         check_output_writable(&base_dir.join(&self.output.path), "output.path")
     }
 }

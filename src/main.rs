@@ -181,7 +181,9 @@ fn run(args: &RunArgs) -> Result<()> {
     };
     let want_plot = args.plot || cfg.output.plot;
 
-    // Cheap checks before the model is loaded: the output can be written, the grid fits.
+    // Cheap checks before the model is loaded: the output keys, the output can be written, the
+    // grid fits.
+    cfg.output.validate()?;
     seismic_run::config::check_output_writable(&out_path, out_key)?;
     let buffers = if cfg.output.snapshot_every > 0 { SNAPSHOT_BUFFERS } else { 0 };
     solver::check_host_bytes(
@@ -211,7 +213,12 @@ fn run(args: &RunArgs) -> Result<()> {
         }
     })
     .context("cannot install the Ctrl-C handler")?;
-    let meta = RunMetadata { input_toml: text.clone(), version: env!("CARGO_PKG_VERSION").into(), device };
+    let meta = RunMetadata {
+        input_toml: text.clone(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        device,
+        compression: cfg.output.compression,
+    };
     let mut bar = Progress::new(problem.steps, problem.layout.points(), args.quiet);
     let (record, stats, written) = std::thread::scope(|scope| -> Result<_> {
         let mut writer = Hdf5Writer::start(scope, &out_path, &problem, &plan, meta, SNAPSHOT_BUFFERS)?;

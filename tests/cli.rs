@@ -246,3 +246,29 @@ fn ctrl_c_stops_between_steps_and_leaves_no_output() {
     assert!(stderr.contains("interrupted after") && stderr.contains("of 200000 steps"), "{stderr}");
     assert_eq!(outputs(&dir), Vec::<String>::new(), "an interrupted run leaves no file, partial or not");
 }
+
+#[test]
+fn compression_level_out_of_range_is_named() {
+    let dir = scratch("bad-compression");
+    let input =
+        tiny_input("steps = 10", CONSTANT).replace("snapshot_every = 5", "snapshot_every = 5\ncompression = 12");
+    let out = run(&dir, &input, &["--backend", "cpu", "-o", "out.h5"]);
+    assert_fails_naming(&out, &dir, &["output.compression", "12"]);
+}
+
+#[test]
+fn compressed_snapshots_hold_the_same_values() {
+    let dir = scratch("compression");
+    let plain = run(&dir, &tiny_input("steps = 10", CONSTANT), &["--backend", "cpu", "-q", "-o", "plain.h5"]);
+    assert!(plain.status.success(), "{}", String::from_utf8_lossy(&plain.stderr));
+    let input = tiny_input("steps = 10", CONSTANT).replace("snapshot_every = 5", "snapshot_every = 5\ncompression = 4");
+    let packed = run(&dir, &input, &["--backend", "cpu", "-q", "-o", "packed.h5"]);
+    assert!(packed.status.success(), "{}", String::from_utf8_lossy(&packed.stderr));
+    let (a, b) = (H5File::open(dir.join("plain.h5")).unwrap(), H5File::open(dir.join("packed.h5")).unwrap());
+    for name in ["snapshots/pressure", "snapshots/pressure_xz"] {
+        let (pa, pb) = (a.dataset(name).unwrap(), b.dataset(name).unwrap());
+        assert!(!pa.is_chunked() && pb.is_chunked(), "{name}: only the compressed file is chunked");
+        assert_eq!(pb.filters().unwrap().len(), 2, "{name}: shuffle and deflate");
+        assert_eq!(pa.read_raw::<f32>().unwrap(), pb.read_raw::<f32>().unwrap(), "{name}");
+    }
+}

@@ -31,6 +31,21 @@ pub struct RunMetadata {
     pub input_toml: String,
     pub version: String,
     pub device: DeviceInfo,
+    /// Deflate level (1-9, after the shuffle filter) for the snapshot datasets; 0 stores them
+    /// uncompressed.
+    pub compression: u32,
+}
+
+/// Bytes a compressed snapshot chunk aims at: whole rows of one snapshot, about 1 MiB.
+const CHUNK_BYTES: usize = 1 << 20;
+
+/// Chunk shape of a snapshot dataset (nsnap, section...): one snapshot, whole rows of the section's
+/// fastest axes, as many of its slowest axis as fit in [`CHUNK_BYTES`].
+fn snapshot_chunk(section: &[usize]) -> Vec<usize> {
+    let row: usize = section[1..].iter().product::<usize>() * std::mem::size_of::<f32>();
+    let mut chunk = vec![1, (CHUNK_BYTES / row.max(1)).clamp(1, section[0])];
+    chunk.extend(&section[1..]);
+    chunk
 }
 
 /// An xz-plane of the last snapshot, kept for the picture: (nz, nx) row-major.
@@ -253,7 +268,13 @@ fn write_file(
         for spec in &plan.snapshots {
             let mut shape = vec![nsnap];
             shape.extend(spec.section.shape(grid));
-            let ds = snaps.new_dataset::<f32>().shape(&shape).create(&spec.name).map_err(h5)?;
+            let builder = snaps.new_dataset::<f32>().shape(&shape);
+            let builder = if meta.compression > 0 {
+                builder.chunk(&snapshot_chunk(&shape[1..])).shuffle_deflate(meta.compression)
+            } else {
+                builder
+            };
+            let ds = builder.create(&spec.name).map_err(h5)?;
             let (axes, index) = match spec.section {
                 Section::Volume => ("zyx", None),
                 Section::Xz { iy } => ("zx", Some(iy)),
