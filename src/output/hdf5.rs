@@ -48,21 +48,10 @@ fn snapshot_chunk(section: &[usize]) -> Vec<usize> {
     chunk
 }
 
-/// An xz-plane of the last snapshot, kept for the picture: (nz, nx) row-major.
-#[derive(Clone, Debug)]
-pub struct PlaneImage {
-    /// y index of the plane.
-    pub iy: usize,
-    pub data: Vec<f32>,
-    pub rows: usize,
-    pub cols: usize,
-}
-
 /// What the writer reports once the file is complete.
 #[derive(Debug)]
 pub struct Written {
     pub path: PathBuf,
-    pub last_xz: Option<PlaneImage>,
 }
 
 enum Message {
@@ -116,10 +105,10 @@ impl<'scope> Hdf5Writer<'scope> {
             let _ = ready_tx.send(Ok(()));
             let result = write_file(file, problem, plan, &meta, inbox, free_tx);
             match result {
-                Ok(last_xz) => {
+                Ok(()) => {
                     std::fs::rename(&tmp, &path)
                         .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
-                    Ok(Written { path, last_xz })
+                    Ok(Written { path })
                 }
                 Err(e) => {
                     std::fs::remove_file(&tmp).ok();
@@ -226,7 +215,7 @@ fn write_file(
     meta: &RunMetadata,
     inbox: Receiver<Message>,
     free: SyncSender<Vec<f32>>,
-) -> Result<Option<PlaneImage>> {
+) -> Result<()> {
     let grid = problem.shape();
     let [nx, ny, nz] = grid;
     let root = file.root_group();
@@ -296,8 +285,6 @@ fn write_file(
     grid_attrs(&vp, problem, "zyx")?;
     attr_string(&vp, "units", "m/s")?;
 
-    let xz_view = plan.xz_view(nearest_index(problem, 1, problem.source.position[1]));
-    let mut last_xz = None;
     let (record, stats) = loop {
         match inbox.recv() {
             Ok(Message::Snapshot { index, step, field }) => {
@@ -305,12 +292,10 @@ fn write_file(
                     bail!("snapshot {index} arrived for step {step}, planned for {:?}", plan.snapshot_steps.get(index));
                 }
                 // The buffer holds the sections one after the other, in the plan's order.
-                let mut parts = Vec::with_capacity(plan.snapshots.len());
                 let mut rest = &field[..];
                 for (spec, ds) in plan.snapshots.iter().zip(&snapshot_sets) {
                     let (part, tail) = rest.split_at(spec.section.len(grid));
                     rest = tail;
-                    parts.push(part);
                     let mut starts = vec![index];
                     let mut counts = vec![1];
                     for n in spec.section.shape(grid) {
@@ -318,17 +303,6 @@ fn write_file(
                         counts.push(n);
                     }
                     ds.write_slice(&starts, &counts, part).map_err(h5)?;
-                }
-                if index + 1 == nsnap
-                    && let Some((i, view @ Section::Xz { iy })) = xz_view
-                {
-                    let mut data = Vec::new();
-                    if plan.snapshots[i].section == Section::Volume {
-                        view.extract(grid, parts[i], &mut data);
-                    } else {
-                        data.extend_from_slice(parts[i]);
-                    }
-                    last_xz = Some(PlaneImage { iy, data, rows: nz, cols: nx });
                 }
                 // The run may have finished taking snapshots: then nobody waits for the buffer.
                 let _ = free.send(field);
@@ -368,12 +342,5 @@ fn write_file(
     st.set_attr_numeric("wall_seconds", &record.wall_seconds).map_err(h5)?;
 
     file.close().map_err(h5)?;
-    Ok(last_xz)
-}
-
-/// Nearest grid index along `axis` to coordinate `x` (m), clamped to the grid.
-pub fn nearest_index(problem: &Problem, axis: usize, x: f64) -> usize {
-    let n = problem.shape()[axis];
-    let u = ((x - problem.origin[axis]) / problem.spacing[axis]).round().max(0.0) as usize;
-    u.min(n - 1)
+    Ok(())
 }
