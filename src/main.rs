@@ -198,6 +198,10 @@ fn run(args: &RunArgs) -> Result<()> {
         eprintln!("warning: {w}");
     }
     let plan = OutputPlan::from_config(&cfg, &problem)?;
+    anyhow::ensure!(
+        !cfg.output.segy || !problem.receivers.is_empty(),
+        "output.segy = true: the SEG-Y holds receiver traces, and the input has no [[receivers]]"
+    );
     let mut backend = solver::open_backend(&problem, cfg.run.backend, cfg.run.kernel, &mut |n| {
         eprintln!("notice: {n}");
     })?;

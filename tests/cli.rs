@@ -272,3 +272,14 @@ fn compressed_snapshots_hold_the_same_values() {
         assert_eq!(pa.read_raw::<f32>().unwrap(), pb.read_raw::<f32>().unwrap(), "{name}");
     }
 }
+
+#[test]
+fn segy_without_receivers_is_named() {
+    let dir = scratch("segy-no-receivers");
+    let input = tiny_input("steps = 10", CONSTANT)
+        .replace("[[receivers]]\nline = { start = [40.0, 100.0, 110.0], end = [200.0, 100.0, 110.0], count = 5 }", "")
+        .replace("snapshot_every = 5", "snapshot_every = 5\nsegy = true");
+    assert!(!input.contains("[[receivers]]"));
+    let out = run(&dir, &input, &["--backend", "cpu", "-o", "out.h5"]);
+    assert_fails_naming(&out, &dir, &["output.segy", "[[receivers]]"]);
+}

@@ -242,7 +242,6 @@ fn trace_header(g: &Gather, geo: &Geometry, i: usize) -> [u8; 240] {
     put_i16(&mut h, 29, 1); // trace identification: time-domain seismic data
     put_i16(&mut h, 31, 1); // vertically summed traces
     put_i16(&mut h, 33, 1); // horizontally stacked traces
-    put_i16(&mut h, 35, 2); // data use: test (synthetic)
     put_i32(&mut h, 37, offset(g.source, g.receivers[i]));
     put_i32(&mut h, 41, geo.elevs[1 + i]); // receiver group elevation
     put_i32(&mut h, 49, geo.elevs[0]); // source depth below surface
