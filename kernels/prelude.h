@@ -42,7 +42,10 @@
 #endif
 #if SEISMIC_HIP
 #define LAUNCH_BOUNDS(n) __launch_bounds__(n)
+#define LAUNCH_BOUNDS_BLOCKS(n, blocks) __launch_bounds__(n)
 #else
+// A kernel's own register cap: `blocks` of n threads on a multiprocessor.
+#define LAUNCH_BOUNDS_BLOCKS(n, blocks) __launch_bounds__(n, blocks)
 // With MIN_BLOCKS > 1 the compiler caps registers so that many blocks fit on a multiprocessor.
 #define LAUNCH_BOUNDS(n) __launch_bounds__(n, MIN_BLOCKS)
 #endif

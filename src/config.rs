@@ -6,7 +6,7 @@
 //! and receivers inside the grid) are in `problem::Problem::build`.
 
 use anyhow::{Context, Result, bail, ensure};
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer, de::Error as _};
 use std::path::{Path, PathBuf};
 
 #[derive(Deserialize, Debug, Clone)]
@@ -28,15 +28,59 @@ pub struct Config {
     pub run: RunConfig,
 }
 
+/// A fixed-size array read from a TOML array of exactly 3 values (serde's own `[T; 3]` takes the
+/// first 3 of a longer array and ignores the rest).
+fn three<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<[T; 3], D::Error> {
+    let v = Vec::<T>::deserialize(d)?;
+    let n = v.len();
+    v.try_into().map_err(|_| D::Error::invalid_length(n, &"an array of exactly 3 values"))
+}
+
+fn three_opt<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<[T; 3]>, D::Error> {
+    three(d).map(Some)
+}
+
+/// Largest velocity accepted, m/s: the fastest rocks are below 10 km/s, so anything above is a
+/// unit mix-up (km/s given as m/s, or the reverse applied twice).
+pub const MAX_VELOCITY: f64 = 1e5;
+/// Smallest velocity accepted, m/s (slower than any fluid; guards against m/s given as km/s).
+pub const MIN_VELOCITY: f64 = 1.0;
+/// Largest grid spacing or absolute coordinate, m (Earth-sized models are well inside).
+pub const MAX_LENGTH: f64 = 1e8;
+/// Smallest grid spacing, m.
+pub const MIN_SPACING: f64 = 1e-6;
+/// Largest |source amplitude|: far above any physical use, far below what overflows f32 fields.
+pub const MAX_AMPLITUDE: f64 = 1e15;
+/// Largest source frequency, Hz.
+pub const MAX_FREQUENCY: f64 = 1e9;
+/// Largest simulated time or |source delay|, s.
+pub const MAX_TIME: f64 = 1e7;
+
+fn finite_in(key: &str, v: f64, lo: f64, hi: f64, what: &str) -> Result<()> {
+    let range =
+        if lo == f64::MIN_POSITIVE { format!("positive and at most {hi:e}") } else { format!("from {lo:e} to {hi:e}") };
+    ensure!(v.is_finite() && v >= lo && v <= hi, "{key} = {v:e} must be {what}, finite and {range}");
+    Ok(())
+}
+
+fn finite3(key: &str, v: [f64; 3], lo: f64, hi: f64, what: &str) -> Result<()> {
+    for (a, x) in v.iter().enumerate() {
+        finite_in(&format!("{key}[{a}]"), *x, lo, hi, what)?;
+    }
+    Ok(())
+}
+
 #[derive(Deserialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct GridConfig {
     /// [nx, ny, nz] interior points.
+    #[serde(deserialize_with = "three")]
     pub shape: [usize; 3],
     /// [dx, dy, dz] in metres.
+    #[serde(deserialize_with = "three")]
     pub spacing: [f64; 3],
     /// Position of point (0, 0, 0) in metres.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "three")]
     pub origin: [f64; 3],
 }
 
@@ -216,6 +260,7 @@ fn default_safety() -> f64 {
 #[serde(deny_unknown_fields)]
 pub struct SourceConfig {
     /// Metres, in the grid's coordinates (origin included).
+    #[serde(deserialize_with = "three")]
     pub position: [f64; 3],
     /// Ricker peak frequency, Hz.
     pub frequency: f64,
@@ -223,36 +268,50 @@ pub struct SourceConfig {
     pub amplitude: f64,
     /// Time of the wavelet's peak, s (default 1 / frequency).
     pub delay: Option<f64>,
-    /// "nearest" grid point or "trilinear" spread over the 8 surrounding points.
+    /// How the point source is spread over grid points: "sinc" (default), "trilinear" or "nearest".
     #[serde(default)]
     pub injection: Injection,
+    /// Half-width r of the windowed sinc (2r points per axis); only with injection = "sinc".
+    pub sinc_half_width: Option<usize>,
 }
 
 fn one() -> f64 {
     1.0
 }
 
+/// How a position between grid points is tied to them: a source's spread, a receiver's
+/// interpolation (see `problem::Positioning`).
 #[derive(Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Injection {
     Nearest,
-    #[default]
     Trilinear,
+    /// Kaiser-windowed sinc (Hicks 2002).
+    #[default]
+    Sinc,
 }
 
 /// One `[[receivers]]` entry: exactly one of `position`, `line` or `grid`.
 #[derive(Deserialize, Debug, Clone, Default)]
 #[serde(deny_unknown_fields)]
 pub struct ReceiverConfig {
+    #[serde(default, deserialize_with = "three_opt")]
     pub position: Option<[f64; 3]>,
     pub line: Option<LineConfig>,
     pub grid: Option<ReceiverGridConfig>,
+    /// How the pressure is read between grid points: "sinc" (default), "trilinear" or "nearest".
+    #[serde(default)]
+    pub interpolation: Injection,
+    /// Half-width r of the windowed sinc (2r points per axis); only with interpolation = "sinc".
+    pub sinc_half_width: Option<usize>,
 }
 
 #[derive(Deserialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct LineConfig {
+    #[serde(deserialize_with = "three")]
     pub start: [f64; 3],
+    #[serde(deserialize_with = "three")]
     pub end: [f64; 3],
     pub count: usize,
 }
@@ -261,12 +320,15 @@ pub struct LineConfig {
 #[derive(Deserialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct ReceiverGridConfig {
+    #[serde(deserialize_with = "three")]
     pub origin: [f64; 3],
+    #[serde(deserialize_with = "three")]
     pub step_a: [f64; 3],
     pub count_a: usize,
+    #[serde(deserialize_with = "three")]
     pub step_b: [f64; 3],
     pub count_b: usize,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "three")]
     pub step_c: [f64; 3],
     #[serde(default = "one_usize")]
     pub count_c: usize,
@@ -408,17 +470,119 @@ impl Config {
         Config::from_toml(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
     }
 
-    /// The checks that need neither the model nor the discretisation: the grid, then the
+    /// The checks that need neither the model nor the discretisation: the values, then the
     /// output directory (`base_dir` resolves a relative `output.path`; see [`check_output_writable`]).
     pub fn validate(&self, base_dir: &Path) -> Result<()> {
-        self.grid.validate()?;
-        self.output.validate()?;
+        self.check_values()?;
         check_output_writable(&base_dir.join(&self.output.path), "output.path")
+    }
+
+    /// Every number of the input finite and in a physical range, every count addressable: the
+    /// grid, model parameters, time, source, receivers, snapshot planes and the output keys
+    /// (compression level; SEG-Y only with receivers). Errors name the key,
+    /// the value and the range. (Positions inside the grid and dt against the CFL limit are
+    /// checked by `Problem::build`, which knows the velocity.)
+    pub fn check_values(&self) -> Result<()> {
+        self.grid.validate()?;
+        match &self.model {
+            ModelConfig::Constant { vp } => {
+                finite_in("model.vp", *vp, MIN_VELOCITY, MAX_VELOCITY, "a positive velocity in m/s")?
+            }
+            ModelConfig::Layered { depths, velocities } => {
+                for (i, d) in depths.iter().enumerate() {
+                    finite_in(&format!("model.depths[{i}]"), *d, -MAX_LENGTH, MAX_LENGTH, "a depth in m")?;
+                }
+                for (i, v) in velocities.iter().enumerate() {
+                    finite_in(
+                        &format!("model.velocities[{i}]"),
+                        *v,
+                        MIN_VELOCITY,
+                        MAX_VELOCITY,
+                        "a positive velocity in m/s",
+                    )?;
+                }
+            }
+            ModelConfig::File { spacing, .. } => {
+                for (i, h) in spacing.iter().enumerate() {
+                    finite_in(&format!("model.spacing[{i}]"), *h, MIN_SPACING, MAX_LENGTH, "a spacing in m")?;
+                }
+            }
+            ModelConfig::Marmousi { x_offset } => {
+                finite_in("model.x_offset", *x_offset, -MAX_LENGTH, MAX_LENGTH, "a length in m")?
+            }
+        }
+        let t = &self.time;
+        if let Some(d) = t.duration {
+            finite_in("time.duration", d, f64::MIN_POSITIVE, MAX_TIME, "a positive time in s")?;
+        }
+        if let Some(dt) = t.dt {
+            finite_in("time.dt", dt, f64::MIN_POSITIVE, MAX_TIME, "a positive time in s")?;
+        }
+        let s = &self.source;
+        finite3("source.position", s.position, -MAX_LENGTH, MAX_LENGTH, "a coordinate in m")?;
+        finite_in("source.frequency", s.frequency, f64::MIN_POSITIVE, MAX_FREQUENCY, "a positive frequency in Hz")?;
+        finite_in("source.amplitude", s.amplitude, -MAX_AMPLITUDE, MAX_AMPLITUDE, "an amplitude")?;
+        if let Some(d) = s.delay {
+            finite_in("source.delay", d, -MAX_TIME, MAX_TIME, "a time in s")?;
+        }
+        for (i, r) in self.receivers.iter().enumerate() {
+            let key = format!("receivers[{i}]");
+            if let Some(p) = r.position {
+                finite3(&format!("{key}.position"), p, -MAX_LENGTH, MAX_LENGTH, "a coordinate in m")?;
+            }
+            if let Some(l) = &r.line {
+                finite3(&format!("{key}.line.start"), l.start, -MAX_LENGTH, MAX_LENGTH, "a coordinate in m")?;
+                finite3(&format!("{key}.line.end"), l.end, -MAX_LENGTH, MAX_LENGTH, "a coordinate in m")?;
+            }
+            if let Some(g) = &r.grid {
+                for (name, v) in
+                    [("origin", g.origin), ("step_a", g.step_a), ("step_b", g.step_b), ("step_c", g.step_c)]
+                {
+                    finite3(&format!("{key}.grid.{name}"), v, -MAX_LENGTH, MAX_LENGTH, "a length in m")?;
+                }
+            }
+        }
+        let receivers = self.receiver_count()?;
+        for (i, snap) in self.output.snapshot.iter().enumerate() {
+            if let Some(at) = snap.at {
+                finite_in(&format!("output.snapshot[{i}].at"), at, -MAX_LENGTH, MAX_LENGTH, "a coordinate in m")?;
+            }
+        }
+        self.output.validate()?;
+        ensure!(
+            !self.output.segy || receivers > 0,
+            "output.segy = true: the SEG-Y holds receiver traces, and the input has no [[receivers]]"
+        );
+        Ok(())
+    }
+
+    /// The number of receivers all `[[receivers]]` entries give (checked arithmetic).
+    pub fn receiver_count(&self) -> Result<usize> {
+        self.receivers.iter().enumerate().try_fold(0usize, |n, (i, r)| {
+            let here = r.count().with_context(|| format!("receivers[{i}]"))?;
+            n.checked_add(here).with_context(|| format!("receivers[{i}]: too many receivers in all"))
+        })
+    }
+}
+
+impl ReceiverConfig {
+    /// Receivers this entry gives, with checked arithmetic (a line or grid of absurd counts is an
+    /// error here, before anything is allocated for it).
+    pub fn count(&self) -> Result<usize> {
+        if let Some(l) = &self.line {
+            return Ok(l.count);
+        }
+        if let Some(g) = &self.grid {
+            return g.count_a.checked_mul(g.count_b).and_then(|n| n.checked_mul(g.count_c)).with_context(|| {
+                format!("receivers grid counts {} x {} x {} overflow", g.count_a, g.count_b, g.count_c)
+            });
+        }
+        Ok(self.position.is_some() as usize)
     }
 }
 
 impl GridConfig {
-    /// Shape and spacing positive, spacing and origin finite; errors name `grid.shape[i]`, ...
+    /// Shape positive, spacing and origin finite and in range; errors name `grid.shape[i]`, ...
     pub fn validate(&self) -> Result<()> {
         for a in 0..3 {
             ensure!(self.shape[a] > 0, "grid.shape[{a}] must be positive, got {}", self.shape[a]);
@@ -427,8 +591,11 @@ impl GridConfig {
                 "grid.spacing[{a}] must be positive and finite, got {}",
                 self.spacing[a]
             );
+            finite_in(&format!("grid.spacing[{a}]"), self.spacing[a], MIN_SPACING, MAX_LENGTH, "a spacing in m")?;
             ensure!(self.origin[a].is_finite(), "grid.origin[{a}] must be finite, got {}", self.origin[a]);
+            finite_in(&format!("grid.origin[{a}]"), self.origin[a], -MAX_LENGTH, MAX_LENGTH, "a coordinate in m")?;
         }
+        self.points()?;
         Ok(())
     }
 
@@ -442,10 +609,11 @@ impl GridConfig {
 }
 
 /// Checks, before any work, that the output file can be created: missing parent directories are
-/// created, the parent must be a directory that accepts a new file (a probe file is created and
-/// removed again), the path itself must not be a directory, and an existing file must be
-/// replaceable. Errors name `key` (`output.path`, or `--output` when the option set it) and the
-/// directory.
+/// created, the parent must be a directory that accepts a new file (a probe file is created
+/// exclusively and removed again), and the path itself must name a regular file or nothing (a
+/// directory, link, device, FIFO or socket is refused: the result is renamed over the path, see
+/// [`crate::output::safe`]). Errors name `key` (`output.path`, or `--output` when the option set
+/// it) and the directory.
 pub fn check_output_writable(path: &Path, key: &str) -> Result<()> {
     if path.file_name().is_none() || path.is_dir() {
         bail!(
@@ -454,27 +622,14 @@ pub fn check_output_writable(path: &Path, key: &str) -> Result<()> {
             path.join("output.h5").display()
         );
     }
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
+    crate::output::safe::check_replaceable(path, key)?;
+    let dir = crate::output::safe::parent_dir(path);
     if let Some(file) = dir.ancestors().find(|a| a.is_file()) {
         bail!("{key} = {}: {} is not a directory", path.display(), file.display());
     }
     std::fs::create_dir_all(&dir)
         .with_context(|| format!("{key} = {}: cannot create the directory {}", path.display(), dir.display()))?;
-    let probe = dir.join(format!(".seismic-run-write-probe-{}", std::process::id()));
-    match std::fs::OpenOptions::new().write(true).create_new(true).open(&probe) {
-        Ok(_) => {
-            let _ = std::fs::remove_file(&probe);
-        }
-        Err(e) => bail!("{key} = {}: cannot write in directory {}: {e}", path.display(), dir.display()),
-    }
-    if path.exists() {
-        std::fs::OpenOptions::new()
-            .append(true)
-            .open(path)
-            .with_context(|| format!("{key} = {}: the existing file cannot be overwritten", path.display()))?;
-    }
+    crate::output::safe::TempFile::create(&dir.join(".seismic-run-write-probe"), "")
+        .with_context(|| format!("{key} = {}: cannot write in directory {}", path.display(), dir.display()))?;
     Ok(())
 }

@@ -6,11 +6,15 @@ use clap::{Args, Parser, Subcommand};
 use seismic_run::config::{BackendChoice, Config, KernelChoice};
 use seismic_run::output::hdf5::{Hdf5Writer, RunMetadata};
 use seismic_run::output::result::{self, ResultFile};
-use seismic_run::output::{plot, progress::Progress, segy, xdmf};
+use seismic_run::output::{self, plot, progress::Progress, segy, xdmf};
 use seismic_run::problem::Problem;
 use seismic_run::solver::{self, OutputPlan, StepStats};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+/// The signal (SIGINT, SIGTERM or SIGHUP) that stopped the run, 0 while none has come.
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
 
 /// 3D acoustic seismic wave propagation on GPUs (CUDA, HIP) with a rayon CPU reference.
 ///
@@ -106,14 +110,47 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.downcast_ref::<solver::Interrupted>().is_some() => {
-            eprintln!("{e:#}");
-            ExitCode::from(130) // the shell's convention for SIGINT
+            // The shell's convention: 128 + the signal (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP).
+            let sig = match SIGNAL.load(Ordering::Relaxed) {
+                0 => signal_hook::consts::SIGINT,
+                s => s,
+            };
+            eprintln!("{e:#} ({})", signal_name(sig));
+            ExitCode::from((128 + sig) as u8)
         }
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        signal_hook::consts::SIGTERM => "SIGTERM",
+        signal_hook::consts::SIGHUP => "SIGHUP",
+        _ => "SIGINT",
+    }
+}
+
+/// SIGINT, SIGTERM and SIGHUP (Ctrl-C, `timeout`, batch schedulers, a closed terminal) stop the
+/// loop between steps, and the temporary output file is removed; a second signal removes the
+/// temporary files and exits at once with 128 + the signal. With `at_once` (no time loop to stop)
+/// the first signal does so.
+fn install_signal_handlers(at_once: bool) -> Result<()> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
+        .context("cannot install the SIGINT, SIGTERM and SIGHUP handlers")?;
+    std::thread::spawn(move || {
+        for sig in signals.forever() {
+            SIGNAL.store(sig, Ordering::Relaxed);
+            if solver::request_stop() || at_once {
+                seismic_run::output::safe::remove_pending();
+                std::process::exit(128 + sig);
+            }
+        }
+    });
+    Ok(())
 }
 
 fn fetch_model(args: &FetchArgs) -> Result<()> {
@@ -124,15 +161,31 @@ fn fetch_model(args: &FetchArgs) -> Result<()> {
 }
 
 fn export(args: &ExportArgs) -> Result<()> {
-    let r = ResultFile::open(&args.result)?;
+    let h5 = &args.result;
+    // Every output checked before anything is read or written.
     let segy_path = match &args.segy {
         Some(p) => Some(p.clone()),
-        None if !args.xdmf && !args.plot => Some(result::sibling(&r.path, "sgy")),
+        None if !args.xdmf && !args.plot => Some(result::sibling(h5, "sgy")),
         None => None,
     };
+    let segy_key = if args.segy.is_some() { "--segy" } else { "the SEG-Y file" };
+    if let Some(p) = &segy_path {
+        seismic_run::config::check_output_writable(p, segy_key)?;
+    }
+    let mut outputs: Vec<(PathBuf, &str)> = segy_path.iter().map(|p| (p.clone(), segy_key)).collect();
+    if args.xdmf {
+        outputs.push((result::sibling(h5, "xdmf"), "the XDMF sidecar (--xdmf)"));
+    }
+    if args.plot {
+        outputs.extend(plot::picture_paths(h5).map(|p| (p, "the picture (--plot)")));
+    }
+    output::check_derived_paths(h5, "RESULT.h5", &outputs)?;
+    // A signal removes the temporary files of what is being written.
+    install_signal_handlers(true)?;
+
+    let r = ResultFile::open(h5)?;
     let mut written = Vec::new();
     if let Some(path) = segy_path {
-        seismic_run::config::check_output_writable(&path, "--segy")?;
         if let Some(n) = segy::write(&r, &path)? {
             eprintln!("notice: {n}");
         }
@@ -150,6 +203,25 @@ fn export(args: &ExportArgs) -> Result<()> {
         println!("wrote {}", p.display());
     }
     Ok(())
+}
+
+/// Writes the files derived from the finished result file `h5`: the XDMF sidecar, the SEG-Y when
+/// `segy`, the pictures when `plot`. Returns the paths written.
+fn write_derived(h5: &Path, segy: bool, plot: bool) -> Result<Vec<PathBuf>> {
+    let result = ResultFile::open(h5)?;
+    let mut derived = vec![result::sibling(h5, "xdmf")];
+    xdmf::write(&result, &derived[0])?;
+    if segy {
+        let path = result::sibling(h5, "sgy");
+        if let Some(n) = segy::write(&result, &path)? {
+            eprintln!("notice: {n}");
+        }
+        derived.push(path);
+    }
+    if plot {
+        derived.extend(plot::draw_all(&result)?);
+    }
+    Ok(derived)
 }
 
 /// Number of snapshot buffers in flight: one being filled while one is written.
@@ -181,10 +253,11 @@ fn run(args: &RunArgs) -> Result<()> {
     };
     let want_plot = args.plot || cfg.output.plot;
 
-    // Cheap checks before the model is loaded: the output keys, the output can be written, the
-    // grid fits.
-    cfg.output.validate()?;
+    // Cheap checks before the model is loaded: every value in range, the output and every file
+    // derived from it can be written (each a regular file or nothing), the grid fits.
+    cfg.check_values().map_err(|e| e.context(input.display().to_string()))?;
     seismic_run::config::check_output_writable(&out_path, out_key)?;
+    output::check_derived_paths(&out_path, out_key, &output::derived_paths(&out_path, cfg.output.segy, want_plot))?;
     let buffers = if cfg.output.snapshot_every > 0 { SNAPSHOT_BUFFERS } else { 0 };
     solver::check_host_bytes(
         cfg.grid.shape,
@@ -198,25 +271,19 @@ fn run(args: &RunArgs) -> Result<()> {
         eprintln!("warning: {w}");
     }
     let plan = OutputPlan::from_config(&cfg, &problem)?;
-    anyhow::ensure!(
-        !cfg.output.segy || !problem.receivers.is_empty(),
-        "output.segy = true: the SEG-Y holds receiver traces, and the input has no [[receivers]]"
-    );
+    let file_bytes = solver::output_file_bytes(&problem, &plan, text.len());
+    if let Some(w) = solver::check_output_space(&out_path, out_key, file_bytes)? {
+        eprintln!("warning: {w}");
+    }
     let mut backend = solver::open_backend(&problem, cfg.run.backend, cfg.run.kernel, &mut |n| {
         eprintln!("notice: {n}");
     })?;
     let device = backend.info();
     if !args.quiet {
-        print_header(input, &problem, &plan, &device, &out_path);
+        print_header(input, &problem, &plan, &device, &out_path, file_bytes);
     }
 
-    // Ctrl-C stops the loop between steps (the partial output is removed); a second one exits now.
-    ctrlc::set_handler(|| {
-        if solver::request_stop() {
-            std::process::exit(130);
-        }
-    })
-    .context("cannot install the Ctrl-C handler")?;
+    install_signal_handlers(false)?;
     let meta = RunMetadata {
         input_toml: text.clone(),
         version: env!("CARGO_PKG_VERSION").into(),
@@ -229,25 +296,21 @@ fn run(args: &RunArgs) -> Result<()> {
         let record = solver::run(&problem, backend.as_mut(), &plan, &mut writer, &mut |done| bar.update(done));
         bar.finish();
         let record = record?;
-        let stats = StepStats::new(&record.step_seconds, problem.step_bytes(), problem.layout.points());
+        let stats = StepStats::new(
+            &record.step_seconds,
+            problem.step_bytes(),
+            problem.full_step_bytes(),
+            problem.layout.points(),
+        );
         let written = writer.finish(record.clone(), stats.clone())?;
         Ok((record, stats, written))
     })?;
 
-    // The derived files are made from the finished result file, as `seismic-run export` makes them.
-    let result = ResultFile::open(&written.path)?;
-    let mut derived = vec![result::sibling(&written.path, "xdmf")];
-    xdmf::write(&result, &derived[0])?;
-    if cfg.output.segy {
-        let path = result::sibling(&written.path, "sgy");
-        if let Some(n) = segy::write(&result, &path)? {
-            eprintln!("notice: {n}");
-        }
-        derived.push(path);
-    }
-    if want_plot {
-        derived.extend(plot::draw_all(&result)?);
-    }
+    // The derived files are made from the finished result file, as `seismic-run export` makes
+    // them. The result is complete by now: a failed derived file leaves it in place (exit status 1).
+    let derived = write_derived(&written.path, cfg.output.segy, want_plot).with_context(|| {
+        format!("the result file {} is complete and kept, but a file derived from it failed", written.path.display())
+    })?;
     if !args.quiet {
         println!(
             "done: {} steps in {:.2} s wall ({:.2} s in steps)",
@@ -256,6 +319,12 @@ fn run(args: &RunArgs) -> Result<()> {
             stats.seconds.iter().sum::<f64>()
         );
         println!("  effective bandwidth  mean {:.2} GB/s, median {:.2} GB/s", stats.mean_gbps, stats.median_gbps);
+        if problem.full_step_bytes() != problem.step_bytes() {
+            println!(
+                "  full-step bandwidth  mean {:.2} GB/s, median {:.2} GB/s (interior and CPML memory variables)",
+                stats.mean_full_step_gbps, stats.median_full_step_gbps
+            );
+        }
         println!("  throughput           mean {:.4} GPts/s, median {:.4} GPts/s", stats.mean_gpts, stats.median_gpts);
         println!("  wrote {}", written.path.display());
         for p in &derived {
@@ -271,6 +340,7 @@ fn print_header(
     plan: &OutputPlan,
     device: &seismic_run::backend::DeviceInfo,
     out: &Path,
+    file_bytes: f64,
 ) {
     let [nx, ny, nz] = problem.shape();
     let [dx, dy, dz] = problem.spacing;
@@ -296,8 +366,9 @@ fn print_header(
     );
     println!("  backend   {}: {}, kernel {}", device.backend, device.name, device.kernel);
     println!(
-        "  output    {} ({} receivers, {} snapshots of {})",
+        "  output    {} (about {:.3} GiB: {} receivers, {} snapshots of {})",
         out.display(),
+        file_bytes / (1u64 << 30) as f64,
         problem.receivers.len(),
         plan.snapshot_steps.len(),
         if plan.snapshots.is_empty() {

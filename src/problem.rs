@@ -17,21 +17,120 @@ pub struct Tap {
     pub weight: f64,
 }
 
+/// How a position between grid points is tied to them: a source's spread of the delta function,
+/// a receiver's interpolation. The same taps serve both, which keeps source-receiver reciprocity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Positioning {
+    /// The nearest grid point, weight 1.
+    Nearest,
+    /// The 8 surrounding points.
+    Trilinear,
+    /// Kaiser-windowed sinc over 2 `half_width` points per axis (Hicks 2002).
+    Sinc { half_width: usize },
+}
+
+/// Sinc half-width when the input gives none: Hicks (2002) recommends r = 4.
+pub const DEFAULT_SINC_HALF_WIDTH: usize = 4;
+
+/// Hicks (2002, Geophysics 67(1), Table 2): the Kaiser window parameter b that minimises the
+/// interpolation error up to kmax = pi/2 (4 points per wavelength), for half-widths r = 1..10.
+/// The kmax = 2 pi / 3 column (b = 4.14 at r = 4) spreads its error over a wider band: at r = 4 its
+/// error at 8 points per wavelength is about 0.4% against 0.07% here, and the run warns below 5
+/// points per wavelength anyway, so the band this column covers is the one that matters.
+const KAISER_B: [f64; 10] = [1.24, 2.94, 4.53, 6.31, 7.91, 9.42, 10.95, 12.53, 14.09, 14.18];
+
+/// Largest sinc half-width (the end of Hicks' table).
+pub const MAX_SINC_HALF_WIDTH: usize = KAISER_B.len();
+
+impl Positioning {
+    /// From a configuration's method and half-width; `key` (`source`, `receivers[2]`) names the
+    /// table in errors.
+    pub fn from_config(method: Injection, half_width: Option<usize>, key: &str, method_key: &str) -> Result<Self> {
+        Ok(match (method, half_width) {
+            (Injection::Sinc, r) => {
+                let half_width = r.unwrap_or(DEFAULT_SINC_HALF_WIDTH);
+                ensure!(
+                    (1..=MAX_SINC_HALF_WIDTH).contains(&half_width),
+                    "{key}.sinc_half_width must be in 1..={MAX_SINC_HALF_WIDTH}, got {half_width}"
+                );
+                Positioning::Sinc { half_width }
+            }
+            (m, Some(_)) => {
+                bail!("{key}.sinc_half_width applies only to {method_key} = \"sinc\" (this one is {m:?})")
+            }
+            (Injection::Trilinear, None) => Positioning::Trilinear,
+            (Injection::Nearest, None) => Positioning::Nearest,
+        })
+    }
+
+    /// The name the output file and the README use.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Positioning::Nearest => "nearest",
+            Positioning::Trilinear => "trilinear",
+            Positioning::Sinc { .. } => "sinc",
+        }
+    }
+
+    /// The taps of position `p` (m), distinct points with x fastest. With `free_surface`, sinc
+    /// weights above z = 0 are mirrored there with opposite sign (the pressure is odd about the
+    /// surface) and the weight on z = 0 itself is dropped (the pressure is zero there). Sinc
+    /// weights that fall outside the grid anywhere else are dropped (truncation).
+    pub fn taps(
+        &self,
+        p: [f64; 3],
+        origin: [f64; 3],
+        spacing: [f64; 3],
+        shape: [usize; 3],
+        free_surface: bool,
+    ) -> Vec<Tap> {
+        match *self {
+            Positioning::Nearest => vec![Tap { point: nearest(p, origin, spacing, shape), weight: 1.0 }],
+            Positioning::Trilinear => trilinear(p, origin, spacing, shape),
+            Positioning::Sinc { half_width } => sinc(p, origin, spacing, shape, half_width, free_surface),
+        }
+    }
+
+    /// Whether the taps of `p` lose weights past a grid face other than a free surface.
+    pub fn truncated(
+        &self,
+        p: [f64; 3],
+        origin: [f64; 3],
+        spacing: [f64; 3],
+        shape: [usize; 3],
+        free_surface: bool,
+    ) -> bool {
+        let Positioning::Sinc { half_width: r } = *self else { return false };
+        (0..3).any(|a| {
+            let u = (p[a] - origin[a]) / spacing[a];
+            if on_node(u).is_some() {
+                return false;
+            }
+            let lo = u.floor() - r as f64 + 1.0;
+            let hi = u.floor() + r as f64;
+            (lo < 0.0 && !(a == 2 && free_surface)) || hi > (shape[a] - 1) as f64
+        })
+    }
+}
+
 /// A point source: where it injects and what it injects each step.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PointSource {
     pub position: [f64; 3],
     pub wavelet: Ricker,
-    /// Spread of the delta function over grid points (weights sum to 1).
+    /// How the delta function is spread over grid points.
+    pub injection: Positioning,
+    /// The spread (weights sum to about 1: exactly for nearest and trilinear).
     pub taps: Vec<Tap>,
     /// Sample n is s(n dt) / (dx dy dz): the discrete delta is folded in.
     pub samples: Vec<f64>,
 }
 
-/// A pressure receiver sampled by trilinear interpolation.
+/// A pressure receiver: the weighted sum of the pressure at its taps.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Receiver {
     pub position: [f64; 3],
+    pub interpolation: Positioning,
     pub taps: Vec<Tap>,
 }
 
@@ -54,6 +153,12 @@ pub struct Problem {
 
 /// Points per minimum wavelength under which numerical dispersion shows.
 pub const MIN_POINTS_PER_WAVELENGTH: f64 = 5.0;
+
+/// Most time steps a run may take (about a day at a million points per step on a CPU, a week of
+/// the largest GPU grids): beyond it the input is almost certainly wrong.
+pub const MAX_STEPS: usize = 100_000_000;
+/// Step counts above this are said in a warning.
+pub const MANY_STEPS: usize = 100_000;
 
 impl Problem {
     pub fn shape(&self) -> [usize; 3] {
@@ -78,6 +183,14 @@ impl Problem {
     /// once; f32. Boundary-layer work is not counted, so GB/s computed from it is a lower bound.
     pub fn step_bytes(&self) -> u64 {
         step_bytes(self.shape(), self.stencil.radius, true)
+    }
+
+    /// The bytes a full step must move at the least: [`step_bytes`](Self::step_bytes) plus, for each
+    /// CPML layer point of each axis, its two memory variables (psi and zeta) read and written
+    /// once ([`full_step_bytes`]). Sources, receivers and the free surface are not counted.
+    pub fn full_step_bytes(&self) -> u64 {
+        let cpml_width = if self.boundary.kind == BoundaryKind::Cpml { self.boundary.width } else { 0 };
+        full_step_bytes(self.shape(), self.stencil.radius, cpml_width, self.boundary.free_surface)
     }
 
     /// Estimated device memory (bytes) of a run, before anything is allocated there: three padded
@@ -129,6 +242,7 @@ impl Problem {
     /// Builds the discrete problem from a parsed configuration and the velocity already sampled on
     /// the grid (dense, (nz, ny, nx), m/s). Every error names the configuration key at fault.
     pub fn build(cfg: &Config, vp: Vec<f32>) -> Result<Problem> {
+        cfg.check_values()?;
         let shape = cfg.grid.shape;
         let spacing = cfg.grid.spacing;
         let origin = cfg.grid.origin;
@@ -148,8 +262,9 @@ impl Problem {
             vp.len(),
             shape.iter().product::<usize>()
         );
-        if let Some(bad) = vp.iter().find(|v| !v.is_finite() || **v <= 0.0) {
-            bail!("model: velocities must be finite and positive, found {bad}");
+        let max_v = crate::config::MAX_VELOCITY;
+        if let Some(bad) = vp.iter().find(|v| !v.is_finite() || **v <= 0.0 || **v as f64 > max_v) {
+            bail!("model: velocities must be finite, positive and at most {max_v:e} m/s, found {bad:e}");
         }
         let stencil = Stencil::new(radius);
         let layout = Layout::new(shape, radius);
@@ -171,16 +286,36 @@ impl Problem {
             }
             None => limit * t.cfl_safety,
         };
+        let mut warnings = Vec::new();
         let steps = match (t.steps, t.duration) {
             (Some(_), Some(_)) => bail!("time: give either `steps` or `duration`, not both"),
             (Some(n), None) => n,
             (None, Some(d)) => {
                 ensure!(d > 0.0, "time.duration must be positive, got {d}");
-                (d / dt).ceil() as usize
+                let n = (d / dt).ceil();
+                ensure!(
+                    n <= MAX_STEPS as f64,
+                    "time.duration = {d:e} s at dt = {dt:e} s is {n:.3e} steps, more than the {MAX_STEPS:e} a run \
+                     may take: shorten the duration or coarsen the grid (a larger spacing or a lower maximum \
+                     velocity allows a larger dt)"
+                );
+                n as usize
             }
             (None, None) => bail!("time: give `steps` or `duration`"),
         };
         ensure!(steps > 0, "time.steps must be positive");
+        ensure!(
+            steps <= MAX_STEPS,
+            "time.steps (or --steps) = {steps} is more than the {MAX_STEPS:e} steps a run may take"
+        );
+        let nrec = cfg.receiver_count()?;
+        crate::solver::check_run_host_bytes(cfg, steps, nrec)?;
+        if steps > MANY_STEPS {
+            warnings.push(format!(
+                "{steps} time steps (dt = {dt:.3e} s, limited by the CFL condition for vmax {vmax} m/s and spacing \
+                 {spacing:?} m): this run will take long"
+            ));
+        }
 
         let src = &cfg.source;
         ensure!(src.frequency > 0.0, "source.frequency must be positive, got {}", src.frequency);
@@ -198,20 +333,45 @@ impl Problem {
             Ok(())
         };
         inside(src.position, "source.position")?;
-        let src_taps = match src.injection {
-            Injection::Trilinear => trilinear(src.position, origin, spacing, shape),
-            Injection::Nearest => vec![Tap { point: nearest(src.position, origin, spacing, shape), weight: 1.0 }],
-        };
+        let free_surface = cfg.boundary.free_surface;
+        let mut warnings = Vec::new();
+        let injection = Positioning::from_config(src.injection, src.sinc_half_width, "source", "injection")?;
+        let src_taps = injection.taps(src.position, origin, spacing, shape, free_surface);
+        ensure!(
+            !src_taps.is_empty(),
+            "source.position = {:?} m lies on the free surface (z = {} m), where the pressure is held at zero: \
+             move it below the surface",
+            src.position,
+            origin[2]
+        );
+        if injection.truncated(src.position, origin, spacing, shape, free_surface) {
+            warnings.push(format!(
+                "source.position = {:?} m is closer than sinc_half_width points to a grid face: its sinc weights \
+                 past the face are dropped",
+                src.position
+            ));
+        }
         let cell = spacing[0] * spacing[1] * spacing[2];
         let samples = (0..steps).map(|n| wavelet.at(n as f64 * dt) / cell).collect();
-        let source = PointSource { position: src.position, wavelet, taps: src_taps, samples };
+        let source = PointSource { position: src.position, wavelet, injection, taps: src_taps, samples };
 
         let mut receivers = Vec::new();
+        let mut truncated = 0;
         for (i, r) in cfg.receivers.iter().enumerate() {
+            let key = format!("receivers[{i}]");
+            let interpolation = Positioning::from_config(r.interpolation, r.sinc_half_width, &key, "interpolation")?;
             for p in receiver_positions(r, i)? {
-                inside(p, &format!("receivers[{i}]"))?;
-                receivers.push(Receiver { position: p, taps: trilinear(p, origin, spacing, shape) });
+                inside(p, &key)?;
+                truncated += interpolation.truncated(p, origin, spacing, shape, free_surface) as usize;
+                let taps = interpolation.taps(p, origin, spacing, shape, free_surface);
+                receivers.push(Receiver { position: p, interpolation, taps });
             }
+        }
+        if truncated > 0 {
+            warnings.push(format!(
+                "{truncated} receiver(s) closer than sinc_half_width points to a grid face: their sinc weights past \
+                 the face are dropped"
+            ));
         }
 
         let b = &cfg.boundary;
@@ -223,10 +383,10 @@ impl Problem {
         if kind != BoundaryKind::None {
             for a in 0..3 {
                 ensure!(
-                    2 * b.width < shape[a],
+                    b.width.saturating_mul(2) < shape[a],
                     "boundary.width = {} needs more than {} points along {} (grid.shape[{a}] = {})",
                     b.width,
-                    2 * b.width,
+                    b.width.saturating_mul(2),
                     ["x", "y", "z"][a],
                     shape[a]
                 );
@@ -234,7 +394,6 @@ impl Problem {
         }
         let boundary = Boundary::new(kind, b.width, b.free_surface, shape, spacing, vmax, src.frequency, dt);
 
-        let mut warnings = Vec::new();
         let hmax = spacing.iter().cloned().fold(0.0, f64::max);
         let ppw = vmin / wavelet.max_frequency() / hmax;
         if ppw < MIN_POINTS_PER_WAVELENGTH {
@@ -268,6 +427,17 @@ pub fn step_bytes(shape: [usize; 3], radius: usize, leapfrog: bool) -> u64 {
     4 * (fields * points + halo)
 }
 
+/// [`step_bytes`] of the leapfrog plus 16 bytes (psi and zeta, f32, each read and written once) for
+/// every point of every axis's CPML layers of `cpml_width` points: two per axis, one along z under
+/// a free surface. A point in a corner counts once per axis whose layer it lies in.
+pub fn full_step_bytes(shape: [usize; 3], radius: usize, cpml_width: usize, free_surface: bool) -> u64 {
+    let [nx, ny, nz] = shape.map(|n| n as u64);
+    let w = cpml_width as u64;
+    let faces = |axis: usize| if axis == 2 && free_surface { 1 } else { 2 };
+    let layer_points: u64 = (0..3).map(|a| faces(a) * w * nx * ny * nz / [nx, ny, nz][a].max(1)).sum();
+    step_bytes(shape, radius, true) + 16 * layer_points
+}
+
 fn receiver_positions(r: &config::ReceiverConfig, i: usize) -> Result<Vec<[f64; 3]>> {
     let given = r.position.is_some() as u8 + r.line.is_some() as u8 + r.grid.is_some() as u8;
     ensure!(given == 1, "receivers[{i}]: give exactly one of `position`, `line` or `grid`");
@@ -286,7 +456,7 @@ fn receiver_positions(r: &config::ReceiverConfig, i: usize) -> Result<Vec<[f64; 
     }
     let g = r.grid.as_ref().expect("one of three");
     ensure!(g.count_a >= 1 && g.count_b >= 1 && g.count_c >= 1, "receivers[{i}].grid counts must be at least 1");
-    let mut out = Vec::with_capacity(g.count_a * g.count_b * g.count_c);
+    let mut out = Vec::with_capacity(r.count()?);
     for k in 0..g.count_c {
         for j in 0..g.count_b {
             for a in 0..g.count_a {
@@ -331,9 +501,97 @@ pub fn trilinear(p: [f64; 3], origin: [f64; 3], spacing: [f64; 3], shape: [usize
     taps
 }
 
+/// The node index when `u` (grid units) sits on one, to within rounding of a position given in
+/// metres.
+fn on_node(u: f64) -> Option<f64> {
+    let k = u.round();
+    ((u - k).abs() < 1e-9).then_some(k)
+}
+
+/// Kaiser-windowed sinc weights (Hicks 2002) of the 2r points around p per axis, multiplied out
+/// with x fastest. An axis on which p sits on a node contributes that node alone: the sinc is 1
+/// there and 0 at every other node, so on-grid positions keep a single tap of weight 1.
+pub fn sinc(
+    p: [f64; 3],
+    origin: [f64; 3],
+    spacing: [f64; 3],
+    shape: [usize; 3],
+    r: usize,
+    free_surface: bool,
+) -> Vec<Tap> {
+    let axes: [Vec<(usize, f64)>; 3] = std::array::from_fn(|a| {
+        let u = ((p[a] - origin[a]) / spacing[a]).clamp(0.0, (shape[a] - 1) as f64);
+        sinc_axis(u, r, shape[a], a == 2 && free_surface)
+    });
+    let mut taps = Vec::with_capacity(axes.iter().map(Vec::len).product());
+    for &(iz, wz) in &axes[2] {
+        for &(iy, wy) in &axes[1] {
+            for &(ix, wx) in &axes[0] {
+                taps.push(Tap { point: [ix, iy, iz], weight: wx * wy * wz });
+            }
+        }
+    }
+    taps
+}
+
+/// One axis of [`sinc`]: (index, weight) in increasing index order, within 0..n. With `mirror`,
+/// index -k folds onto k with its sign flipped and index 0 is dropped (an odd field about 0).
+fn sinc_axis(u: f64, r: usize, n: usize, mirror: bool) -> Vec<(usize, f64)> {
+    let b = KAISER_B[r - 1];
+    let r = r as i64;
+    let raw: Vec<(i64, f64)> = match on_node(u) {
+        Some(k) => vec![(k as i64, 1.0)],
+        None => {
+            let base = u.floor() as i64;
+            (base - r + 1..=base + r)
+                .map(|k| {
+                    let x = k as f64 - u;
+                    let s = (std::f64::consts::PI * x).sin() / (std::f64::consts::PI * x);
+                    let arg = 1.0 - (x / r as f64).powi(2);
+                    (k, s * bessel_i0(b * arg.max(0.0).sqrt()) / bessel_i0(b))
+                })
+                .collect()
+        }
+    };
+    let mut folded = vec![0.0; (u.floor() as i64 + r + 1).clamp(1, n as i64) as usize];
+    let mut used = vec![false; folded.len()];
+    for (k, w) in raw {
+        let (k, w) = if mirror && k < 0 { (-k, -w) } else { (k, w) };
+        if (mirror && k == 0) || k < 0 || k as usize >= folded.len() {
+            continue;
+        }
+        folded[k as usize] += w;
+        used[k as usize] = true;
+    }
+    folded.into_iter().zip(used).enumerate().filter(|(_, (_, u))| *u).map(|(k, (w, _))| (k, w)).collect()
+}
+
+/// The modified Bessel function of the first kind, order 0, by its power series
+/// sum ((x/2)^k / k!)^2; converges fast for the arguments here (x <= 15).
+fn bessel_i0(x: f64) -> f64 {
+    let q = 0.25 * x * x;
+    let (mut term, mut sum, mut k) = (1.0, 1.0, 1.0);
+    while term > 1e-17 * sum {
+        term *= q / (k * k);
+        sum += term;
+        k += 1.0;
+    }
+    sum
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The full step's bound counts each axis's layer points once per axis: 10 x 8 x 6 with layers
+    /// of 2 has 192 x, 240 y and 320 z layer points (160 z under a free surface).
+    #[test]
+    fn full_step_bytes_add_the_memory_variables_of_each_layer() {
+        let interior = step_bytes([10, 8, 6], 1, true);
+        assert_eq!(full_step_bytes([10, 8, 6], 1, 0, false), interior);
+        assert_eq!(full_step_bytes([10, 8, 6], 1, 2, false), interior + 16 * (192 + 240 + 320));
+        assert_eq!(full_step_bytes([10, 8, 6], 1, 2, true), interior + 16 * (192 + 240 + 160));
+    }
 
     #[test]
     fn trilinear_weights_sum_to_one_and_interpolate_linear_fields() {
@@ -346,5 +604,88 @@ mod tests {
         assert!((v - (3.0 * 12.5 - 2.0 * 7.0 + 31.0)).abs() < 1e-9);
         // On a grid point: one tap.
         assert_eq!(trilinear([10.0, 4.0, 20.0], [0.0; 3], [5.0, 2.0, 10.0], shape).len(), 1);
+    }
+
+    const SHAPE: [usize; 3] = [40, 40, 40];
+
+    fn sinc4(p: [f64; 3], free_surface: bool) -> Vec<Tap> {
+        Positioning::Sinc { half_width: 4 }.taps(p, [0.0; 3], [10.0; 3], SHAPE, free_surface)
+    }
+
+    #[test]
+    fn sinc_on_a_grid_point_is_one_tap_of_weight_one() {
+        assert_eq!(sinc4([200.0, 130.0, 70.0], false), vec![Tap { point: [20, 13, 7], weight: 1.0 }]);
+        // On a node along x and z only: the 8 y weights alone.
+        let taps = sinc4([200.0, 133.0, 70.0], false);
+        assert_eq!(taps.len(), 8);
+        assert!(taps.iter().all(|t| t.point[0] == 20 && t.point[2] == 7));
+    }
+
+    #[test]
+    fn sinc_taps_are_distinct_x_fastest_and_interpolate_band_limited_fields() {
+        let p = [203.7, 131.2, 75.5];
+        let taps = sinc4(p, false);
+        assert_eq!(taps.len(), 512);
+        let order = |t: &Tap| (t.point[2], t.point[1], t.point[0]);
+        assert!(taps.windows(2).all(|w| order(&w[0]) < order(&w[1])), "sorted, x fastest, distinct");
+        // A plane wave at 8 points per wavelength, oblique: Hicks' kmax = pi/2 weights reproduce
+        // it to about 1e-3 (trilinear: cos(k h / 2) per axis, a few per cent).
+        let k = [0.6, 0.4, 0.5].map(|c: f64| c * 2.0 * std::f64::consts::PI / 80.0 / (0.77f64).sqrt());
+        let field = |x: [f64; 3]| (k[0] * x[0] + k[1] * x[1] + k[2] * x[2] + 0.3).cos();
+        let at = |taps: &[Tap]| taps.iter().map(|t| t.weight * field(t.point.map(|i| i as f64 * 10.0))).sum::<f64>();
+        let exact = field(p);
+        let err = (at(&taps) - exact).abs();
+        let tri = (at(&trilinear(p, [0.0; 3], [10.0; 3], SHAPE)) - exact).abs();
+        assert!(err < 1e-3 && err < tri / 10.0, "sinc error {err:e}, trilinear {tri:e}");
+        let sum: f64 = taps.iter().map(|t| t.weight).sum();
+        assert!((sum - 1.0).abs() < 2e-3, "weights sum to {sum}");
+    }
+
+    #[test]
+    fn sinc_near_the_free_surface_mirrors_with_opposite_sign() {
+        // 1.3 points below the surface: 4 of the 8 z weights fall at or above z = 0.
+        let p = [203.7, 131.2, 13.0];
+        let taps = sinc4(p, true);
+        assert!(taps.iter().all(|t| t.point[2] >= 1), "nothing on or above the surface");
+        let zs: std::collections::BTreeSet<usize> = taps.iter().map(|t| t.point[2]).collect();
+        assert_eq!(zs.into_iter().collect::<Vec<_>>(), vec![1, 2, 3, 4, 5]);
+        // A field odd about z = 0, as the free surface makes it, is interpolated as in open space.
+        let k = 2.0 * std::f64::consts::PI / 80.0;
+        let field = |x: [f64; 3]| (k * x[2]).sin() * (0.5 * k * x[0]).cos();
+        let v: f64 = taps.iter().map(|t| t.weight * field(t.point.map(|i| i as f64 * 10.0))).sum();
+        assert!((v - field(p)).abs() < 1e-3, "{v} vs {}", field(p));
+        // On the surface itself the pressure is zero: no taps.
+        assert!(sinc4([203.7, 131.2, 0.0], true).is_empty());
+    }
+
+    #[test]
+    fn sinc_is_truncated_at_other_faces_and_reports_it() {
+        let s = Positioning::Sinc { half_width: 4 };
+        let p = [15.0, 200.0, 200.0];
+        let taps = s.taps(p, [0.0; 3], [10.0; 3], SHAPE, false);
+        assert_eq!(taps.len(), 6, "x nodes -2..=5, the two below 0 dropped");
+        assert!(s.truncated(p, [0.0; 3], [10.0; 3], SHAPE, false));
+        assert!(!s.truncated([200.5, 200.0, 13.0], [0.0; 3], [10.0; 3], SHAPE, true));
+        assert!(s.truncated([200.5, 200.0, 13.0], [0.0; 3], [10.0; 3], SHAPE, false));
+    }
+
+    #[test]
+    fn sinc_half_width_is_checked_and_only_for_sinc() {
+        let e = Positioning::from_config(Injection::Sinc, Some(11), "source", "injection").unwrap_err();
+        assert!(e.to_string().contains("source.sinc_half_width must be in 1..=10"), "{e}");
+        let e = Positioning::from_config(Injection::Trilinear, Some(4), "receivers[1]", "interpolation").unwrap_err();
+        assert!(e.to_string().contains("receivers[1].sinc_half_width applies only to interpolation"), "{e}");
+        assert_eq!(
+            Positioning::from_config(Injection::Sinc, None, "source", "injection").unwrap(),
+            Positioning::Sinc { half_width: 4 }
+        );
+    }
+
+    #[test]
+    fn bessel_i0_matches_tabulated_values() {
+        // Abramowitz and Stegun, Table 9.8: I0(1) = 1.266065878, I0(5) = 27.23987182.
+        assert!((bessel_i0(1.0) - 1.266065878).abs() < 1e-9);
+        assert!((bessel_i0(5.0) - 27.23987182).abs() < 1e-7);
+        assert_eq!(bessel_i0(0.0), 1.0);
     }
 }

@@ -44,6 +44,54 @@ impl std::error::Error for Interrupted {}
 /// Shortest wall-clock time between two progress reports.
 pub const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
 
+/// Shortest wall-clock time between two blow-up checks ([`Backend::field_is_finite`]), made at a
+/// progress report and after the last step. Not every report: on the CPU a check reads the field
+/// once (a few percent of a step), and a GPU check waits for the queued steps.
+pub const FINITE_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The error of a run whose wavefield became NaN or infinite.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BlowUp {
+    /// Steps done at the last check that found the field finite (0: the start).
+    pub last_finite: usize,
+    /// Steps done at the check that found it non-finite.
+    pub found: usize,
+    pub dt: f64,
+    /// dt over the CFL limit.
+    pub cfl_fraction: f64,
+}
+
+impl std::fmt::Display for BlowUp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the wavefield became non-finite (NaN or infinite) between step {} and step {} (t = {:.4e} to {:.4e} s); \
+             no output file written: ",
+            self.last_finite,
+            self.found,
+            self.last_finite as f64 * self.dt,
+            self.found as f64 * self.dt
+        )?;
+        if self.cfl_fraction > 1.0 {
+            write!(
+                f,
+                "dt = {:.4e} s is {:.0}% of the stability (CFL) limit, which makes the scheme blow up; lower time.dt",
+                self.dt,
+                100.0 * self.cfl_fraction
+            )
+        } else {
+            write!(
+                f,
+                "dt is {:.0}% of the stability (CFL) limit, so the likely cause is a source or model value so large \
+                 that the pressure overflows single precision (check source.amplitude and the velocities)",
+                100.0 * self.cfl_fraction
+            )
+        }
+    }
+}
+
+impl std::error::Error for BlowUp {}
+
 pub use crate::grid::Section;
 
 /// One snapshot dataset: its name under `/snapshots`, the section it keeps and, for planes, the
@@ -174,31 +222,41 @@ pub struct RunRecord {
 #[derive(Clone, Debug, PartialEq)]
 pub struct StepStats {
     pub seconds: Vec<f64>,
-    /// Theoretical bytes of a step ([`Problem::step_bytes`]) over its seconds, GB/s (1e9).
+    /// Theoretical bytes of a step ([`Problem::step_bytes`]) over its seconds, GB/s (1e9): the
+    /// seeds' effective bandwidth, which counts the interior only.
     pub effective_gbps: Vec<f64>,
+    /// The full step's bytes ([`Problem::full_step_bytes`]: the interior plus the CPML memory
+    /// variables) over its seconds, GB/s.
+    pub full_step_gbps: Vec<f64>,
     /// Interior points over seconds, 1e9 points per second.
     pub gpts_per_s: Vec<f64>,
     /// Over the run: total bytes (points) over total seconds.
     pub mean_gbps: f64,
     pub median_gbps: f64,
+    pub mean_full_step_gbps: f64,
+    pub median_full_step_gbps: f64,
     pub mean_gpts: f64,
     pub median_gpts: f64,
 }
 
 impl StepStats {
-    pub fn new(seconds: &[f64], step_bytes: u64, points: usize) -> StepStats {
+    pub fn new(seconds: &[f64], step_bytes: u64, full_step_bytes: u64, points: usize) -> StepStats {
         let rate = |amount: f64| -> Vec<f64> { seconds.iter().map(|&s| amount / s.max(1e-12) / 1e9).collect() };
         let effective_gbps = rate(step_bytes as f64);
+        let full_step_gbps = rate(full_step_bytes as f64);
         let gpts_per_s = rate(points as f64);
         let total: f64 = seconds.iter().sum::<f64>().max(1e-12);
         let n = seconds.len() as f64;
         StepStats {
             mean_gbps: n * step_bytes as f64 / total / 1e9,
             median_gbps: median(&effective_gbps),
+            mean_full_step_gbps: n * full_step_bytes as f64 / total / 1e9,
+            median_full_step_gbps: median(&full_step_gbps),
             mean_gpts: n * points as f64 / total / 1e9,
             median_gpts: median(&gpts_per_s),
             seconds: seconds.to_vec(),
             effective_gbps,
+            full_step_gbps,
             gpts_per_s,
         }
     }
@@ -227,6 +285,15 @@ pub fn run(
     let steps = problem.steps;
     let start = Instant::now();
     let mut last_report = start;
+    let mut last_check = (start, 0usize);
+    let check = |backend: &mut dyn Backend, done: usize, last: &mut (Instant, usize)| -> Result<()> {
+        if !backend.field_is_finite().with_context(|| format!("blow-up check after step {done}"))? {
+            let cfl_fraction = problem.dt / problem.dt_limit();
+            return Err(BlowUp { last_finite: last.1, found: done, dt: problem.dt, cfl_fraction }.into());
+        }
+        *last = (Instant::now(), done);
+        Ok(())
+    };
     let mut next_snapshot = plan.snapshot_steps.iter().copied().enumerate().peekable();
     let sections: Vec<Section> = plan.snapshots.iter().map(|s| s.section).collect();
     for n in 0..steps {
@@ -247,8 +314,12 @@ pub fn run(
         if now.duration_since(last_report) >= PROGRESS_INTERVAL {
             progress(done);
             last_report = now;
+            if now.duration_since(last_check.0) >= FINITE_CHECK_INTERVAL {
+                check(backend, done, &mut last_check)?;
+            }
         }
     }
+    check(backend, steps, &mut last_check)?;
     // Reading the step times waits for the device: the loop is over.
     let step_seconds = backend.step_seconds()?;
     let wall_seconds = start.elapsed().as_secs_f64();
@@ -367,6 +438,104 @@ fn check_host_memory(layout: Layout, bytes_per_point: f64, what: &str) -> Result
 
 const GIB: f64 = (1u64 << 30) as f64;
 
+/// Host bytes per receiver besides its trace: position, taps (up to 8 of 32 bytes) and headers.
+const RECEIVER_BYTES: f64 = 24.0 + 8.0 * 32.0 + 48.0;
+
+/// The host memory a run needs on top of the velocity (see [`base_host_bytes`]), by item:
+/// receiver traces (receivers x steps f32, held three times: on the backend, in the record and in
+/// the writer's copy), the receivers themselves, the source samples (f64 per step) and the
+/// per-step statistics (step number, seconds and two rates: 4 x 8 bytes per step, twice).
+pub fn run_host_items(steps: usize, receivers: usize) -> Vec<(String, f64)> {
+    let (s, r) = (steps as f64, receivers as f64);
+    vec![
+        (format!("traces of {receivers} receivers x {steps} steps"), 3.0 * 4.0 * r * s),
+        (format!("{receivers} receivers"), RECEIVER_BYTES * r),
+        (format!("source samples and statistics of {steps} steps"), 8.0 * s + 2.0 * 32.0 * s),
+    ]
+}
+
+/// The budget check of a run, before any per-step or per-receiver array is allocated: the
+/// velocity, snapshot buffers (see [`base_host_bytes`]) and [`run_host_items`] against the host's
+/// available memory. The error lists every item with its size.
+pub fn check_run_host_bytes(cfg: &Config, steps: usize, receivers: usize) -> Result<()> {
+    let buffers = if cfg.output.snapshot_every > 0 { 2 } else { 0 };
+    let mut items = vec![("the velocity model and snapshot buffers".to_string(), base_host_bytes(cfg, buffers))];
+    items.extend(run_host_items(steps, receivers));
+    let need: f64 = items.iter().map(|(_, b)| b).sum();
+    // 2^64 bytes is more than any machine, whether or not its available memory is known.
+    let available = available_host_memory().map(|a| a as f64).unwrap_or(u64::MAX as f64);
+    if need > available {
+        let list: Vec<String> = items.iter().map(|(what, b)| format!("{what}: {:.3} GiB", b / GIB)).collect();
+        bail!(
+            "this run needs about {:.3} GiB of host memory ({}), but only {:.1} GiB is available: reduce the \
+             steps (time.duration or time.steps), the receivers or grid.shape",
+            need / GIB,
+            list.join("; "),
+            available / GIB
+        );
+    }
+    Ok(())
+}
+
+/// Bytes the result file will hold: the velocity, snapshots, traces and positions, statistics,
+/// plus the input text and headers.
+pub fn output_file_bytes(problem: &Problem, plan: &OutputPlan, input_len: usize) -> f64 {
+    let points = problem.layout.points() as f64;
+    let snapshots = plan.snapshot_steps.len() as f64 * plan.snapshot_len(problem.shape()) as f64 * 4.0
+        + plan.snapshot_steps.len() as f64 * 16.0;
+    let receivers = problem.receivers.len() as f64;
+    let traces = receivers * problem.steps as f64 * 4.0 + receivers * 24.0;
+    let stats = problem.steps as f64 * 32.0;
+    4.0 * points + snapshots + traces + stats + input_len as f64 + 64.0 * 1024.0
+}
+
+/// Free bytes for an unprivileged user on the file system holding `dir` (statvfs); None where
+/// it cannot be told.
+pub fn free_disk_bytes(dir: &std::path::Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `c` is a valid NUL-terminated path and `st` points to writable memory for one statvfs.
+    let rc = unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: statvfs returned 0, so it filled `st`.
+    let st = unsafe { st.assume_init() };
+    // The field types differ between platforms (u32 on some 32-bit ones).
+    #[allow(clippy::unnecessary_cast)]
+    Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+}
+
+/// Result files above this size are said in a warning, bytes.
+pub const LARGE_OUTPUT: f64 = 10.0 * GIB;
+
+/// Errors when the result file (of [`output_file_bytes`]) cannot fit in the free space of the
+/// file system holding `path`, with both figures; returns a warning line when it is large (above
+/// [`LARGE_OUTPUT`] or half the free space).
+pub fn check_output_space(path: &std::path::Path, key: &str, file_bytes: f64) -> Result<Option<String>> {
+    let dir = crate::output::safe::parent_dir(path);
+    let Some(free) = free_disk_bytes(&dir) else { return Ok(None) };
+    let free = free as f64;
+    ensure!(
+        file_bytes <= free,
+        "{key} = {}: the result file needs about {:.3} GiB, but the file system holding {} has only {:.3} GiB \
+         free: reduce the snapshots (output.snapshot_every, output.snapshot), the receivers or the steps",
+        path.display(),
+        file_bytes / GIB,
+        dir.display(),
+        free / GIB
+    );
+    Ok((file_bytes > LARGE_OUTPUT || file_bytes > 0.5 * free).then(|| {
+        format!(
+            "the result file {} will be about {:.2} GiB ({:.2} GiB free there)",
+            path.display(),
+            file_bytes / GIB,
+            free / GIB
+        )
+    }))
+}
+
 /// MemAvailable from /proc/meminfo (None where there is no such file).
 pub fn available_host_memory() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
@@ -456,6 +625,9 @@ mod tests {
         done: usize,
         receivers: usize,
         timing_reads: usize,
+        finite_checks: usize,
+        /// The field reads non-finite from this many steps on.
+        blow_up_at: usize,
     }
 
     impl Backend for Counter {
@@ -476,6 +648,10 @@ mod tests {
         }
         fn traces(&mut self, steps: usize) -> Result<Vec<f32>> {
             Ok(vec![0.0; steps * self.receivers])
+        }
+        fn field_is_finite(&mut self) -> Result<bool> {
+            self.finite_checks += 1;
+            Ok(self.done < self.blow_up_at)
         }
         fn step_seconds(&mut self) -> Result<Vec<f64>> {
             self.timing_reads += 1;
@@ -503,7 +679,7 @@ mod tests {
                     vp = 1500.0\n[time]\nsteps = 25\n[source]\nposition = [20.0, 20.0, 20.0]\nfrequency = 10.0\n\
                     [[receivers]]\nposition = [30.0, 30.0, 30.0]\n[boundary]\nkind = \"none\"";
         let problem = Problem::build(&Config::from_toml(text).unwrap(), vec![1500.0; 480]).unwrap();
-        let mut backend = Counter { done: 0, receivers: 1, timing_reads: 0 };
+        let mut backend = Counter { done: 0, receivers: 1, timing_reads: 0, finite_checks: 0, blow_up_at: usize::MAX };
         let mut sink = Collect::default();
         let mut reports = Vec::new();
         let record = run(&problem, &mut backend, &plan, &mut sink, &mut |d| reports.push(d)).unwrap();
@@ -512,14 +688,38 @@ mod tests {
         assert_eq!(record.step_seconds.len(), 25);
         assert_eq!(record.traces.len(), 25);
         assert_eq!(reports.last(), Some(&25));
+        // A fast run is checked once, after its last step.
+        assert_eq!(backend.finite_checks, 1);
+    }
+
+    #[test]
+    fn a_non_finite_field_stops_the_run_with_the_steps_and_the_likely_cause() {
+        let plan = OutputPlan::none();
+        let text = "[grid]\nshape = [10, 8, 6]\nspacing = [10.0, 10.0, 10.0]\n[model]\nkind = \"constant\"\n\
+                    vp = 1500.0\n[time]\nsteps = 25\n[source]\nposition = [20.0, 20.0, 20.0]\nfrequency = 10.0\n\
+                    [boundary]\nkind = \"none\"";
+        let mut problem = Problem::build(&Config::from_toml(text).unwrap(), vec![1500.0; 480]).unwrap();
+        let mut backend = Counter { done: 0, receivers: 0, timing_reads: 0, finite_checks: 0, blow_up_at: 20 };
+        let e = run(&problem, &mut backend, &plan, &mut Collect::default(), &mut |_| {}).unwrap_err();
+        let b = e.downcast_ref::<BlowUp>().expect("a BlowUp error");
+        assert_eq!((b.last_finite, b.found), (0, 25));
+        let msg = e.to_string();
+        assert!(msg.contains("between step 0 and step 25") && msg.contains("overflows single precision"), "{msg}");
+        assert_eq!(backend.timing_reads, 0, "no timings read from a blown-up run");
+        problem.dt = 2.0 * problem.dt_limit();
+        let mut backend = Counter { done: 0, receivers: 0, timing_reads: 0, finite_checks: 0, blow_up_at: 3 };
+        let msg = run(&problem, &mut backend, &plan, &mut Collect::default(), &mut |_| {}).unwrap_err().to_string();
+        assert!(msg.contains("200% of the stability (CFL) limit") && msg.contains("lower time.dt"), "{msg}");
     }
 
     #[test]
     fn stats_and_median() {
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
-        let s = StepStats::new(&[1.0, 0.5], 2_000_000_000, 1_000_000_000);
+        let s = StepStats::new(&[1.0, 0.5], 2_000_000_000, 3_000_000_000, 1_000_000_000);
         assert_eq!(s.effective_gbps, vec![2.0, 4.0]);
+        assert_eq!(s.full_step_gbps, vec![3.0, 6.0]);
+        assert!((s.mean_full_step_gbps - 6.0 / 1.5).abs() < 1e-12);
         assert_eq!(s.gpts_per_s, vec![1.0, 2.0]);
         assert!((s.mean_gbps - 4.0 / 1.5).abs() < 1e-12);
         assert_eq!(s.median_gpts, 1.5);

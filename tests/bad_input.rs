@@ -348,3 +348,63 @@ fn input_file_errors_name_the_file() {
     let e = format!("{:#}", Config::from_file(&dir.join("absent.toml")).unwrap_err());
     assert_names(&e, &["absent.toml", "cannot read input file"]);
 }
+
+#[test]
+fn a_blow_up_stops_the_run_and_leaves_no_result_file() {
+    use seismic_run::backend::cpu::CpuSolver;
+    use seismic_run::backend::{Backend, DeviceInfo};
+    use seismic_run::output::hdf5::{Hdf5Writer, RunMetadata};
+    use seismic_run::solver::{self, BlowUp, OutputPlan};
+    let dir = scratch("blow-up");
+    let text = input(CONSTANT, "snapshot_every = 5").replace("steps = 10", "steps = 60");
+    let cfg = Config::from_toml(&text).unwrap();
+    let m = model::sample_with_data_dirs(&cfg, &dir, &[]).unwrap();
+    let mut problem = Problem::build(&cfg, m.vp).unwrap();
+    // Inputs cannot ask for dt above the CFL limit (Problem::build refuses it), so the test sets it
+    // afterwards: three times the limit grows without bound within a few dozen steps.
+    problem.dt = 3.0 * problem.dt_limit();
+    let plan = OutputPlan::from_config(&cfg, &problem).unwrap();
+    let mut backend = CpuSolver::<f32>::new(&problem).unwrap();
+    let out = dir.join("out.h5");
+    let meta = RunMetadata {
+        input_toml: text.clone(),
+        version: "test".into(),
+        device: DeviceInfo { backend: "cpu", name: "test".into(), kernel: "rayon".into() },
+        compression: 0,
+    };
+    let e = std::thread::scope(|scope| {
+        let mut writer = Hdf5Writer::start(scope, &out, &problem, &plan, meta, 2).unwrap();
+        solver::run(&problem, &mut backend, &plan, &mut writer, &mut |_| {}).unwrap_err()
+    });
+    let b = e.downcast_ref::<BlowUp>().expect("a blow-up error");
+    assert_eq!(b.found, 60, "a short run is checked after its last step");
+    let msg = format!("{e:#}");
+    assert_names(&msg, &["non-finite", "between step 0 and step 60", "300% of the stability (CFL) limit"]);
+    assert!(!backend.field_is_finite().unwrap());
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(left.is_empty(), "no result or temporary file: {left:?}");
+}
+
+#[test]
+fn wrong_array_lengths_and_non_finite_values_are_named() {
+    let e = error(&input(CONSTANT, "").replace("shape = [24, 20, 16]", "shape = [24, 20, 16, 24]"));
+    assert_names(&e, &["line 2", "invalid length 4", "exactly 3 values"]);
+    let e = error(&input(CONSTANT, "").replace("position = [120.0, 100.0, 40.0]", "position = [120.0, 100.0]"));
+    assert_names(&e, &["position", "invalid length 2"]);
+    let e = error(&input(CONSTANT, "").replace("frequency = 15.0", "frequency = 15.0\namplitude = -inf"));
+    assert_names(&e, &["source.amplitude = -inf", "finite"]);
+    let e = error(&input(CONSTANT, "").replace("steps = 10", "duration = nan"));
+    assert_names(&e, &["time.duration = NaN"]);
+    let e = error(&input(CONSTANT, "").replace("spacing = [10.0, 10.0, 10.0]", "spacing = [10.0, 1e300, 10.0]"));
+    assert_names(&e, &["grid.spacing[1] = 1e300", "1e8"]);
+    let e = error(&input(CONSTANT, "").replace("count = 11", "count = 100000000000"));
+    assert_names(&e, &["100000000000 receivers", "GiB of host memory", "traces of"]);
+}
+
+#[test]
+fn km_per_s_overflow_names_the_file() {
+    let dir = scratch("km-overflow");
+    write_model(&dir, "v.bin", &vec![1e37f32; 24 * 20 * 16]);
+    let e = error_in(&dir, &input(&file_model("v.bin", "units = \"km/s\""), ""));
+    assert_names(&e, &["v.bin", "km/s x 1000", "model.units"]);
+}

@@ -1,6 +1,7 @@
 //! The `seismic-run` binary end to end: bad inputs fail with a message naming the key or file, a
-//! non-zero exit and no output file; a tiny run writes a complete result file; Ctrl-C stops a run
-//! with exit code 130 and removes its partial file.
+//! non-zero exit and no output file; a tiny run writes a complete result file; SIGINT, SIGTERM and
+//! SIGHUP stop a run with exit code 128 + the signal and remove its temporary file; special files
+//! and links at the output path are refused and left as they were.
 
 use rust_hdf5::H5File;
 use std::path::{Path, PathBuf};
@@ -216,9 +217,18 @@ fn steps_override_and_quiet() {
     assert_eq!(f.dataset("stats/seconds").unwrap().shape(), vec![3]);
 }
 
-#[test]
-fn ctrl_c_stops_between_steps_and_leaves_no_output() {
-    let dir = scratch("interrupt");
+/// Whether `dir` holds the run's temporary result file (`.out.h5.<random>.partial`).
+fn has_temporary(dir: &Path) -> bool {
+    std::fs::read_dir(dir).unwrap().any(|e| {
+        let n = e.unwrap().file_name().to_string_lossy().into_owned();
+        n.starts_with(".out.h5.") && n.ends_with(".partial")
+    })
+}
+
+/// Starts a long run, sends `signal` once it is stepping, and checks the exit status, the message
+/// and that no file, temporary or not, is left.
+fn signal_stops_the_run(signal: &str, status: i32) {
+    let dir = scratch(&format!("signal-{signal}"));
     let input = tiny_input("steps = 200000", CONSTANT).replace("snapshot_every = 5", "snapshot_every = 0");
     let path = dir.join("input.toml");
     std::fs::write(&path, input).unwrap();
@@ -230,21 +240,186 @@ fn ctrl_c_stops_between_steps_and_leaves_no_output() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("the binary runs");
-    // The partial file exists once the writer has started, i.e. the loop is running.
+    // The temporary file exists once the writer has started, i.e. the loop is running.
     let started = std::time::Instant::now();
-    while !dir.join("out.h5.partial").exists() {
+    while !has_temporary(&dir) {
         assert!(started.elapsed().as_secs() < 60, "the run never started");
         assert!(child.try_wait().unwrap().is_none(), "the run ended before it could be interrupted");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let kill = Command::new("kill").args(["-INT", &child.id().to_string()]).status().expect("kill runs");
+    let kill = Command::new("kill").args([&format!("-{signal}"), &child.id().to_string()]).status().expect("kill runs");
     assert!(kill.success());
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(130), "stderr:\n{stderr}");
+    assert_eq!(out.status.code(), Some(status), "stderr:\n{stderr}");
     assert!(stderr.contains("interrupted after") && stderr.contains("of 200000 steps"), "{stderr}");
-    assert_eq!(outputs(&dir), Vec::<String>::new(), "an interrupted run leaves no file, partial or not");
+    assert!(stderr.contains(&format!("(SIG{signal})")), "{stderr}");
+    assert_eq!(outputs(&dir), Vec::<String>::new(), "an interrupted run leaves no file, temporary or not");
+}
+
+#[test]
+fn ctrl_c_stops_between_steps_and_leaves_no_output() {
+    signal_stops_the_run("INT", 130);
+}
+
+#[test]
+fn sigterm_and_sighup_stop_like_ctrl_c_with_128_plus_the_signal() {
+    signal_stops_the_run("TERM", 143);
+    signal_stops_the_run("HUP", 129);
+}
+
+/// Runs with a deadline (a FIFO opened for writing would block for ever); kills the run and fails
+/// the test when it is passed.
+fn run_with_deadline(dir: &Path, input: &str, args: &[&str], seconds: u64) -> Output {
+    let path = dir.join("input.toml");
+    std::fs::write(&path, input).unwrap();
+    let mut child = seismic_run()
+        .current_dir(dir)
+        .args(args)
+        .arg(&path)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed().as_secs() >= seconds {
+            child.kill().unwrap();
+            panic!("the run did not end within {seconds} s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn file_type(p: &Path) -> std::fs::FileType {
+    std::fs::symlink_metadata(p).unwrap().file_type()
+}
+
+#[test]
+fn dev_null_as_output_is_refused_and_left_a_device() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = scratch("dev-null");
+    let out = run(&dir, &tiny_input("steps = 4", CONSTANT), &["--backend", "cpu", "-o", "/dev/null"]);
+    assert_fails_naming(&out, &dir, &["--output = /dev/null is a character device", "not a regular file"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(file_type(Path::new("/dev/null")).is_char_device());
+}
+
+#[test]
+fn device_node_fifo_and_socket_outputs_are_refused_without_hanging() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = scratch("special");
+    let fifo = dir.join("fifo.h5");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
+    let _socket = std::os::unix::net::UnixListener::bind(dir.join("socket.h5")).unwrap();
+    let mut cases = vec![("fifo.h5", "a FIFO"), ("socket.h5", "a socket")];
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let node = Command::new("mknod").arg(dir.join("node.h5")).args(["c", "1", "3"]).status().unwrap();
+        assert!(node.success(), "mknod as root");
+        cases.push(("node.h5", "a character device"));
+    } else {
+        println!("SKIPPED the device-node case: creating a device node needs root (mknod)");
+    }
+    let before = outputs(&dir);
+    for (name, kind) in cases {
+        let out = run_with_deadline(&dir, &tiny_input("steps = 4", CONSTANT), &["--backend", "cpu", "-o", name], 60);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
+        assert!(stderr.contains(&format!("--output = {name} is {kind}")), "{stderr}");
+        assert!(stderr.contains("not a regular file: refusing to replace it"), "{stderr}");
+        assert_eq!(outputs(&dir), before, "{name}: nothing created or replaced");
+    }
+    assert!(file_type(&fifo).is_fifo());
+    assert!(file_type(&dir.join("socket.h5")).is_socket());
+    if dir.join("node.h5").exists() {
+        assert!(file_type(&dir.join("node.h5")).is_char_device());
+    }
+}
+
+#[test]
+fn a_link_at_the_old_temporary_name_is_not_followed() {
+    let dir = scratch("link");
+    std::fs::write(dir.join("victim"), b"precious").unwrap();
+    std::os::unix::fs::symlink(dir.join("victim"), dir.join("out.h5.partial")).unwrap();
+    let out = run(&dir, &tiny_input("steps = 6", CONSTANT), &["--backend", "cpu", "-q", "-o", "out.h5"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(file_type(&dir.join("out.h5.partial")).is_symlink(), "the planted link is left alone");
+    assert_eq!(std::fs::read(dir.join("victim")).unwrap(), b"precious", "its target is unchanged");
+    H5File::open(dir.join("out.h5")).expect("the result is a whole HDF5 file");
+    assert_eq!(outputs(&dir), ["out.h5", "out.h5.partial", "out.xdmf", "victim"], "no temporary file left");
+    // A link at the output path itself is refused, its target untouched.
+    std::os::unix::fs::symlink(dir.join("victim"), dir.join("linked.h5")).unwrap();
+    let out = run(&dir, &tiny_input("steps = 6", CONSTANT), &["--backend", "cpu", "-q", "-o", "linked.h5"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("linked.h5 is a symbolic link"));
+    assert_eq!(std::fs::read(dir.join("victim")).unwrap(), b"precious");
+}
+
+#[test]
+fn non_finite_absurd_and_huge_values_are_refused() {
+    let base = tiny_input("steps = 6", CONSTANT);
+    let cases: Vec<(String, Vec<&str>, Vec<&str>)> = vec![
+        (base.replace("frequency = 20.0", "frequency = 20.0\namplitude = nan"), vec![], vec!["source.amplitude = NaN"]),
+        (
+            base.replace("frequency = 20.0", "frequency = 20.0\namplitude = 1e42"),
+            vec![],
+            vec!["source.amplitude = 1e42"],
+        ),
+        (base.replace("frequency = 20.0", "frequency = inf"), vec![], vec!["source.frequency = inf"]),
+        (base.replace("frequency = 20.0", "frequency = 20.0\ndelay = -1e300"), vec![], vec!["source.delay = -1e300"]),
+        (
+            base.replace("spacing = [10.0, 10.0, 10.0]", "spacing = [1e300, 10.0, 10.0]"),
+            vec![],
+            vec!["grid.spacing[0] = 1e300"],
+        ),
+        (base.replace("steps = 6", "duration = inf"), vec![], vec!["time.duration = inf"]),
+        (base.replace("steps = 6", "duration = 1e30"), vec![], vec!["time.duration = 1e30"]),
+        (
+            base.clone(),
+            vec!["--steps", "18446744073709551615"],
+            vec!["18446744073709551615", "more than the 1e8 steps"],
+        ),
+        (base.replace("vp = 2000.0", "vp = 1e300"), vec![], vec!["model.vp = 1e300"]),
+        (
+            base.replace("count = 5", "count = 100000000000"),
+            vec![],
+            vec!["100000000000 receivers", "GiB of host memory"],
+        ),
+        (
+            base.replace(
+                "line = { start = [40.0, 100.0, 110.0], end = [200.0, 100.0, 110.0], count = 5 }",
+                "grid = { origin = [40.0, 100.0, 110.0], step_a = [1.0, 0, 0], count_a = 4294967296, \
+                 step_b = [0, 1.0, 0], count_b = 4294967296 }",
+            ),
+            vec![],
+            vec!["receivers[0]", "overflow"],
+        ),
+        (base.replace("shape = [24, 20, 22]", "shape = [24, 20, 22, 24]"), vec![], vec!["line 3", "exactly 3 values"]),
+        (
+            base.replace("position = [120.0, 100.0, 110.0]", "position = [120.0, 100.0, 110.0, 1.0, 2.0]"),
+            vec![],
+            vec!["position", "invalid length 5, expected an array of exactly 3 values"],
+        ),
+    ];
+    for (i, (input, extra, needles)) in cases.iter().enumerate() {
+        let dir = scratch(&format!("values-{i}"));
+        let mut args = vec!["--backend", "cpu", "-q"];
+        args.extend(extra);
+        let out = run_with_deadline(&dir, input, &args, 60);
+        assert_eq!(out.status.code(), Some(1), "case {i}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_fails_naming(&out, &dir, needles);
+    }
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let out = seismic_run().args(["--no-such-option", "x.toml"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "clap's usage errors exit 2, as README says");
 }
 
 #[test]

@@ -16,7 +16,7 @@ use seismic_run::backend::cpu::CpuSolver;
 use seismic_run::boundary::Boundary;
 use seismic_run::grid::Layout;
 use seismic_run::numerics::{Ricker, Stencil};
-use seismic_run::problem::{PointSource, Problem};
+use seismic_run::problem::{PointSource, Positioning, Problem};
 use std::f64::consts::PI;
 
 const SIGMA: f64 = 1.0;
@@ -65,7 +65,13 @@ fn error(radius: usize, m: usize, dt: f64, steps: usize) -> f64 {
         steps,
         vp: vec![C as f32; n * n * n],
         boundary: Boundary::none(shape),
-        source: PointSource { position: [0.0; 3], wavelet: Ricker::new(1.0, 0.0, None), taps: vec![], samples: vec![] },
+        source: PointSource {
+            position: [0.0; 3],
+            wavelet: Ricker::new(1.0, 0.0, None),
+            injection: Positioning::Nearest,
+            taps: vec![],
+            samples: vec![],
+        },
         receivers: vec![],
         warnings: vec![],
     };

@@ -9,7 +9,7 @@ use seismic_run::backend::cpu::CpuSolver;
 use seismic_run::boundary::Boundary;
 use seismic_run::grid::Layout;
 use seismic_run::numerics::{Ricker, Stencil};
-use seismic_run::problem::{PointSource, Problem};
+use seismic_run::problem::{PointSource, Positioning, Problem};
 
 /// A closed box with no source and no receivers: only the initial condition drives it.
 pub fn closed_box(shape: [usize; 3], spacing: [f64; 3], radius: usize, vp: Vec<f32>, dt: f64, steps: usize) -> Problem {
@@ -25,6 +25,7 @@ pub fn closed_box(shape: [usize; 3], spacing: [f64; 3], radius: usize, vp: Vec<f
         source: PointSource {
             position: [0.0; 3],
             wavelet: Ricker::new(1.0, 0.0, None),
+            injection: Positioning::Nearest,
             taps: Vec::new(),
             samples: Vec::new(),
         },

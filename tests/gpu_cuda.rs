@@ -235,6 +235,38 @@ fn gpu_matches_cpu_heterogeneous() {
     }
 }
 
+/// CPML layers from one point wide to wider than a fused tile's 12 rows and a z-window, on odd
+/// grids, with and without a free surface, both kernels: the GPU's one-pass CPML update (psi of the
+/// neighbours recomputed from the previous step's) against the CPU reference's two passes.
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_matches_cpu_cpml_layer_widths() {
+    let mut failures = Vec::new();
+    for (shape, width) in [([67, 45, 39], 1), ([67, 45, 39], 3), ([67, 45, 39], 17), ([140, 50, 44], 20)] {
+        for radius in [1, 4, 8] {
+            for free_surface in [false, true] {
+                let mut setup = Setup::odd(radius, "cpml", free_surface);
+                (setup.shape, setup.width, setup.steps) = (shape, width, 120);
+                setup.source = shape.map(|n| n / 2);
+                setup.receivers = vec![[0, 0, 0], shape.map(|n| n - 1), [shape[0] / 2, 1, shape[2] - 2]];
+                let problem = setup.homogeneous();
+                let cpu = cpu_reference(&problem);
+                for kernel in [KernelChoice::Fused, KernelChoice::ThreePass] {
+                    let (ef, et) = compare(&problem, kernel, &cpu);
+                    eprintln!(
+                        "gpu-vs-cpu cpml width={width} shape={shape:?} R={radius} free_surface={free_surface} \
+                         {kernel:?}: field {ef:.3e} traces {et:.3e}"
+                    );
+                    if !(ef <= TOLERANCE && et <= TOLERANCE) {
+                        failures.push(format!("width {width} R={radius} {kernel:?}: {ef:.3e} {et:.3e}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "over {TOLERANCE:e}: {failures:#?}");
+}
+
 /// Tile-edge cases: grid sizes one below, at and one above the vector and tile widths.
 #[test]
 #[ignore = "needs a GPU"]
@@ -345,4 +377,95 @@ fn dropping_the_solver_frees_its_memory() {
     eprintln!("free before {before}, during {during}, after {after}, estimate {expected}");
     assert!(before - during >= expected * 9 / 10, "the solver should hold its buffers while open");
     assert!((before - after).abs() < 64 << 20, "memory not returned: {} bytes", before - after);
+}
+
+/// The blow-up check on the GPU: finite after ordinary steps, non-finite once a NaN or an infinity
+/// is in p^n (set through set_state), and after steps at three times the CFL limit, for both kernels;
+/// the solver loop then stops with its BlowUp error.
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_blow_up_check_finds_non_finite_fields() {
+    let setup = Setup::odd(4, "cpml", false);
+    let p = setup.homogeneous();
+    let n = p.layout.points();
+    for kernel in [KernelChoice::Fused, KernelChoice::ThreePass] {
+        let mut gpu = gpu::open_cuda(&p, kernel).expect("CUDA backend");
+        for s in 0..20 {
+            gpu.step(s).unwrap();
+        }
+        assert!(gpu.field_is_finite().unwrap(), "{kernel:?}: a stable run is finite");
+        // The flag is reset between checks.
+        assert!(gpu.field_is_finite().unwrap());
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            let mut rt = GpuSolver::new(CudaRuntime::new(0).unwrap(), &p, kernel, Tuning::for_radius(4)).unwrap();
+            let mut cur = vec![0.0f32; n];
+            cur[n - 1] = bad;
+            rt.set_state(&cur, &vec![0.0f32; n]).unwrap();
+            assert!(!rt.field_is_finite().unwrap(), "{kernel:?}: {bad} in the last point is found");
+        }
+    }
+    let mut unstable = setup.homogeneous();
+    unstable.dt = 3.0 * unstable.dt_limit();
+    let mut gpu = gpu::open_cuda(&unstable, KernelChoice::Fused).expect("CUDA backend");
+    let plan = seismic_run::solver::OutputPlan::none();
+    struct NoSnapshots;
+    impl seismic_run::solver::SnapshotSink for NoSnapshots {
+        fn buffer(&mut self) -> anyhow::Result<Vec<f32>> {
+            Ok(Vec::new())
+        }
+        fn submit(&mut self, _: usize, _: usize, _: Vec<f32>) -> anyhow::Result<()> {
+            Ok(())
+        }
+    }
+    let e = seismic_run::solver::run(&unstable, gpu.as_mut(), &plan, &mut NoSnapshots, &mut |_| {}).unwrap_err();
+    assert!(e.downcast_ref::<seismic_run::solver::BlowUp>().is_some(), "{e:#}");
+    assert!(format!("{e}").contains("300% of the stability (CFL) limit"), "{e}");
+}
+
+/// Sinc positioning on the GPU: off-grid source and receivers (the source 1.3 points below the
+/// free surface, its z weights mirrored; receivers near faces, their weights truncated, and one
+/// at 0.4 point from the surface) against the CPU reference, both kernels, same tolerance; then
+/// the CPU suite's off-grid free-space case (512 taps each) within 0.3% of s(t - r/c) / (4 pi r).
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_sinc_positioning_matches_cpu_and_free_space() {
+    let g = common::Geometry {
+        shape: [67, 45, 39],
+        spacing: H,
+        model: "kind = \"constant\"\nvp = 2000.0".into(),
+        frequency: 15.0,
+        delay: 0.07,
+        dt: None,
+        cfl_safety: 0.6,
+        duration: 0.2,
+        source: [301.7, 203.4, 13.0],
+        receivers: vec![[15.5, 18.2, 47.1], [402.6, 223.1, 4.0], [655.3, 437.9, 371.2], [311.1, 207.7, 16.6]],
+        method: "sinc",
+        half_width: None,
+        boundary: "none",
+        free_surface: true,
+    };
+    let p = g.problem();
+    assert_eq!(p.source.taps.len(), 320);
+    let cpu = cpu_reference(&p);
+    for kernel in [KernelChoice::Fused, KernelChoice::ThreePass] {
+        let (ef, et) = compare(&p, kernel, &cpu);
+        eprintln!("gpu-vs-cpu sinc off the grid {kernel:?}: field {ef:.3e} traces {et:.3e}");
+        assert!(ef <= TOLERANCE && et <= TOLERANCE, "{kernel:?}: field {ef:.3e} traces {et:.3e}");
+    }
+
+    let g = common::off_grid_free_space("sinc");
+    let p = g.problem();
+    for kernel in [KernelChoice::Fused, KernelChoice::ThreePass] {
+        let mut gpu = gpu::open_cuda(&p, kernel).expect("CUDA backend");
+        for s in 0..p.steps {
+            gpu.step(s).unwrap();
+        }
+        let flat = gpu.traces(p.steps).unwrap();
+        let traces: Vec<Vec<f64>> = flat.chunks(p.steps).map(|t| t.iter().map(|&v| v as f64).collect()).collect();
+        for (r, err) in common::off_grid_free_space_errors(&g, &p, &traces) {
+            eprintln!("analytic off the grid, sinc, {kernel:?}: r = {r:6.1} m, relative L2 error {err:.3e}");
+            assert!(err <= 3e-3, "{kernel:?}: receiver at {r} m: relative L2 error {err}");
+        }
+    }
 }

@@ -114,19 +114,23 @@ def check_layout(f):
             check(v is not None and np.isclose(v, dt), f"/receivers/pressure: {name} should be dt")
         check(np.all(np.isfinite(p[...])), "/receivers/pressure: non-finite values")
 
-    for name in ("step", "seconds", "effective_gbps", "gpts_per_s"):
+    for name in ("step", "seconds", "effective_gbps", "full_step_gbps", "gpts_per_s"):
         ds = dataset(f, f"/stats/{name}", (steps,), "uint64" if name == "step" else "float64")
         if ds is not None and name != "step":
             check(np.all(np.isfinite(ds[...])) and np.all(ds[...] > 0), f"/stats/{name}: must be positive")
     if "stats" in f:
         st = f["stats"]
-        for name in ("mean_effective_gbps", "median_effective_gbps", "mean_gpts_per_s", "median_gpts_per_s",
-                     "step_bytes", "points", "wall_seconds"):
+        for name in ("mean_effective_gbps", "median_effective_gbps", "mean_full_step_gbps", "median_full_step_gbps",
+                     "mean_gpts_per_s", "median_gpts_per_s", "step_bytes", "full_step_bytes", "points", "wall_seconds"):
             attr(st, name)
         if not failures:
             sec = st["seconds"][...]
             gbps = st["effective_gbps"][...]
             check(np.allclose(gbps, st.attrs["step_bytes"] / sec / 1e9), "/stats/effective_gbps != step_bytes / seconds")
+            full = st["full_step_gbps"][...]
+            check(np.allclose(full, st.attrs["full_step_bytes"] / sec / 1e9),
+                  "/stats/full_step_gbps != full_step_bytes / seconds")
+            check(st.attrs["full_step_bytes"] >= st.attrs["step_bytes"], "/stats: full_step_bytes < step_bytes")
             check(np.allclose(st["gpts_per_s"][...], nx * ny * nz / sec / 1e9), "/stats/gpts_per_s != points / seconds")
 
     if check("source" in f, "/source missing"):

@@ -627,6 +627,12 @@ impl<T: Real> Backend for CpuSolver<T> {
         Ok(self.traces.iter().flat_map(|t| t[..steps.min(t.len())].iter().map(|v| v.f64() as f32)).collect())
     }
 
+    /// Also false when a value is finite in f64 but beyond f32 (the output's type).
+    fn field_is_finite(&mut self) -> Result<bool> {
+        let max = f32::MAX as f64;
+        Ok(self.cur.par_iter().all(|v| v.f64().abs() <= max))
+    }
+
     fn step_seconds(&mut self) -> Result<Vec<f64>> {
         Ok(self.seconds.clone())
     }

@@ -1,7 +1,8 @@
 //! Compute backends behind one interface: the solver's time loop is written once, against
 //! [`Backend`], and each backend applies a [`Problem`](crate::problem::Problem) the same way.
 //!
-//! Every step, in this order (CPU and GPU alike):
+//! Every step computes, in this order (CPU and GPU alike; the GPU computes psi of step 2 inside the
+//! pass of step 4, from p^n, with the same arithmetic):
 //! 1. free surface: mirror p^n antisymmetrically into the halo above z = 0;
 //! 2. CPML: psi_i <- b_i psi_i + a_i dp^n/dx_i in each axis's layers;
 //! 3. interior: p^{n+1} = g (2 p^n - g p^{n-1} + c^2 dt^2 L p^n), written over p^{n-1}
@@ -45,6 +46,11 @@ pub trait Backend {
 
     /// Receiver traces for the first `steps` steps, (nreceivers, steps) row-major.
     fn traces(&mut self, steps: usize) -> Result<Vec<f32>>;
+
+    /// Whether every value of the current wavefield p^n is finite (the blow-up check: NaN or
+    /// infinity once, and the rest of the run is garbage). Waits for the queued steps on a GPU;
+    /// cheap enough for about once a second (one read of the field).
+    fn field_is_finite(&mut self) -> Result<bool>;
 
     /// Seconds spent in each of the steps done so far (device time on GPUs). Waits for the device.
     fn step_seconds(&mut self) -> Result<Vec<f64>>;

@@ -194,6 +194,13 @@ impl Tuning {
             "the fused kernel's ring needs {} B of shared memory (at most 227 KiB)",
             self.dynamic_shared_bytes(radius, false)
         );
+        // Without the tile ring the plane's tile is static shared memory, which compilers cap at
+        // 48 KiB (R = 7 with 32-row blocks needs 52 KiB: NVRTC refuses it).
+        let tile = if self.tile_ring == 1 { 0 } else { self.static_tile_bytes(radius) };
+        ensure!(
+            tile <= 48 << 10 && tile + self.dynamic_shared_bytes(radius, false) <= 227 << 10,
+            "the fused kernel's tile needs {tile} B of static shared memory (at most 48 KiB, and 227 KiB with the ring)"
+        );
         ensure!(self.halo_ring <= 1, "halo_ring must be 0 or 1, got {}", self.halo_ring);
         ensure!(
             (1..=4).contains(&self.rows) && (self.rows == 1 || self.stages > 0),

@@ -41,6 +41,7 @@ fn colour(op: OperatorKind) -> RGBColor {
         OperatorKind::FusedStep => RGBColor(31, 119, 180),
         OperatorKind::ThreePassStep => RGBColor(255, 127, 14),
         OperatorKind::LaplacianOnly => RGBColor(44, 160, 44),
+        OperatorKind::RealStep => RGBColor(214, 39, 40),
     }
 }
 

@@ -44,7 +44,54 @@ fn operator(op: OperatorKind) -> Operator {
         OperatorKind::FusedStep => Operator::Fused,
         OperatorKind::ThreePassStep => Operator::ThreePass,
         OperatorKind::LaplacianOnly => Operator::Laplacian,
+        OperatorKind::RealStep => Operator::Fused,
     }
+}
+
+/// The [`OperatorKind::RealStep`] problem on `shape`: 10 m spacing, 2000 m/s, CPML of
+/// [`super::REAL_STEP_CPML`] points on every face, a 10 Hz source in the middle and
+/// [`super::REAL_STEP_RECEIVERS`] receivers on a line 50 m deep, `steps` steps; built through the
+/// input file's path, as a run builds it.
+pub fn real_step_problem(shape: [usize; 3], radius: usize, steps: usize) -> Result<crate::problem::Problem> {
+    let h = 10.0;
+    let [nx, ny, nz] = shape;
+    let mid = |n: usize| (n / 2) as f64 * h;
+    let text = format!(
+        "[grid]\nshape = [{nx}, {ny}, {nz}]\nspacing = [{h:?}, {h:?}, {h:?}]\n\
+         [model]\nkind = \"constant\"\nvp = 2000.0\n[stencil]\nradius = {radius}\n[time]\nsteps = {steps}\n\
+         [source]\nposition = [{:?}, {:?}, {:?}]\nfrequency = 10.0\n\
+         [[receivers]]\nline = {{ start = [{:?}, {:?}, 50.0], end = [{:?}, {:?}, 50.0], count = {} }}\n\
+         [boundary]\nkind = \"cpml\"\nwidth = {}\n",
+        mid(nx),
+        mid(ny),
+        mid(nz),
+        0.1 * nx as f64 * h,
+        mid(ny),
+        0.9 * nx as f64 * h,
+        mid(ny),
+        super::REAL_STEP_RECEIVERS,
+        super::REAL_STEP_CPML,
+    );
+    let cfg = crate::config::Config::from_toml(&text)?;
+    crate::problem::Problem::build(&cfg, vec![2000.0; nx * ny * nz])
+}
+
+/// Median device seconds of the real step (3 untimed steps, then `reps`) with `tuning`.
+fn time_real_step<Rt: GpuRuntime>(
+    open: &mut impl FnMut() -> Result<Rt>,
+    shape: [usize; 3],
+    radius: usize,
+    tuning: Tuning,
+    reps: usize,
+) -> Result<(Tuning, f64)> {
+    use crate::backend::Backend;
+    let problem = real_step_problem(shape, radius, reps + 3)?;
+    let mut s = GpuSolver::new(open()?, &problem, KernelChoice::Fused, tuning)?;
+    for n in 0..problem.steps {
+        s.step(n)?;
+    }
+    let seconds = s.step_seconds()?;
+    Ok((s.tuning(), median(seconds[3..].to_vec())))
 }
 
 /// Random values in [-1, 1) for `len` points, filled in parallel (the largest grids have 2^30).
@@ -257,8 +304,12 @@ pub fn run<Rt: GpuRuntime>(mut open: impl FnMut() -> Result<Rt>, spec: &SweepSpe
             rows.push(row);
         };
         // The steps share one solver; the Laplacian-only operator has its own launch shape.
-        let steps: Vec<OperatorKind> =
-            spec.operators.iter().copied().filter(|&o| o != OperatorKind::LaplacianOnly).collect();
+        let steps: Vec<OperatorKind> = spec
+            .operators
+            .iter()
+            .copied()
+            .filter(|&o| o != OperatorKind::LaplacianOnly && o != OperatorKind::RealStep)
+            .collect();
         if !steps.is_empty() {
             let (launch, source) = choose(Operator::Fused);
             let kernel = if want_three_pass { KernelChoice::ThreePass } else { KernelChoice::Fused };
@@ -279,6 +330,22 @@ pub fn run<Rt: GpuRuntime>(mut open: impl FnMut() -> Result<Rt>, spec: &SweepSpe
                 Err(e) => {
                     eprintln!("{label} R={radius}: {e:#}");
                     skipped.push(Skipped { shape, radius, operator: None, error: format!("{e:#}") });
+                }
+            }
+        }
+        if spec.operators.contains(&OperatorKind::RealStep) {
+            let (launch, source) = choose(Operator::Fused);
+            let t0 = Instant::now();
+            match time_real_step(&mut open, shape, radius, launch, spec.reps) {
+                Ok((t, seconds)) => time_row(OperatorKind::RealStep, t, source, seconds, t0.elapsed().as_secs_f64()),
+                Err(e) => {
+                    eprintln!("{label} R={radius} {}: {e:#}", OperatorKind::RealStep.label());
+                    skipped.push(Skipped {
+                        shape,
+                        radius,
+                        operator: Some(OperatorKind::RealStep),
+                        error: format!("{e:#}"),
+                    });
                 }
             }
         }
@@ -319,6 +386,17 @@ pub fn run<Rt: GpuRuntime>(mut open: impl FnMut() -> Result<Rt>, spec: &SweepSpe
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The real step's problem is what its bound counts: CPML of 20 points, no free surface, 1000
+    /// receivers, a source.
+    #[test]
+    fn real_step_problem_matches_its_bound() {
+        let p = real_step_problem([64, 48, 56], 4, 5).unwrap();
+        assert_eq!(p.receivers.len(), super::super::REAL_STEP_RECEIVERS);
+        assert_eq!((p.boundary.width, p.boundary.free_surface, p.steps), (super::super::REAL_STEP_CPML, false, 5));
+        assert_eq!(p.full_step_bytes(), crate::problem::full_step_bytes([64, 48, 56], 4, 20, false));
+        assert!(!p.source.taps.is_empty());
+    }
 
     #[test]
     fn random_fields_are_deterministic_bounded_and_not_constant() {

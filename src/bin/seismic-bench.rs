@@ -1,4 +1,4 @@
-//! seismic-bench: the throughput report of the GPU kernels (issue 6). Measures the copy and
+//! seismic-bench: the throughput report of the GPU kernels. Measures the copy and
 //! 3-read-1-write ceilings, times the fused step, the three-pass step and the Laplacian-only operator
 //! across grid sizes and radii, prints a markdown table and writes results.csv, results.json,
 //! report.md and PNG plots into `--out`. `--tune` runs the autotuner first and caches its winners,

@@ -125,6 +125,15 @@ impl FileSpec<'_> {
         if self.units == Units::KilometresPerSecond {
             values.iter_mut().for_each(|v| *v *= 1000.0);
         }
+        let max = crate::config::MAX_VELOCITY;
+        if let Some(flat) = values.iter().position(|v| !v.is_finite() || *v as f64 > max) {
+            bail!(
+                "model file {file}: value at flat index {flat} is {:e} m/s ({}), above {max:e} m/s: check {}.units",
+                values[flat],
+                if self.units == Units::KilometresPerSecond { "km/s x 1000" } else { "m/s" },
+                self.key
+            );
+        }
         Ok(VelocityVolume::new(values, &axes, self.shape, self.spacing))
     }
 }

@@ -1,24 +1,29 @@
-//! The HDF5 result file, the one place that talks to rust-hdf5.
+//! The HDF5 result file's writer ([`super::result`] reads it back; the two are the only modules
+//! that use rust-hdf5).
 //!
 //! A [`Hdf5Writer`] owns a thread that owns the file: the model and the layout go in while the
 //! first steps run, snapshots arrive through a bounded channel (their buffers come back for the
-//! next one), and the traces and statistics come at the end. The file is written under
-//! `<path>.partial` and renamed to `<path>` only once it is complete and closed, so an interrupted
-//! or failed run never leaves a file that looks finished. Layout (README "Output file"):
+//! next one), and the traces and statistics come at the end. The file is written to a temporary
+//! file beside `<path>` ([`super::safe::TempFile`]: unpredictable name, created exclusively) and
+//! renamed to `<path>` only once it is complete, closed and synced, so an interrupted or failed
+//! run never leaves a file that looks finished. Layout (README "Output file"):
 //!
 //! - root attributes: input (the TOML text), version, backend, device, kernel, radius, dt, steps,
 //!   shape, spacing, origin;
 //! - /model/vp (nz, ny, nx) f32 with attributes spacing, origin (x, y, z order, m), axes = "zyx";
 //! - /snapshots/pressure (nsnap, nz, ny, nx) or /snapshots/pressure_xz (nsnap, nz, nx) and
 //!   friends, /snapshots/step, /snapshots/time;
-//! - /receivers/pressure (nreceivers, nt), /receivers/position (nreceivers, 3), attributes dt, t0;
-//! - /source (attributes: position, frequency, amplitude, delay, wavelet, injection taps);
+//! - /receivers/pressure (nreceivers, nt), /receivers/position (nreceivers, 3), /receivers/taps
+//!   (nreceivers), attributes dt, t0, interpolation;
+//! - /source (attributes: position, frequency, amplitude, delay, wavelet, taps, injection and, for
+//!   sinc, sinc_half_width);
 //! - /stats/step, /stats/seconds, /stats/effective_gbps, /stats/gpts_per_s with summary attributes.
 
+use super::safe::TempFile;
 use crate::backend::DeviceInfo;
-use crate::problem::Problem;
+use crate::problem::{Positioning, Problem};
 use crate::solver::{OutputPlan, RunRecord, Section, SnapshotSink, StepStats};
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Result, anyhow, bail};
 use rust_hdf5::{H5Dataset, H5File, H5Group, VarLenUnicode};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
@@ -59,13 +64,6 @@ enum Message {
     Finish(Box<(RunRecord, StepStats)>),
 }
 
-/// The temporary name a file is written under.
-pub fn partial_path(path: &Path) -> PathBuf {
-    let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
-    name.push(".partial");
-    path.with_file_name(name)
-}
-
 /// The writer thread's handle; also the run's [`SnapshotSink`].
 pub struct Hdf5Writer<'scope> {
     messages: Option<SyncSender<Message>>,
@@ -74,7 +72,7 @@ pub struct Hdf5Writer<'scope> {
 }
 
 impl<'scope> Hdf5Writer<'scope> {
-    /// Creates `<path>.partial` (errors come back here, before the run starts) and starts the
+    /// Creates the temporary file (errors come back here, before the run starts) and starts the
     /// writer thread in `scope`. `snapshot_buffers` buffers (each holding every snapshot section)
     /// are allocated now, once.
     pub fn start<'env>(
@@ -94,26 +92,26 @@ impl<'scope> Hdf5Writer<'scope> {
         }
         let (ready_tx, ready) = sync_channel::<Result<()>>(1);
         let thread = scope.spawn(move || {
-            let tmp = partial_path(&path);
-            let file = match H5File::create(&tmp) {
+            let tmp = match TempFile::create(&path, "") {
+                Ok(t) => t,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e.context(format!("cannot write {}", path.display()))));
+                    bail!("not started");
+                }
+            };
+            // rust-hdf5 opens files by name: it gets a name that leads to the file just created.
+            let file = match H5File::create(tmp.open_path()).map_err(h5).and_then(|f| tmp.check_identity().map(|_| f)) {
                 Ok(f) => f,
                 Err(e) => {
-                    let _ = ready_tx.send(Err(anyhow!("output.path: cannot create {}: {e}", tmp.display())));
+                    let _ = ready_tx.send(Err(e.context(format!("cannot create {}", tmp.path().display()))));
                     bail!("not started");
                 }
             };
             let _ = ready_tx.send(Ok(()));
-            let result = write_file(file, problem, plan, &meta, inbox, free_tx);
-            match result {
-                Ok(()) => {
-                    std::fs::rename(&tmp, &path)
-                        .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
-                    Ok(Written { path })
-                }
-                Err(e) => {
-                    std::fs::remove_file(&tmp).ok();
-                    Err(e.context(format!("writing {}", path.display())))
-                }
+            match write_file(file, problem, plan, &meta, inbox, free_tx).and_then(|()| tmp.commit()) {
+                Ok(path) => Ok(Written { path }),
+                // Dropping the temporary file removed it.
+                Err(e) => Err(disk_full_hint(e, &path).context(format!("writing {}", path.display()))),
             }
         });
         let mut writer = Hdf5Writer { messages: Some(messages), free, thread: Some(thread) };
@@ -170,6 +168,22 @@ impl Drop for Hdf5Writer<'_> {
         // Closing the channel without a Finish tells the thread to discard the partial file; the
         // scope joins it.
         self.messages = None;
+    }
+}
+
+/// Puts "the disk is full" first when a write failed for want of space, rather than the HDF5
+/// crate's own wording.
+fn disk_full_hint(e: anyhow::Error, path: &Path) -> anyhow::Error {
+    let full = e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>().is_some_and(|io| io.raw_os_error() == Some(libc::ENOSPC))
+            || c.to_string().contains("No space left on device")
+    });
+    if full {
+        let dir = super::safe::parent_dir(path);
+        let free = crate::solver::free_disk_bytes(&dir).map(|b| format!(" ({b} bytes free)")).unwrap_or_default();
+        e.context(format!("the file system holding {} is full{free}", dir.display()))
+    } else {
+        e
     }
 }
 
@@ -243,6 +257,10 @@ fn write_file(
     source.set_attr_numeric("amplitude", &w.amplitude).map_err(h5)?;
     source.set_attr_numeric("delay", &w.delay).map_err(h5)?;
     source.set_attr_numeric("taps", &(problem.source.taps.len() as u64)).map_err(h5)?;
+    source.set_attr_string("injection", problem.source.injection.name()).map_err(h5)?;
+    if let Positioning::Sinc { half_width } = problem.source.injection {
+        source.set_attr_numeric("sinc_half_width", &(half_width as u64)).map_err(h5)?;
+    }
 
     // Snapshot datasets are laid out in full now and filled in place as snapshots arrive.
     let nsnap = plan.snapshot_steps.len();
@@ -323,6 +341,19 @@ fn write_file(
         let pos = rec.new_dataset::<f64>().shape([nrec, 3]).create("position").map_err(h5)?;
         pos.write_raw(&positions).map_err(h5)?;
         attr_string(&pos, "columns", "x, y, z (m)")?;
+        let taps: Vec<u64> = problem.receivers.iter().map(|r| r.taps.len() as u64).collect();
+        dataset_u64(&rec, "taps", &taps)?;
+        let mut methods: Vec<String> = Vec::new();
+        for r in &problem.receivers {
+            let m = match r.interpolation {
+                Positioning::Sinc { half_width } => format!("sinc (half-width {half_width})"),
+                other => other.name().to_string(),
+            };
+            if !methods.contains(&m) {
+                methods.push(m);
+            }
+        }
+        rec.set_attr_string("interpolation", &methods.join(", ")).map_err(h5)?;
         rec.set_attr_numeric("dt", &problem.dt).map_err(h5)?;
         rec.set_attr_numeric("t0", &problem.dt).map_err(h5)?;
     }
@@ -331,12 +362,16 @@ fn write_file(
     dataset_u64(&st, "step", &(0..problem.steps as u64).collect::<Vec<_>>())?;
     dataset_f64(&st, "seconds", &stats.seconds)?;
     dataset_f64(&st, "effective_gbps", &stats.effective_gbps)?;
+    dataset_f64(&st, "full_step_gbps", &stats.full_step_gbps)?;
     dataset_f64(&st, "gpts_per_s", &stats.gpts_per_s)?;
     st.set_attr_numeric("mean_effective_gbps", &stats.mean_gbps).map_err(h5)?;
     st.set_attr_numeric("median_effective_gbps", &stats.median_gbps).map_err(h5)?;
+    st.set_attr_numeric("mean_full_step_gbps", &stats.mean_full_step_gbps).map_err(h5)?;
+    st.set_attr_numeric("median_full_step_gbps", &stats.median_full_step_gbps).map_err(h5)?;
     st.set_attr_numeric("mean_gpts_per_s", &stats.mean_gpts).map_err(h5)?;
     st.set_attr_numeric("median_gpts_per_s", &stats.median_gpts).map_err(h5)?;
     st.set_attr_numeric("step_bytes", &problem.step_bytes()).map_err(h5)?;
+    st.set_attr_numeric("full_step_bytes", &problem.full_step_bytes()).map_err(h5)?;
     st.set_attr_numeric("points", &(problem.layout.points() as u64)).map_err(h5)?;
     st.set_attr_numeric("total_step_seconds", &stats.seconds.iter().sum::<f64>()).map_err(h5)?;
     st.set_attr_numeric("wall_seconds", &record.wall_seconds).map_err(h5)?;

@@ -10,8 +10,9 @@
 //! Sans, which the `dejavu` crate embeds, so no system font is needed.
 
 use crate::output::result::{ResultFile, SnapshotSeries, sibling};
-use anyhow::{Context, Result, anyhow};
-use plotters::backend::{BitMapBackend, DrawingBackend};
+use crate::output::safe;
+use anyhow::{Context, Result, anyhow, ensure};
+use plotters::backend::BitMapBackend;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
 use std::path::{Path, PathBuf};
@@ -107,6 +108,13 @@ impl Figure {
         clip: f32,
         bar: &str,
     ) -> Result<()> {
+        // plotters needs ranges of some width: a file's extreme time or grid axes are refused.
+        for (what, (lo, hi)) in [(desc.0, xs), (desc.1, ys)] {
+            ensure!(
+                lo.is_finite() && hi.is_finite() && hi > lo,
+                "the {what} axis runs from {lo} to {hi}: nothing to draw"
+            );
+        }
         register_font()?;
         let size = self.size();
         // The colour bar: a strip beside the image area, +clip at the top.
@@ -163,11 +171,18 @@ impl Figure {
         Ok(())
     }
 
+    /// Writes the picture as PNG through [`safe::TempFile`] (written through the open file,
+    /// synced, renamed over a regular file or nothing).
     fn save_png(&self, path: &Path) -> Result<()> {
-        let size = self.size();
-        let mut backend = BitMapBackend::new(path, size);
-        backend.blit_bitmap((0, 0), size, &self.rgb).map_err(|e| anyhow!("{}: {e}", path.display()))?;
-        backend.present().map_err(|e| anyhow!("{}: {e}", path.display()))?;
+        let (w, h) = self.size();
+        let mut tmp = safe::TempFile::create(path, ".png")?;
+        let mut encoder = png::Encoder::new(std::io::BufWriter::new(tmp.file()), w, h);
+        encoder.set_color(png::ColorType::Rgb);
+        encoder.set_depth(png::BitDepth::Eight);
+        let mut png = encoder.write_header().with_context(|| format!("writing {}", path.display()))?;
+        png.write_image_data(&self.rgb).with_context(|| format!("writing {}", path.display()))?;
+        png.finish().with_context(|| format!("writing {}", path.display()))?;
+        tmp.commit()?;
         Ok(())
     }
 }
@@ -255,6 +270,11 @@ fn xz_view(r: &ResultFile) -> Result<Option<(SnapshotSeries, usize, Vec<f32>)>> 
     Ok(Some((series, iy, model)))
 }
 
+/// The pictures beside the result file `h5`: the last snapshot, the animation, the shot gather.
+pub fn picture_paths(h5: &Path) -> [PathBuf; 3] {
+    ["snapshot.png", "snapshots.gif", "gather.png"].map(|ext| sibling(h5, ext))
+}
+
 /// Draws every picture the result file allows; returns the paths written. Without an xz or volume
 /// snapshot series there is no snapshot picture nor animation (a notice says so); without
 /// receivers no gather.
@@ -282,10 +302,9 @@ pub fn draw_all(r: &ResultFile) -> Result<Vec<PathBuf>> {
                 last = r.xz_frame(&series, iy, k)?;
                 clip = clip.max(clip_level(&last, SNAPSHOT_CLIP));
             }
-            let png = sibling(&r.path, "snapshot.png");
+            let [png, gif_path, _] = picture_paths(&r.path);
             snapshot_figure(&view, &last, clip_level(&last, SNAPSHOT_CLIP), r.snapshot_times[n - 1])?.save_png(&png)?;
             out.push(png);
-            let gif_path = sibling(&r.path, "snapshots.gif");
             let frames = (0..n).map(|k| {
                 let field = r.xz_frame(&series, iy, k)?;
                 snapshot_figure(&view, &field, clip, r.snapshot_times[k])
@@ -297,25 +316,22 @@ pub fn draw_all(r: &ResultFile) -> Result<Vec<PathBuf>> {
     }
     if !r.receivers.is_empty() {
         let traces = r.traces()?;
-        let png = sibling(&r.path, "gather.png");
+        let [_, _, png] = picture_paths(&r.path);
         gather_figure(&name, &traces, r.receivers.len(), r.steps, r.trace_t0, r.dt)?.save_png(&png)?;
         out.push(png);
     }
     Ok(out)
 }
 
-/// Writes the frames as a looping animated GIF (through a temporary file and a rename).
+/// Writes the frames as a looping animated GIF through [`safe::TempFile`].
 fn write_gif(path: &Path, frames: impl Iterator<Item = Result<Figure>>) -> Result<()> {
-    let tmp = crate::output::hdf5::partial_path(path);
-    let result = (|| -> Result<()> {
-        let file = std::io::BufWriter::new(
-            std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?,
-        );
+    let mut tmp = safe::TempFile::create(path, ".gif")?;
+    (|| -> Result<()> {
         let mut frames = frames;
         let first = frames.next().context("no frames to animate")??;
         let (w, h) = first.size();
         let (w, h) = (u16::try_from(w)?, u16::try_from(h)?);
-        let mut encoder = gif::Encoder::new(file, w, h, &[])?;
+        let mut encoder = gif::Encoder::new(std::io::BufWriter::new(tmp.file()), w, h, &[])?;
         encoder.set_repeat(gif::Repeat::Infinite)?;
         for fig in std::iter::once(Ok(first)).chain(frames) {
             let fig = fig?;
@@ -327,12 +343,8 @@ fn write_gif(path: &Path, frames: impl Iterator<Item = Result<Figure>>) -> Resul
         use std::io::Write as _;
         encoder.into_inner()?.flush()?;
         Ok(())
-    })();
-    match result.and_then(|()| std::fs::rename(&tmp, path).map_err(anyhow::Error::from)) {
-        Ok(()) => Ok(()),
-        Err(e) => {
-            std::fs::remove_file(&tmp).ok();
-            Err(e.context(format!("writing {}", path.display())))
-        }
-    }
+    })()
+    .with_context(|| format!("writing {}", path.display()))?;
+    tmp.commit()?;
+    Ok(())
 }

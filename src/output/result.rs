@@ -78,10 +78,65 @@ fn attr_f64x3(ds: &H5Dataset, path: &str, name: &str) -> Result<[f64; 3]> {
         .map_err(|_| anyhow!("{path}: attribute {name} has {} values, expected 3", v.len()))
 }
 
+/// A one-value numeric attribute.
+fn attr_f64(ds: &H5Dataset, path: &str, name: &str) -> Result<f64> {
+    match attr_f64s(ds, path, name)?[..] {
+        [v] => Ok(v),
+        ref v => bail!("{path}: attribute {name} has {} values, expected 1", v.len()),
+    }
+}
+
+/// Errors unless `v` is finite and within `lo..=hi`, naming `what`.
+fn in_range(what: &str, v: f64, lo: f64, hi: f64) -> Result<f64> {
+    ensure!(v.is_finite() && (lo..=hi).contains(&v), "{what} = {v}, expected a finite value in {lo:e}..{hi:e}");
+    Ok(v)
+}
+
+/// A snapshot section's axes and the grid's shape along them (slowest first), its normal axis's
+/// length for planes.
+fn section_shape(axes: &str, [nx, ny, nz]: [usize; 3]) -> Option<(Vec<usize>, Option<usize>)> {
+    Some(match axes {
+        "zyx" => (vec![nz, ny, nx], None),
+        "zx" => (vec![nz, nx], Some(ny)),
+        "yx" => (vec![ny, nx], Some(nz)),
+        "zy" => (vec![nz, ny], Some(nx)),
+        _ => return None,
+    })
+}
+
+/// Bytes of host memory that reading `elements` f32 values (`copies` times) would take: an error
+/// naming `what` when the host has not that much available, so that a file claiming absurd
+/// dimensions fails with a message rather than an aborted allocation.
+fn check_read_size(what: &str, elements: usize, copies: usize) -> Result<()> {
+    let bytes = elements as f64 * 4.0 * copies as f64;
+    if let Some(available) = crate::solver::available_host_memory() {
+        ensure!(
+            bytes <= available as f64,
+            "{what}: {elements} values need about {:.1} GiB of host memory, only {:.1} GiB is available",
+            bytes / (1u64 << 30) as f64,
+            available as f64 / (1u64 << 30) as f64
+        );
+    }
+    Ok(())
+}
+
 impl ResultFile {
-    /// Opens `path` and reads its metadata. Errors name the file and the dataset or attribute
-    /// that is missing or malformed.
+    /// Opens `path` and reads its metadata, checked for consistency (shapes against the grid,
+    /// finite spacings and times), so that the writers never index past what the file holds.
+    /// Errors name the file and the dataset or attribute that is missing or malformed.
     pub fn open(path: &Path) -> Result<ResultFile> {
+        // A FIFO or device would block or stream: only a regular file (or a link to one) is read.
+        let meta = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
+        ensure!(
+            meta.is_file(),
+            "{} is not a regular file (a result file is the HDF5 file `seismic-run run` writes)",
+            path.display()
+        );
+        ResultFile::read(path).with_context(|| format!("{} is not a readable seismic-run result file", path.display()))
+    }
+
+    fn read(path: &Path) -> Result<ResultFile> {
+        use crate::config::{MAX_LENGTH, MAX_TIME, MIN_SPACING};
         let file = H5File::open(path).map_err(|e| anyhow!("cannot open {} as HDF5: {e}", path.display()))?;
         let ctx = |what: &str| format!("{}: {what}", path.display());
         let root_str = |name: &str| file.attr_string(name).map_err(h5(ctx(&format!("root attribute {name}"))));
@@ -95,35 +150,68 @@ impl ResultFile {
         let s = vp.shape();
         ensure!(s.len() == 3, "{}: /model/vp has {} dimensions, expected 3 (nz, ny, nx)", path.display(), s.len());
         let shape = [s[2], s[1], s[0]];
+        ensure!(
+            shape.iter().all(|&n| n > 0) && shape.iter().try_fold(1usize, |p, &n| p.checked_mul(n)).is_some(),
+            "{}: /model/vp has shape {s:?}, expected positive dimensions of an addressable grid",
+            path.display()
+        );
         let spacing = attr_f64x3(&vp, "/model/vp", "spacing").with_context(|| path.display().to_string())?;
         let origin = attr_f64x3(&vp, "/model/vp", "origin").with_context(|| path.display().to_string())?;
+        for a in 0..3 {
+            in_range(&ctx(&format!("/model/vp spacing[{a}]")), spacing[a], MIN_SPACING, MAX_LENGTH)?;
+            in_range(&ctx(&format!("/model/vp origin[{a}]")), origin[a], -MAX_LENGTH, MAX_LENGTH)?;
+        }
 
         let stats = file.dataset("stats/seconds").map_err(h5(ctx("/stats/seconds")))?;
         let steps = stats.shape().first().copied().unwrap_or(0);
+        ensure!(steps > 0, "{}: /stats/seconds is empty, expected one value per time step", path.display());
 
         let names = file.dataset_names();
         let has = |n: &str| names.iter().any(|m| m.trim_start_matches('/') == n);
         let (mut receivers, mut dt, mut trace_t0) = (Vec::new(), None, 0.0);
         if has("receivers/pressure") {
             let p = file.dataset("receivers/pressure").map_err(h5(ctx("/receivers/pressure")))?;
-            dt = Some(attr_f64s(&p, "/receivers/pressure", "dt").with_context(|| path.display().to_string())?[0]);
-            trace_t0 = attr_f64s(&p, "/receivers/pressure", "t0").with_context(|| path.display().to_string())?[0];
+            let d = attr_f64(&p, "/receivers/pressure", "dt").with_context(|| path.display().to_string())?;
+            dt = Some(in_range(&ctx("/receivers/pressure dt"), d, f64::MIN_POSITIVE, MAX_TIME)?);
+            let t0 = attr_f64(&p, "/receivers/pressure", "t0").with_context(|| path.display().to_string())?;
+            trace_t0 = in_range(&ctx("/receivers/pressure t0"), t0, -MAX_TIME, MAX_TIME)?;
             let pos = file.dataset("receivers/position").map_err(h5(ctx("/receivers/position")))?;
-            let v: Vec<f64> = pos.read_raw().map_err(h5(ctx("/receivers/position")))?;
-            receivers = v.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect();
+            let n = match pos.shape()[..] {
+                [n, 3] => n,
+                ref s => bail!("{}: /receivers/position has shape {s:?}, expected [receivers, 3]", path.display()),
+            };
             ensure!(
-                p.shape() == [receivers.len(), steps],
-                "{}: /receivers/pressure has shape {:?}, expected [{}, {steps}]",
+                p.shape() == [n, steps],
+                "{}: /receivers/pressure has shape {:?}, expected [{n}, {steps}] (receivers, time steps)",
                 path.display(),
-                p.shape(),
-                receivers.len()
+                p.shape()
             );
+            check_read_size(&ctx("/receivers/pressure"), n.saturating_mul(steps), 3)?;
+            let v: Vec<f64> = pos.read_raw().map_err(h5(ctx("/receivers/position")))?;
+            ensure!(
+                v.len() == 3 * n,
+                "{}: /receivers/position holds {} values, expected {}",
+                path.display(),
+                v.len(),
+                3 * n
+            );
+            ensure!(
+                v.iter().all(|c| c.is_finite()),
+                "{}: /receivers/position holds a value that is not finite",
+                path.display()
+            );
+            receivers = v.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect();
         }
 
         let (mut snapshot_times, mut snapshots) = (Vec::new(), Vec::new());
         if has("snapshots/time") {
             let t = file.dataset("snapshots/time").map_err(h5(ctx("/snapshots/time")))?;
             snapshot_times = t.read_raw::<f64>().map_err(h5(ctx("/snapshots/time")))?;
+            ensure!(
+                snapshot_times.iter().all(|t| t.is_finite()),
+                "{}: /snapshots/time holds a value that is not finite",
+                path.display()
+            );
             let mut series: Vec<&String> = names
                 .iter()
                 .filter(|n| {
@@ -140,23 +228,37 @@ impl ResultFile {
                     .attr("axes")
                     .and_then(|a| a.read_string())
                     .map_err(h5(ctx(&format!("{dpath}: attribute axes"))))?;
+                let Some((section, normal)) = section_shape(&axes, shape) else {
+                    bail!("{}: {dpath} has axes \"{axes}\", expected zyx, zx, yx or zy", path.display());
+                };
                 let s = ds.shape();
                 ensure!(
-                    s.len() == axes.len() + 1 && s[0] == snapshot_times.len(),
-                    "{}: {dpath} has shape {s:?}, expected {} snapshots of axes {axes}",
+                    s.len() == section.len() + 1 && s[0] == snapshot_times.len() && s[1..] == section[..],
+                    "{}: {dpath} has shape {s:?}, expected {} snapshots of {section:?} (axes {axes})",
                     path.display(),
                     snapshot_times.len()
                 );
-                let (at, index) = if axes.len() == 2 {
-                    let at = attr_f64s(&ds, &dpath, "at").with_context(|| path.display().to_string())?[0];
-                    let index = ds
-                        .attr("index")
-                        .and_then(|a| a.read_numeric_as::<u64>())
-                        .map_err(h5(ctx(&format!("{dpath}: attribute index"))))?[0]
-                        as usize;
-                    (Some(at), Some(index))
-                } else {
-                    (None, None)
+                let (at, index) = match normal {
+                    Some(n) => {
+                        let at = attr_f64(&ds, &dpath, "at").with_context(|| path.display().to_string())?;
+                        let index = match ds.attr("index").and_then(|a| a.read_numeric_as::<u64>()) {
+                            Ok(v) if v.len() == 1 => v[0],
+                            Ok(v) => {
+                                bail!("{}: {dpath}: attribute index has {} values, expected 1", path.display(), v.len())
+                            }
+                            Err(e) => bail!("{}: {dpath}: attribute index: {e}", path.display()),
+                        };
+                        ensure!(
+                            index < n as u64,
+                            "{}: {dpath}: attribute index = {index}, outside the grid's {n} points",
+                            path.display()
+                        );
+                        (
+                            Some(in_range(&ctx(&format!("{dpath} at")), at, -MAX_LENGTH, MAX_LENGTH)?),
+                            Some(index as usize),
+                        )
+                    }
+                    None => (None, None),
                 };
                 snapshots.push(SnapshotSeries { name, axes, shape: s[1..].to_vec(), at, index });
             }
@@ -167,7 +269,15 @@ impl ResultFile {
             None if has("snapshots/step") && !snapshot_times.is_empty() => {
                 let st = file.dataset("snapshots/step").map_err(h5(ctx("/snapshots/step")))?;
                 let steps: Vec<u64> = st.read_raw().map_err(h5(ctx("/snapshots/step")))?;
-                snapshot_times[0] / steps[0].max(1) as f64
+                ensure!(
+                    steps.len() == snapshot_times.len(),
+                    "{}: /snapshots/step holds {} values and /snapshots/time {}",
+                    path.display(),
+                    steps.len(),
+                    snapshot_times.len()
+                );
+                let dt = snapshot_times[0] / steps[0].max(1) as f64;
+                in_range(&ctx("the time step (/snapshots/time over /snapshots/step)"), dt, f64::MIN_POSITIVE, MAX_TIME)?
             }
             None => 0.0,
         };
@@ -245,15 +355,4 @@ impl ResultFile {
 pub fn sibling(h5: &Path, ext: &str) -> PathBuf {
     let stem = h5.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "output".into());
     h5.with_file_name(format!("{stem}.{ext}"))
-}
-
-/// Writes `bytes` to `path` through `<path>.partial` and a rename, so that a reader never sees a
-/// half-written file.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = crate::output::hdf5::partial_path(path);
-    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).map_err(|e| {
-        std::fs::remove_file(&tmp).ok();
-        anyhow!("renaming {} to {}: {e}", tmp.display(), path.display())
-    })
 }

@@ -319,7 +319,7 @@ pub fn describe(r: &ResultFile) -> Vec<String> {
     lines
 }
 
-/// Writes the receiver traces of `r` as SEG-Y to `path` (through a temporary file and a rename).
+/// Writes the receiver traces of `r` as SEG-Y to `path` (through [`crate::output::safe::write_file`]).
 /// Returns a notice when the sample count needed the extended fields.
 pub fn write(r: &ResultFile, path: &Path) -> Result<Option<String>> {
     let traces = r.traces()?;
@@ -334,7 +334,7 @@ pub fn write(r: &ResultFile, path: &Path) -> Result<Option<String>> {
     };
     let mut bytes = Vec::with_capacity(3600 + traces.len() * 4 + r.receivers.len() * 240);
     encode(&g, &mut bytes)?;
-    crate::output::result::write_atomically(path, &bytes).with_context(|| "SEG-Y".to_string())?;
+    crate::output::safe::write_file(path, &bytes).context("SEG-Y")?;
     Ok((r.steps > u16::MAX as usize).then(|| {
         format!(
             "{}: {} samples per trace exceed 65535; the count is only in the binary header's extended \

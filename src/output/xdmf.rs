@@ -126,8 +126,7 @@ pub fn document(r: &ResultFile) -> String {
     out
 }
 
-/// Writes the sidecar beside the result file (through a temporary file and a rename) and returns
-/// its path.
+/// Writes the sidecar to `path` (through [`crate::output::safe::write_file`]).
 pub fn write(r: &ResultFile, path: &std::path::Path) -> anyhow::Result<()> {
-    crate::output::result::write_atomically(path, document(r).as_bytes())
+    crate::output::safe::write_file(path, document(r).as_bytes()).map(|_| ())
 }

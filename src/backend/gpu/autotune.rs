@@ -476,6 +476,22 @@ mod tests {
         }
     }
 
+    /// The candidate list holds only shapes the compilers accept: NVRTC refused R = 7 with 32-row
+    /// blocks and no ring (52 KiB of static shared memory, 48 KiB allowed) when the list offered it.
+    #[test]
+    fn candidates_fit_the_static_shared_memory_limit() {
+        let r7 = Tuning { block_x: 32, block_y: 32, stages: 0, min_blocks: 1, rows: 1, ..Tuning::for_radius(7) };
+        assert!(r7.check(7).is_err());
+        for radius in 1..=8 {
+            let all = launch_candidates(radius, Tuning::for_radius(radius));
+            assert!(all.len() >= 10, "R = {radius}: {} candidates", all.len());
+            assert!(!all.contains(&r7.without_idle_rings()));
+            for t in all {
+                t.check(radius).unwrap();
+            }
+        }
+    }
+
     #[test]
     fn shape_classes_round_log2() {
         assert_eq!(ShapeClass::of([512, 512, 512]), ShapeClass { plane_log2: 18, depth_log2: 9 });

@@ -3,8 +3,8 @@
 //! [`GpuRuntime`] is the little a vendor must provide (memory, run-time compilation, launches,
 //! events), byte-oriented so that CUDA and HIP implement it the same way. [`GpuSolver`] does the
 //! rest once for both: it allocates every buffer when it opens, and each [`Backend::step`] only
-//! enqueues kernels on the runtime's stream (free surface, CPML psi, the interior update as one
-//! fused kernel or three passes plus an update, CPML correction, source, receivers), in the order
+//! enqueues kernels on the runtime's stream (free surface, the interior update as one fused kernel
+//! or three passes plus an update, CPML memory variables and correction, source, receivers), in the order
 //! of `backend`'s module docs. The host waits only for snapshots, traces and step timings.
 //! Kernels come from `kernels/` (one source for both vendors), specialised per radius, block shape,
 //! vector width and boundary, and cached on disk keyed by source, options and architecture.
@@ -116,9 +116,11 @@ pub mod sources {
     pub const SOURCES: &str = include_str!("../../../kernels/sources.cu");
     pub const SECTION: &str = include_str!("../../../kernels/section.cu");
     pub const STREAM: &str = include_str!("../../../kernels/stream.cu");
+    pub const FINITE_CHECK: &str = include_str!("../../../kernels/finite_check.cu");
 
-    /// Every kernel of a step.
-    pub const STEP: [&str; 10] = [FUSED, PASS_X, PASS_Y, PASS_Z, UPDATE, CPML, FREE_SURFACE, SOURCES, SECTION, STREAM];
+    /// Every kernel of a step (and the run's blow-up check).
+    pub const STEP: [&str; 11] =
+        [FUSED, PASS_X, PASS_Y, PASS_Z, UPDATE, CPML, FREE_SURFACE, SOURCES, SECTION, STREAM, FINITE_CHECK];
 
     /// The fused kernel's source for a tuning (both define `fused_step`).
     pub fn fused(t: &super::Tuning) -> &'static str {
@@ -126,7 +128,7 @@ pub mod sources {
     }
 
     /// [`STEP`] with the fused kernel `t` asks for.
-    pub fn step(t: &super::Tuning) -> [&'static str; 10] {
+    pub fn step(t: &super::Tuning) -> [&'static str; 11] {
         let mut s = STEP;
         s[0] = fused(t);
         s
@@ -266,16 +268,18 @@ struct AxisWeights {
     c2: [f32; 9],
 }
 
+/// Mirrors cpml.cu's `SlabGeom` (both sides assert its size).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 struct SlabGeom {
-    axis: i32,
     width: i32,
     n: [i32; 3],
     e: [i32; 3],
+    half_first: i32,
     pitch: i64,
     plane: i64,
 }
+const _: () = assert!(std::mem::size_of::<SlabGeom>() == 48);
 
 struct Kernels<F> {
     fused: F,
@@ -283,18 +287,22 @@ struct Kernels<F> {
     pass_y: F,
     pass_z: F,
     update: F,
-    cpml_psi: F,
-    cpml_correct: F,
+    /// cpml_x, cpml_y, cpml_z.
+    cpml: [F; 3],
     free_surface: F,
     inject: F,
     record: F,
     section: F,
+    finite_check: F,
 }
 
+/// One axis's CPML state on the device. psi is double-buffered: a step reads the previous psi
+/// from `psi[0]` and writes the new one to `psi[1]` (cpml.cu recomputes the neighbours' new psi
+/// from the old), then the two swap.
 struct CpmlAxisDev {
+    axis: usize,
     geom: SlabGeom,
-    len: usize,
-    psi: DevicePtr,
+    psi: [DevicePtr; 2],
     zeta: DevicePtr,
     a: DevicePtr,
     b: DevicePtr,
@@ -348,7 +356,7 @@ pub fn estimate_bytes(problem: &Problem, kernel: KernelChoice) -> u64 {
     let fields = if kernel == KernelChoice::ThreePass { 4 } else { 3 };
     let shape = problem.shape();
     let slabs: u64 = if problem.boundary.kind == BoundaryKind::Cpml {
-        problem.boundary.slabs(shape).iter().map(|s| s.len() as u64 * 8).sum()
+        problem.boundary.slabs(shape).iter().map(|s| s.len() as u64 * 12).sum()
     } else {
         0
     };
@@ -399,6 +407,8 @@ pub struct GpuSolver<Rt: GpuRuntime> {
     snapshot_staging: Vec<f32>,
     /// Device buffer a plane snapshot is gathered into (allocated at the first plane snapshot).
     section_staging: (DevicePtr, usize),
+    /// The blow-up check's flag, one u32 (allocated at the first check).
+    finite_flag: DevicePtr,
     /// The Laplacian-only build (loaded at its first timing) and its dynamic shared memory.
     laplacian: Option<(Rt::Module, Rt::Function, u32)>,
     f: Kernels<Rt::Function>,
@@ -461,12 +471,12 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             pass_y: fun("pass_y")?,
             pass_z: fun("pass_z")?,
             update: fun("update")?,
-            cpml_psi: fun("cpml_psi")?,
-            cpml_correct: fun("cpml_correct")?,
+            cpml: [fun("cpml_x")?, fun("cpml_y")?, fun("cpml_z")?],
             free_surface: fun("free_surface")?,
             inject: fun("inject_source")?,
             record: fun("record_receivers")?,
             section: fun("extract_section")?,
+            finite_check: fun("finite_check")?,
         };
 
         // Weights exactly as the CPU reference rounds them.
@@ -524,6 +534,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             events: Vec::new(),
             snapshot_staging: Vec::new(),
             section_staging: (0, 0),
+            finite_flag: 0,
             laplacian: None,
             f,
             _module: module,
@@ -569,20 +580,22 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 }
                 let a = slab.axis;
                 let e = slab.extent();
+                // The top layer of a free surface's axis has a = 0: psi and zeta stay zero there.
+                let half_first = (a == 2 && b.free_surface) as i32;
                 let geom = SlabGeom {
-                    axis: a as i32,
                     width: slab.width as i32,
                     n: shape.map(|n| n as i32),
                     e: e.map(|n| n as i32),
+                    half_first,
                     pitch: layout.pitch as i64,
                     plane: layout.plane as i64,
                 };
                 let pa: Vec<f32> = b.profiles[a].a.iter().map(|&v| v as f32).collect();
                 let pb: Vec<f32> = b.profiles[a].b.iter().map(|&v| v as f32).collect();
                 let dev = CpmlAxisDev {
+                    axis: a,
                     geom,
-                    len: slab.len(),
-                    psi: s.alloc_zeroed(slab.len() * 4)?,
+                    psi: [s.alloc_zeroed(slab.len() * 4)?, s.alloc_zeroed(slab.len() * 4)?],
                     zeta: s.alloc_zeroed(slab.len() * 4)?,
                     a: s.alloc_upload(&pa)?,
                     b: s.alloc_upload(&pb)?,
@@ -853,26 +866,34 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         }
     }
 
-    fn launch_cpml(&self, correct: bool) -> Result<()> {
+    /// Enqueues the CPML update of every axis after the interior's (x, then y, then z, as the CPU
+    /// reference adds them), then swaps each axis's psi buffers.
+    fn launch_cpml(&mut self) -> Result<()> {
         let (cur, out, vel) = (self.origin(self.cur), self.origin(self.prev), self.origin(self.vel));
-        for c in &self.cpml {
-            let w = self.axis_weights[c.geom.axis as usize];
+        for c in &mut self.cpml {
+            let w = self.axis_weights[c.axis];
             let g = c.geom;
-            let grid = [c.len.div_ceil(256) as u32, 1, 1];
-            // SAFETY: matches cpml_psi / cpml_correct.
+            // cpml.cu: blocks of 32 lines across the axis (x over the first other axis), y over
+            // the layers' segments of 32 points, z over the second other axis.
+            let (u, v) = match c.axis {
+                0 => (g.n[1], g.n[2]),
+                1 => (g.n[0], g.n[2]),
+                _ => (g.n[0], g.n[1]),
+            };
+            let layers = 2 - g.half_first as u32;
+            let grid = [(u as u32).div_ceil(32), layers * (g.width as u32).div_ceil(32), (v as u32).min(65535)];
+            let (psi_in, psi_out) = (c.psi[0], c.psi[1]);
+            // SAFETY: matches cpml_x / cpml_y / cpml_z; the slab lies inside the field.
             unsafe {
-                if correct {
-                    self.rt.launch(
-                        self.f.cpml_correct,
-                        grid,
-                        [256, 1, 1],
-                        0,
-                        kargs![cur, out, vel, c.psi, c.zeta, c.a, c.b, w, g],
-                    )?;
-                } else {
-                    self.rt.launch(self.f.cpml_psi, grid, [256, 1, 1], 0, kargs![cur, c.psi, c.a, c.b, w, g])?;
-                }
+                self.rt.launch(
+                    self.f.cpml[c.axis],
+                    grid,
+                    [256, 1, 1],
+                    0,
+                    kargs![cur, out, vel, psi_in, psi_out, c.zeta, c.a, c.b, w, g],
+                )?;
             }
+            c.psi.swap(0, 1);
         }
         Ok(())
     }
@@ -894,10 +915,9 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 )?;
             }
         }
-        self.launch_cpml(false)?;
         let op = if self.kernel == KernelChoice::ThreePass { Operator::ThreePass } else { Operator::Fused };
         self.launch_interior(op, self.prev)?;
-        self.launch_cpml(true)?;
+        self.launch_cpml()?;
         let step = n as i32;
         if self.src_taps > 0 && n < self.nsamples {
             let (ntaps, nsamples) = (self.src_taps as i32, self.nsamples as i32);
@@ -1038,6 +1058,26 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
         Ok(all.chunks(self.trace_steps).flat_map(|t| t[..n].iter().copied()).collect())
     }
 
+    /// One launch of finite_check over the whole current field (halo and padding hold zeros or
+    /// mirrored interior values) and a 4-byte download, which waits for the queued steps. Cost,
+    /// estimated: one field read at memory bandwidth (288 M points, 1.2 GB: about 0.4 ms on an
+    /// H100) plus the stream drain and launch latency (tens of microseconds); the solver calls it
+    /// about once a second, so well under 0.1% of a run.
+    fn field_is_finite(&mut self) -> Result<bool> {
+        if self.finite_flag == 0 {
+            self.finite_flag = self.alloc_zeroed(4)?;
+        } else {
+            self.rt.zero(self.finite_flag, 4)?;
+        }
+        let (field, n, flag) = (self.cur, self.field_len as u64, self.finite_flag);
+        let blocks = (self.rt.multiprocessors() * 4).max(1);
+        // SAFETY: matches finite_check; `field` holds field_len floats, `flag` one u32.
+        unsafe { self.rt.launch(self.f.finite_check, [blocks, 1, 1], [256, 1, 1], 0, kargs![field, n, flag])? };
+        let mut bad = [0u8; 4];
+        self.rt.download(flag, &mut bad)?;
+        Ok(u32::from_ne_bytes(bad) == 0)
+    }
+
     fn step_seconds(&mut self) -> Result<Vec<f64>> {
         self.rt.synchronize()?;
         let n = self.steps_done.min(self.events.len().saturating_sub(1));
@@ -1171,6 +1211,7 @@ pub fn synthetic_problem(shape: [usize; 3], radius: usize) -> Problem {
         source: PointSource {
             position: [0.0; 3],
             wavelet: Ricker::new(10.0, 1.0, None),
+            injection: crate::problem::Positioning::Nearest,
             taps: vec![],
             samples: vec![],
         },

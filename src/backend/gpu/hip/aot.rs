@@ -63,14 +63,15 @@ pub fn stream_options() -> Vec<String> {
 }
 
 /// The kernels in the order the report lists them.
-pub const KERNEL_ORDER: [&str; 16] = [
+pub const KERNEL_ORDER: [&str; 18] = [
     "fused_step",
     "pass_x",
     "pass_y",
     "pass_z",
     "update",
-    "cpml_psi",
-    "cpml_correct",
+    "cpml_x",
+    "cpml_y",
+    "cpml_z",
     "free_surface",
     "inject_source",
     "record_receivers",
@@ -80,6 +81,7 @@ pub const KERNEL_ORDER: [&str; 16] = [
     "stream_fill",
     "stream_copy_x4",
     "stream_3r1w_x4",
+    "finite_check",
 ];
 
 /// Resource usage of one kernel of one variant for one architecture.

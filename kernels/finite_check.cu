@@ -1,0 +1,17 @@
+// finite_check.cu: the run's blow-up check. Scans a field (grid-stride loop) and sets *flag to 1
+// when any value is NaN or infinite (exponent bits all set). One launch reads the field once and
+// writes at most one word per block, so a check costs about one field read at memory bandwidth.
+
+extern "C" __global__ void finite_check(const float* RESTRICT field, u64 n, u32* RESTRICT flag) {
+    u32 bad = 0;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        bad |= (__float_as_uint(field[i]) & 0x7f800000u) == 0x7f800000u;
+    }
+    // One atomic per block at most: a block-wide OR through shared memory.
+    __shared__ u32 any;
+    if (threadIdx.x == 0) any = 0;
+    BLOCK_SYNC();
+    if (bad) any = 1;
+    BLOCK_SYNC();
+    if (threadIdx.x == 0 && any) atomicOr(flag, 1u);
+}
