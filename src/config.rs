@@ -382,6 +382,24 @@ pub struct OutputConfig {
     pub snapshot: Vec<SnapshotConfig>,
     #[serde(default)]
     pub plot: bool,
+    /// Also write the receiver traces as SEG-Y (`<stem>.sgy` beside the result file).
+    #[serde(default)]
+    pub segy: bool,
+    /// Deflate level 1-9 (with the shuffle filter) for the snapshot datasets; 0: uncompressed.
+    #[serde(default)]
+    pub compression: u32,
+}
+
+impl OutputConfig {
+    /// Checks the keys that parsing alone cannot; errors name the key.
+    pub fn validate(&self) -> Result<()> {
+        ensure!(
+            self.compression <= 9,
+            "output.compression = {}: deflate levels run from 1 (fastest) to 9 (smallest), 0 is off",
+            self.compression
+        );
+        Ok(())
+    }
 }
 
 fn default_output() -> PathBuf {
@@ -390,7 +408,14 @@ fn default_output() -> PathBuf {
 
 impl Default for OutputConfig {
     fn default() -> Self {
-        OutputConfig { path: default_output(), snapshot_every: 0, snapshot: Vec::new(), plot: false }
+        OutputConfig {
+            path: default_output(),
+            snapshot_every: 0,
+            snapshot: Vec::new(),
+            plot: false,
+            segy: false,
+            compression: 0,
+        }
     }
 }
 
@@ -453,7 +478,8 @@ impl Config {
     }
 
     /// Every number of the input finite and in a physical range, every count addressable: the
-    /// grid, model parameters, time, source, receivers and snapshot planes. Errors name the key,
+    /// grid, model parameters, time, source, receivers, snapshot planes and the output keys
+    /// (compression level; SEG-Y only with receivers). Errors name the key,
     /// the value and the range. (Positions inside the grid and dt against the CFL limit are
     /// checked by `Problem::build`, which knows the velocity.)
     pub fn check_values(&self) -> Result<()> {
@@ -516,12 +542,17 @@ impl Config {
                 }
             }
         }
-        self.receiver_count()?;
+        let receivers = self.receiver_count()?;
         for (i, snap) in self.output.snapshot.iter().enumerate() {
             if let Some(at) = snap.at {
                 finite_in(&format!("output.snapshot[{i}].at"), at, -MAX_LENGTH, MAX_LENGTH, "a coordinate in m")?;
             }
         }
+        self.output.validate()?;
+        ensure!(
+            !self.output.segy || receivers > 0,
+            "output.segy = true: the SEG-Y holds receiver traces, and the input has no [[receivers]]"
+        );
         Ok(())
     }
 

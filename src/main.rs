@@ -4,8 +4,9 @@
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use seismic_run::config::{BackendChoice, Config, KernelChoice};
-use seismic_run::output::hdf5::{self, Hdf5Writer, RunMetadata};
-use seismic_run::output::{plot, progress::Progress};
+use seismic_run::output::hdf5::{Hdf5Writer, RunMetadata};
+use seismic_run::output::result::{self, ResultFile};
+use seismic_run::output::{self, plot, progress::Progress, segy, xdmf};
 use seismic_run::problem::Problem;
 use seismic_run::solver::{self, OutputPlan, StepStats};
 use std::path::{Path, PathBuf};
@@ -33,6 +34,9 @@ enum Command {
     Run(RunArgs),
     /// Download a named velocity model (e.g. marmousi) and check its SHA-256.
     FetchModel(FetchArgs),
+    /// Write files derived from an existing result file: the SEG-Y of its receiver traces (the
+    /// default), its XDMF sidecar, its pictures.
+    Export(ExportArgs),
     // Further subcommands (e.g. a benchmark) go here, each with its own Args struct.
 }
 
@@ -43,6 +47,23 @@ struct FetchArgs {
     /// Folder to put it in (default: $SEISMIC_DATA_DIR when set, else ./data).
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+struct ExportArgs {
+    /// A result file written by `seismic-run run`.
+    #[arg(value_name = "RESULT.h5")]
+    result: PathBuf,
+    /// Write the receiver traces as SEG-Y rev 2 to OUT (default when no other output is asked
+    /// for: <stem>.sgy beside the result file).
+    #[arg(long, value_name = "OUT.sgy")]
+    segy: Option<PathBuf>,
+    /// Write the XDMF sidecar (<stem>.xdmf beside the result file).
+    #[arg(long)]
+    xdmf: bool,
+    /// Draw the pictures and the snapshot animation beside the result file.
+    #[arg(long)]
+    plot: bool,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -65,8 +86,8 @@ struct RunArgs {
     /// Number of time steps. Overrides [time] steps and duration.
     #[arg(long, value_name = "N")]
     steps: Option<usize>,
-    /// Also write PNG pictures beside the result file (last xz snapshot over the model, shot
-    /// gather). Same as [output] plot = true.
+    /// Also write pictures beside the result file (last xz snapshot over the model, shot gather,
+    /// an animated GIF of the xz snapshots). Same as [output] plot = true.
     #[arg(long)]
     plot: bool,
     /// Print nothing but warnings and errors (no header, progress bar or summary).
@@ -83,6 +104,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Some(Command::Run(args)) => run(&args),
         Some(Command::FetchModel(args)) => fetch_model(&args),
+        Some(Command::Export(args)) => export(&args),
         None => run(&cli.run),
     };
     match result {
@@ -113,15 +135,16 @@ fn signal_name(sig: i32) -> &'static str {
 
 /// SIGINT, SIGTERM and SIGHUP (Ctrl-C, `timeout`, batch schedulers, a closed terminal) stop the
 /// loop between steps, and the temporary output file is removed; a second signal removes the
-/// temporary files and exits at once with 128 + the signal.
-fn install_signal_handlers() -> Result<()> {
+/// temporary files and exits at once with 128 + the signal. With `at_once` (no time loop to stop)
+/// the first signal does so.
+fn install_signal_handlers(at_once: bool) -> Result<()> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
         .context("cannot install the SIGINT, SIGTERM and SIGHUP handlers")?;
     std::thread::spawn(move || {
         for sig in signals.forever() {
             SIGNAL.store(sig, Ordering::Relaxed);
-            if solver::request_stop() {
+            if solver::request_stop() || at_once {
                 seismic_run::output::safe::remove_pending();
                 std::process::exit(128 + sig);
             }
@@ -135,6 +158,70 @@ fn fetch_model(args: &FetchArgs) -> Result<()> {
     let path = seismic_run::model::fetch(&args.name, &dir)?;
     println!("{}", path.display());
     Ok(())
+}
+
+fn export(args: &ExportArgs) -> Result<()> {
+    let h5 = &args.result;
+    // Every output checked before anything is read or written.
+    let segy_path = match &args.segy {
+        Some(p) => Some(p.clone()),
+        None if !args.xdmf && !args.plot => Some(result::sibling(h5, "sgy")),
+        None => None,
+    };
+    let segy_key = if args.segy.is_some() { "--segy" } else { "the SEG-Y file" };
+    if let Some(p) = &segy_path {
+        seismic_run::config::check_output_writable(p, segy_key)?;
+    }
+    let mut outputs: Vec<(PathBuf, &str)> = segy_path.iter().map(|p| (p.clone(), segy_key)).collect();
+    if args.xdmf {
+        outputs.push((result::sibling(h5, "xdmf"), "the XDMF sidecar (--xdmf)"));
+    }
+    if args.plot {
+        outputs.extend(plot::picture_paths(h5).map(|p| (p, "the picture (--plot)")));
+    }
+    output::check_derived_paths(h5, "RESULT.h5", &outputs)?;
+    // A signal removes the temporary files of what is being written.
+    install_signal_handlers(true)?;
+
+    let r = ResultFile::open(h5)?;
+    let mut written = Vec::new();
+    if let Some(path) = segy_path {
+        if let Some(n) = segy::write(&r, &path)? {
+            eprintln!("notice: {n}");
+        }
+        written.push(path);
+    }
+    if args.xdmf {
+        let path = result::sibling(&r.path, "xdmf");
+        xdmf::write(&r, &path)?;
+        written.push(path);
+    }
+    if args.plot {
+        written.extend(plot::draw_all(&r)?);
+    }
+    for p in written {
+        println!("wrote {}", p.display());
+    }
+    Ok(())
+}
+
+/// Writes the files derived from the finished result file `h5`: the XDMF sidecar, the SEG-Y when
+/// `segy`, the pictures when `plot`. Returns the paths written.
+fn write_derived(h5: &Path, segy: bool, plot: bool) -> Result<Vec<PathBuf>> {
+    let result = ResultFile::open(h5)?;
+    let mut derived = vec![result::sibling(h5, "xdmf")];
+    xdmf::write(&result, &derived[0])?;
+    if segy {
+        let path = result::sibling(h5, "sgy");
+        if let Some(n) = segy::write(&result, &path)? {
+            eprintln!("notice: {n}");
+        }
+        derived.push(path);
+    }
+    if plot {
+        derived.extend(plot::draw_all(&result)?);
+    }
+    Ok(derived)
 }
 
 /// Number of snapshot buffers in flight: one being filled while one is written.
@@ -166,15 +253,11 @@ fn run(args: &RunArgs) -> Result<()> {
     };
     let want_plot = args.plot || cfg.output.plot;
 
-    // Cheap checks before the model is loaded: every value in range, the output can be written
-    // (and is a regular file or nothing, as the pictures' paths), the grid fits.
+    // Cheap checks before the model is loaded: every value in range, the output and every file
+    // derived from it can be written (each a regular file or nothing), the grid fits.
     cfg.check_values().map_err(|e| e.context(input.display().to_string()))?;
     seismic_run::config::check_output_writable(&out_path, out_key)?;
-    if want_plot {
-        for what in ["snapshot", "gather"] {
-            seismic_run::output::safe::check_replaceable(&plot::picture_path(&out_path, what), "--plot picture")?;
-        }
-    }
+    output::check_derived_paths(&out_path, out_key, &output::derived_paths(&out_path, cfg.output.segy, want_plot))?;
     let buffers = if cfg.output.snapshot_every > 0 { SNAPSHOT_BUFFERS } else { 0 };
     solver::check_host_bytes(
         cfg.grid.shape,
@@ -200,8 +283,13 @@ fn run(args: &RunArgs) -> Result<()> {
         print_header(input, &problem, &plan, &device, &out_path, file_bytes);
     }
 
-    install_signal_handlers()?;
-    let meta = RunMetadata { input_toml: text.clone(), version: env!("CARGO_PKG_VERSION").into(), device };
+    install_signal_handlers(false)?;
+    let meta = RunMetadata {
+        input_toml: text.clone(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        device,
+        compression: cfg.output.compression,
+    };
     let mut bar = Progress::new(problem.steps, problem.layout.points(), args.quiet);
     let (record, stats, written) = std::thread::scope(|scope| -> Result<_> {
         let mut writer = Hdf5Writer::start(scope, &out_path, &problem, &plan, meta, SNAPSHOT_BUFFERS)?;
@@ -218,13 +306,11 @@ fn run(args: &RunArgs) -> Result<()> {
         Ok((record, stats, written))
     })?;
 
-    let mut pictures = Vec::new();
-    if want_plot {
-        // The result is complete by now: a failed picture leaves it in place (exit status 1).
-        pictures = draw_pictures(&problem, &written, &record.traces).with_context(|| {
-            format!("the result file {} is complete and kept, but --plot failed", written.path.display())
-        })?;
-    }
+    // The derived files are made from the finished result file, as `seismic-run export` makes
+    // them. The result is complete by now: a failed derived file leaves it in place (exit status 1).
+    let derived = write_derived(&written.path, cfg.output.segy, want_plot).with_context(|| {
+        format!("the result file {} is complete and kept, but a file derived from it failed", written.path.display())
+    })?;
     if !args.quiet {
         println!(
             "done: {} steps in {:.2} s wall ({:.2} s in steps)",
@@ -241,7 +327,7 @@ fn run(args: &RunArgs) -> Result<()> {
         }
         println!("  throughput           mean {:.4} GPts/s, median {:.4} GPts/s", stats.mean_gpts, stats.median_gpts);
         println!("  wrote {}", written.path.display());
-        for p in &pictures {
+        for p in &derived {
             println!("  wrote {}", p.display());
         }
     }
@@ -291,28 +377,4 @@ fn print_header(
             plan.snapshots.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
         }
     );
-}
-
-fn draw_pictures(problem: &Problem, written: &hdf5::Written, traces: &[f32]) -> Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    let [nx, ny, nz] = problem.shape();
-    if let Some(plane) = &written.last_xz {
-        let iy = plane.iy;
-        let mut model = Vec::with_capacity(nz * nx);
-        for iz in 0..nz {
-            let row = (iz * ny + iy) * nx;
-            model.extend_from_slice(&problem.vp[row..row + nx]);
-        }
-        let path = plot::picture_path(&written.path, "snapshot");
-        plot::wavefield_over_model(&path, &plane.data, &model, plane.rows, plane.cols)?;
-        out.push(path);
-    } else {
-        eprintln!("notice: no xz or volume snapshot to picture (set [output] snapshot_every)");
-    }
-    if !problem.receivers.is_empty() {
-        let path = plot::picture_path(&written.path, "gather");
-        plot::shot_gather(&path, traces, problem.receivers.len(), problem.steps)?;
-        out.push(path);
-    }
-    Ok(out)
 }

@@ -175,7 +175,10 @@ fn tiny_run_writes_a_complete_file() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("12 steps") && stdout.contains("GB/s") && stdout.contains("result.h5"), "{stdout}");
-    assert_eq!(outputs(&dir), vec!["result.gather.png", "result.h5", "result.snapshot.png"]);
+    assert_eq!(
+        outputs(&dir),
+        ["result.gather.png", "result.h5", "result.snapshot.png", "result.snapshots.gif", "result.xdmf"]
+    );
 
     let f = H5File::open(dir.join("result.h5")).unwrap();
     let shape = |p: &str| f.dataset(p).unwrap().shape();
@@ -348,7 +351,7 @@ fn a_link_at_the_old_temporary_name_is_not_followed() {
     assert!(file_type(&dir.join("out.h5.partial")).is_symlink(), "the planted link is left alone");
     assert_eq!(std::fs::read(dir.join("victim")).unwrap(), b"precious", "its target is unchanged");
     H5File::open(dir.join("out.h5")).expect("the result is a whole HDF5 file");
-    assert_eq!(outputs(&dir), ["out.h5", "out.h5.partial", "victim"], "no temporary file left");
+    assert_eq!(outputs(&dir), ["out.h5", "out.h5.partial", "out.xdmf", "victim"], "no temporary file left");
     // A link at the output path itself is refused, its target untouched.
     std::os::unix::fs::symlink(dir.join("victim"), dir.join("linked.h5")).unwrap();
     let out = run(&dir, &tiny_input("steps = 6", CONSTANT), &["--backend", "cpu", "-q", "-o", "linked.h5"]);
@@ -417,4 +420,41 @@ fn non_finite_absurd_and_huge_values_are_refused() {
 fn usage_errors_exit_2() {
     let out = seismic_run().args(["--no-such-option", "x.toml"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "clap's usage errors exit 2, as README says");
+}
+
+#[test]
+fn compression_level_out_of_range_is_named() {
+    let dir = scratch("bad-compression");
+    let input =
+        tiny_input("steps = 10", CONSTANT).replace("snapshot_every = 5", "snapshot_every = 5\ncompression = 12");
+    let out = run(&dir, &input, &["--backend", "cpu", "-o", "out.h5"]);
+    assert_fails_naming(&out, &dir, &["output.compression", "12"]);
+}
+
+#[test]
+fn compressed_snapshots_hold_the_same_values() {
+    let dir = scratch("compression");
+    let plain = run(&dir, &tiny_input("steps = 10", CONSTANT), &["--backend", "cpu", "-q", "-o", "plain.h5"]);
+    assert!(plain.status.success(), "{}", String::from_utf8_lossy(&plain.stderr));
+    let input = tiny_input("steps = 10", CONSTANT).replace("snapshot_every = 5", "snapshot_every = 5\ncompression = 4");
+    let packed = run(&dir, &input, &["--backend", "cpu", "-q", "-o", "packed.h5"]);
+    assert!(packed.status.success(), "{}", String::from_utf8_lossy(&packed.stderr));
+    let (a, b) = (H5File::open(dir.join("plain.h5")).unwrap(), H5File::open(dir.join("packed.h5")).unwrap());
+    for name in ["snapshots/pressure", "snapshots/pressure_xz"] {
+        let (pa, pb) = (a.dataset(name).unwrap(), b.dataset(name).unwrap());
+        assert!(!pa.is_chunked() && pb.is_chunked(), "{name}: only the compressed file is chunked");
+        assert_eq!(pb.filters().unwrap().len(), 2, "{name}: shuffle and deflate");
+        assert_eq!(pa.read_raw::<f32>().unwrap(), pb.read_raw::<f32>().unwrap(), "{name}");
+    }
+}
+
+#[test]
+fn segy_without_receivers_is_named() {
+    let dir = scratch("segy-no-receivers");
+    let input = tiny_input("steps = 10", CONSTANT)
+        .replace("[[receivers]]\nline = { start = [40.0, 100.0, 110.0], end = [200.0, 100.0, 110.0], count = 5 }", "")
+        .replace("snapshot_every = 5", "snapshot_every = 5\nsegy = true");
+    assert!(!input.contains("[[receivers]]"));
+    let out = run(&dir, &input, &["--backend", "cpu", "-o", "out.h5"]);
+    assert_fails_naming(&out, &dir, &["output.segy", "[[receivers]]"]);
 }

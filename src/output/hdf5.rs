@@ -1,4 +1,5 @@
-//! The HDF5 result file, the one place that talks to rust-hdf5.
+//! The HDF5 result file's writer ([`super::result`] reads it back; the two are the only modules
+//! that use rust-hdf5).
 //!
 //! A [`Hdf5Writer`] owns a thread that owns the file: the model and the layout go in while the
 //! first steps run, snapshots arrive through a bounded channel (their buffers come back for the
@@ -35,23 +36,27 @@ pub struct RunMetadata {
     pub input_toml: String,
     pub version: String,
     pub device: DeviceInfo,
+    /// Deflate level (1-9, after the shuffle filter) for the snapshot datasets; 0 stores them
+    /// uncompressed.
+    pub compression: u32,
 }
 
-/// An xz-plane of the last snapshot, kept for the picture: (nz, nx) row-major.
-#[derive(Clone, Debug)]
-pub struct PlaneImage {
-    /// y index of the plane.
-    pub iy: usize,
-    pub data: Vec<f32>,
-    pub rows: usize,
-    pub cols: usize,
+/// Bytes a compressed snapshot chunk aims at: whole rows of one snapshot, about 1 MiB.
+const CHUNK_BYTES: usize = 1 << 20;
+
+/// Chunk shape of a snapshot dataset (nsnap, section...): one snapshot, whole rows of the section's
+/// fastest axes, as many of its slowest axis as fit in [`CHUNK_BYTES`].
+fn snapshot_chunk(section: &[usize]) -> Vec<usize> {
+    let row: usize = section[1..].iter().product::<usize>() * std::mem::size_of::<f32>();
+    let mut chunk = vec![1, (CHUNK_BYTES / row.max(1)).clamp(1, section[0])];
+    chunk.extend(&section[1..]);
+    chunk
 }
 
 /// What the writer reports once the file is complete.
 #[derive(Debug)]
 pub struct Written {
     pub path: PathBuf,
-    pub last_xz: Option<PlaneImage>,
 }
 
 enum Message {
@@ -103,10 +108,8 @@ impl<'scope> Hdf5Writer<'scope> {
                 }
             };
             let _ = ready_tx.send(Ok(()));
-            match write_file(file, problem, plan, &meta, inbox, free_tx)
-                .and_then(|last_xz| Ok((tmp.commit()?, last_xz)))
-            {
-                Ok((path, last_xz)) => Ok(Written { path, last_xz }),
+            match write_file(file, problem, plan, &meta, inbox, free_tx).and_then(|()| tmp.commit()) {
+                Ok(path) => Ok(Written { path }),
                 // Dropping the temporary file removed it.
                 Err(e) => Err(disk_full_hint(e, &path).context(format!("writing {}", path.display()))),
             }
@@ -226,7 +229,7 @@ fn write_file(
     meta: &RunMetadata,
     inbox: Receiver<Message>,
     free: SyncSender<Vec<f32>>,
-) -> Result<Option<PlaneImage>> {
+) -> Result<()> {
     let grid = problem.shape();
     let [nx, ny, nz] = grid;
     let root = file.root_group();
@@ -272,7 +275,13 @@ fn write_file(
         for spec in &plan.snapshots {
             let mut shape = vec![nsnap];
             shape.extend(spec.section.shape(grid));
-            let ds = snaps.new_dataset::<f32>().shape(&shape).create(&spec.name).map_err(h5)?;
+            let builder = snaps.new_dataset::<f32>().shape(&shape);
+            let builder = if meta.compression > 0 {
+                builder.chunk(&snapshot_chunk(&shape[1..])).shuffle_deflate(meta.compression)
+            } else {
+                builder
+            };
+            let ds = builder.create(&spec.name).map_err(h5)?;
             let (axes, index) = match spec.section {
                 Section::Volume => ("zyx", None),
                 Section::Xz { iy } => ("zx", Some(iy)),
@@ -294,8 +303,6 @@ fn write_file(
     grid_attrs(&vp, problem, "zyx")?;
     attr_string(&vp, "units", "m/s")?;
 
-    let xz_view = plan.xz_view(nearest_index(problem, 1, problem.source.position[1]));
-    let mut last_xz = None;
     let (record, stats) = loop {
         match inbox.recv() {
             Ok(Message::Snapshot { index, step, field }) => {
@@ -303,12 +310,10 @@ fn write_file(
                     bail!("snapshot {index} arrived for step {step}, planned for {:?}", plan.snapshot_steps.get(index));
                 }
                 // The buffer holds the sections one after the other, in the plan's order.
-                let mut parts = Vec::with_capacity(plan.snapshots.len());
                 let mut rest = &field[..];
                 for (spec, ds) in plan.snapshots.iter().zip(&snapshot_sets) {
                     let (part, tail) = rest.split_at(spec.section.len(grid));
                     rest = tail;
-                    parts.push(part);
                     let mut starts = vec![index];
                     let mut counts = vec![1];
                     for n in spec.section.shape(grid) {
@@ -316,17 +321,6 @@ fn write_file(
                         counts.push(n);
                     }
                     ds.write_slice(&starts, &counts, part).map_err(h5)?;
-                }
-                if index + 1 == nsnap
-                    && let Some((i, view @ Section::Xz { iy })) = xz_view
-                {
-                    let mut data = Vec::new();
-                    if plan.snapshots[i].section == Section::Volume {
-                        view.extract(grid, parts[i], &mut data);
-                    } else {
-                        data.extend_from_slice(parts[i]);
-                    }
-                    last_xz = Some(PlaneImage { iy, data, rows: nz, cols: nx });
                 }
                 // The run may have finished taking snapshots: then nobody waits for the buffer.
                 let _ = free.send(field);
@@ -383,12 +377,5 @@ fn write_file(
     st.set_attr_numeric("wall_seconds", &record.wall_seconds).map_err(h5)?;
 
     file.close().map_err(h5)?;
-    Ok(last_xz)
-}
-
-/// Nearest grid index along `axis` to coordinate `x` (m), clamped to the grid.
-pub fn nearest_index(problem: &Problem, axis: usize, x: f64) -> usize {
-    let n = problem.shape()[axis];
-    let u = ((x - problem.origin[axis]) / problem.spacing[axis]).round().max(0.0) as usize;
-    u.min(n - 1)
+    Ok(())
 }

@@ -129,6 +129,11 @@ impl TempFile {
         Err(last.expect("tried")).with_context(|| format!("cannot create a temporary file in {}", dir.display()))
     }
 
+    /// The open temporary file, for writers that take a handle.
+    pub fn file(&mut self) -> &mut File {
+        &mut self.file
+    }
+
     /// The temporary file's name.
     pub fn path(&self) -> &Path {
         &self.path
@@ -173,6 +178,15 @@ impl TempFile {
         }
         Ok(self.dest.clone())
     }
+}
+
+/// Writes `bytes` to `path` through a [`TempFile`]: a reader never sees a half-written file, and
+/// only a regular file or nothing is replaced.
+pub fn write_file(path: &Path, bytes: &[u8]) -> Result<PathBuf> {
+    use std::io::Write as _;
+    let mut tmp = TempFile::create(path, "")?;
+    tmp.file().write_all(bytes).with_context(|| format!("cannot write {}", tmp.path().display()))?;
+    tmp.commit()
 }
 
 impl Drop for TempFile {
