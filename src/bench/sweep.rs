@@ -436,7 +436,8 @@ mod tests {
         };
         let rep = run(|| CudaRuntime::new(0), &spec, &set).unwrap();
         assert!(rep.skipped.is_empty(), "{:?}", rep.skipped);
-        assert_eq!(rep.rows.len(), 2 * 3);
+        assert_eq!(rep.rows.len(), 2 * OperatorKind::ALL.len());
+        assert_eq!(rep.rows.iter().filter(|r| r.operator == OperatorKind::RealStep).count(), 2);
         // The full step and the Laplacian-only operator, for each of the two cases.
         assert_eq!(rep.tuning.len(), 4);
         assert_eq!(rep.tuning.iter().filter(|t| t.operator == OperatorKind::LaplacianOnly).count(), 2);
