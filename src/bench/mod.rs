@@ -424,7 +424,7 @@ impl Report {
             "Ceilings measured in the same run ({} MiB arrays, float4, median of {}): copy **{:.0} GB/s**, \
              3-read-1-write **{:.0} GB/s**. Effective bandwidth = bytes a step must move (each field once, \
              plus the 2R halo planes) / median kernel time; f32; interior only (no boundary, source or \
-             receivers). Full steps are compared with 3R1W, the Laplacian-only operator with copy. \
+             receivers) except the real step, whose bytes are the full step's bound (below). Full steps are compared with 3R1W, the Laplacian-only operator with copy. \
              The autotuner searches the full step and the Laplacian-only operator separately (the \
              Laplacian's shape runs one cp.async stage deeper than its label's base).\n",
             c.array_bytes >> 20,
