@@ -1,4 +1,4 @@
-//! Issue 2, test 2: a point Ricker source in a homogeneous medium against the exact 3D solution
+//! A point Ricker source in a homogeneous medium against the exact 3D solution
 //! p = s(t - r/c) / (4 pi r), before any boundary reflection reaches the receivers.
 
 mod common;
@@ -17,6 +17,7 @@ fn point_source_matches_free_space_green_function() {
             "analytic: r = {r:6.1} m ({:.1} wavelengths at peak), relative L2 error {err:.3e}",
             r * setup.frequency / setup.vp
         );
-        assert!(err <= 0.01, "receiver {rec:?} at {r} m: relative L2 error {err}");
+        // Measured 2.3e-4 .. 7.0e-4 (R = 4, f64): the bound leaves a margin of 1.4.
+        assert!(err <= 1e-3, "receiver {rec:?} at {r} m: relative L2 error {err}");
     }
 }

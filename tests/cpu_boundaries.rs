@@ -1,4 +1,4 @@
-//! Issue 2, test 4 and the other boundaries: CPML reflection against a run on a larger domain, the
+//! The boundaries: CPML reflection against a run on a larger domain, the
 //! sponge against no absorption at all, and the free surface against the image-source solution.
 
 mod common;

@@ -1,4 +1,4 @@
-//! Issue 2, test 3: refining the grid at a fixed dt reduces the error at the stencil's order 2R.
+//! Refining the grid at a fixed dt reduces the error at the stencil's order 2R.
 //!
 //! A point source is not resolved by any grid (its spectrum is flat), so the order is measured on
 //! a smooth initial-value problem instead: a Gaussian pressure pulse p(r, 0) = exp(-r^2/sigma^2),

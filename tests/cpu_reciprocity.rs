@@ -1,4 +1,4 @@
-//! Issue 2, test 5: swapping source and receiver in a heterogeneous model gives the same trace.
+//! Swapping source and receiver in a heterogeneous model gives the same trace.
 //! With M = diag(1/c^2) and the symmetric discrete Laplacian L, the scheme is
 //! M (p^{n+1} - 2 p^n + p^{n-1}) = dt^2 (L p^n + e_s s^n), whose Green's function is symmetric:
 //! exact in exact arithmetic, so the f32 traces agree to rounding. Off the grid the source spreads

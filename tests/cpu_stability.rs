@@ -1,4 +1,4 @@
-//! Issue 2, test 6: the leapfrog is stable up to exactly `Stencil::cfl_limit` and no further.
+//! The leapfrog is stable up to exactly `Stencil::cfl_limit` and no further.
 //! A closed box (zero halo) with a random initial field runs 10,000 steps at 0.9 of the limit and
 //! stays bounded; at 1.05 of it the same run blows up.
 

@@ -1,4 +1,4 @@
-//! Issue 2, test 1 (beyond the unit tests in src/numerics/stencil.rs): every radius 1..=8 meets the
+//! Beyond the unit tests in src/numerics/stencil.rs: every radius 1..=8 meets the
 //! moment conditions that make it exact on polynomials of degree 2R + 1, and R = 5, 6, 7 match
 //! the published tables (Fornberg 1988) as the other radii already do.
 

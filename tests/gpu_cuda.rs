@@ -1,4 +1,4 @@
-//! CUDA backend against the CPU reference (issue 4). Every test needs an NVIDIA GPU, so all are
+//! CUDA backend against the CPU reference. Every test needs an NVIDIA GPU, so all are
 //! ignored by default; run them with `cargo test --features cuda -- --ignored` on a GPU machine.
 //!
 //! The contract: after 200 steps, max |gpu - cpu| / max |cpu| <= 1e-5 over the whole wavefield and

@@ -378,7 +378,7 @@ impl Report {
         self.rows.iter().find(|r| r.shape == shape && r.radius == radius && r.operator == op)
     }
 
-    /// Issue 6's targets: at R = 4 on 512^3 and 1024^3 the fused step >= 90% of 3R1W and the fused
+    /// The interior throughput targets: at R = 4 on 512^3 and 1024^3 the fused step >= 90% of 3R1W and the fused
     /// Laplacian >= 90% of copy; no fused row (step or Laplacian) of the size sweep under 80%.
     pub fn targets(&self) -> Vec<TargetCheck> {
         let mut v = Vec::new();

@@ -1,4 +1,4 @@
-//! Shared helpers of the CPU numerics tests (issue 2): building small problems, running the CPU
+//! Shared helpers of the CPU numerics tests: building small problems, running the CPU
 //! reference, analytic solutions and error norms.
 
 #![allow(dead_code)]
