@@ -4,42 +4,14 @@
 //! and links at the output path are refused and left as they were.
 
 use rust_hdf5::H5File;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
-/// The binary under test: cargo's build, else (test executables copied elsewhere, as
-/// ../shared/tools/gpu-stage stages them in .gpu/tests beside .gpu/bin) `../bin/seismic-run`
-/// next to this test executable.
-fn seismic_run() -> Command {
-    let built = Path::new(env!("CARGO_BIN_EXE_seismic-run"));
-    let staged = std::env::current_exe().ok().and_then(|t| Some(t.parent()?.parent()?.join("bin").join("seismic-run")));
-    match staged {
-        Some(s) if !built.exists() && s.exists() => Command::new(s),
-        _ => Command::new(built),
-    }
-}
-
-/// A fresh, empty directory for one test, removed when the test ends.
-struct Scratch(PathBuf);
-
-impl std::ops::Deref for Scratch {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+mod process;
+use process::{Scratch, seismic_run};
 
 fn scratch(name: &str) -> Scratch {
-    let dir = std::env::temp_dir().join(format!("seismic-run-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    Scratch(dir)
+    process::scratch("cli", name)
 }
 
 /// A small valid input with the given `[time]` and `[model]` bodies.

@@ -5,31 +5,13 @@
 //! with segyio, VTK and Pillow.)
 
 use rust_hdf5::H5File;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
-fn seismic_run() -> Command {
-    let built = Path::new(env!("CARGO_BIN_EXE_seismic-run"));
-    let staged = std::env::current_exe().ok().and_then(|t| Some(t.parent()?.parent()?.join("bin").join("seismic-run")));
-    match staged {
-        Some(s) if !built.exists() && s.exists() => Command::new(s),
-        _ => Command::new(built),
-    }
-}
-
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+mod process;
+use process::{Scratch, seismic_run};
 
 fn scratch(name: &str) -> Scratch {
-    let dir = std::env::temp_dir().join(format!("seismic-run-derived-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    Scratch(dir)
+    process::scratch("derived", name)
 }
 
 /// Axes that differ in length, spacing and origin; receivers off the grid points.
