@@ -9,6 +9,7 @@ pub mod backend;
 pub mod bench;
 pub mod boundary;
 pub mod config;
+pub mod decomposition;
 pub mod grid;
 pub mod model;
 pub mod numerics;

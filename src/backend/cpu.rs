@@ -139,6 +139,9 @@ pub struct CpuSolver<T: Real> {
     free_surface: bool,
     cur: Vec<T>,
     prev: Vec<T>,
+    /// Per interior plane, its plane in the z CPML slab (the global grid's layers: a subdomain's
+    /// planes keep the coefficients and slab planes they have in the whole grid).
+    z_layer: Vec<Option<usize>>,
     /// (offset in the padded field, weight * c^2 dt^2) per source tap.
     src_taps: Vec<(usize, T)>,
     src_samples: Vec<T>,
@@ -155,6 +158,13 @@ impl<T: Real> CpuSolver<T> {
 
     /// A solver whose sweep runs the build for `isa` (every one computes the same bits).
     pub fn with_isa(problem: &Problem, isa: Isa) -> Result<Self> {
+        Self::with_isa_at(problem, isa, 0, problem.layout.nz)
+    }
+
+    /// A solver for a z-slab of a larger grid: interior plane 0 of `problem` is plane `z_offset`
+    /// of a grid of `global_nz` planes, whose CPML z layers it keeps (`problem`'s z profile is the
+    /// global one restricted to the slab; see `decomposition`).
+    pub fn with_isa_at(problem: &Problem, isa: Isa, z_offset: usize, global_nz: usize) -> Result<Self> {
         ensure!(isa.available(), "this CPU cannot run the {} build of the CPU step", isa.name());
         let layout = problem.layout;
         let shape = problem.shape();
@@ -169,8 +179,16 @@ impl<T: Real> CpuSolver<T> {
         let cpml_width = if b.kind == BoundaryKind::Cpml { b.width } else { 0 };
         // A plane in the z layers also updates psi_z and adds the z correction: about twice the
         // work of one that does not (measured at 200^3, R = 4, a 20-point layer).
-        let z_layer = |iz: usize| cpml_width > 0 && (iz < cpml_width || iz + cpml_width >= layout.nz);
-        let chunks = partition(layout.nz, rayon::current_num_threads(), |iz| if z_layer(iz) { 2.0 } else { 1.0 });
+        ensure!(
+            z_offset + layout.nz <= global_nz,
+            "planes {z_offset}..{} outside a grid of {global_nz}",
+            z_offset + layout.nz
+        );
+        let z_layer: Vec<Option<usize>> = (0..layout.nz)
+            .map(|iz| if cpml_width > 0 { layer(z_offset + iz, global_nz, cpml_width) } else { None })
+            .collect();
+        let chunks =
+            partition(layout.nz, rayon::current_num_threads(), |iz| if z_layer[iz].is_some() { 2.0 } else { 1.0 });
         let mut vel2dt2 = first_touch::<T>(&layout, &chunks);
         let dense: Vec<T> = problem.vel2dt2().into_iter().map(T::of).collect();
         layout.scatter(&dense, &mut vel2dt2);
@@ -212,6 +230,7 @@ impl<T: Real> CpuSolver<T> {
             free_surface: b.free_surface,
             cur: first_touch(&layout, &chunks),
             prev: first_touch(&layout, &chunks),
+            z_layer,
             chunks,
             tiles: y_tiles(&layout, cpml_width, std::mem::size_of::<T>()),
             src_taps,
@@ -258,6 +277,12 @@ impl<T: Real> CpuSolver<T> {
 
     /// Advances one step (module docs of `backend` give the order).
     pub fn advance(&mut self, n: usize) {
+        self.advance_field(n);
+        self.record();
+    }
+
+    /// Steps 1-5 and 7 of step `n`: the receivers are left to [`Self::record`].
+    pub fn advance_field(&mut self, n: usize) {
         let start = Instant::now();
         if self.free_surface {
             self.mirror_top();
@@ -278,15 +303,19 @@ impl<T: Real> CpuSolver<T> {
                 self.prev[o] += w * s;
             }
         }
+        std::mem::swap(&mut self.cur, &mut self.prev);
+        self.seconds.push(start.elapsed().as_secs_f64());
+    }
+
+    /// Step 6: one sample per receiver from the current wavefield (p^{n+1} once the step is done).
+    pub fn record(&mut self) {
         for (taps, trace) in self.rec_taps.iter().zip(self.traces.iter_mut()) {
             let mut v = T::default();
             for &(o, w) in taps {
-                v += w * self.prev[o];
+                v += w * self.cur[o];
             }
             trace.push(v);
         }
-        std::mem::swap(&mut self.cur, &mut self.prev);
-        self.seconds.push(start.elapsed().as_secs_f64());
     }
 
     /// p(-k) = -p(k) above z = 0, and p(0) = 0: a pressure-free surface at z = 0.
@@ -321,6 +350,7 @@ impl<T: Real> CpuSolver<T> {
                 b: std::array::from_fn(|i| &coef[i].1[..]),
                 c1: std::array::from_fn(|i| &self.c1[i][..]),
                 c2: std::array::from_fn(|i| &self.c2[i][..]),
+                z_layer: &self.z_layer,
             }
         });
         let sweep = Sweep::<T, R> {
@@ -457,6 +487,8 @@ struct CpmlSweep<'a, T> {
     b: [&'a [T]; 3],
     c1: [&'a [T]; 3],
     c2: [&'a [T]; 3],
+    /// Slab plane of each interior z-plane in the z layers (CpuSolver::z_layer).
+    z_layer: &'a [Option<usize>],
 }
 
 /// One step's sweep. A task owns the interior planes [z0, z1) of p^{n+1} (written over p^{n-1})
@@ -535,11 +567,10 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
             }
             return;
         };
-        let (nz, w) = (self.l.nz, c.width);
         if edges {
             let (lo, hi) = ((z0 + R).min(z1), z1.saturating_sub(R).max(z0 + R).min(z1));
             for iz in (z0..lo).chain(hi..z1) {
-                if let Some(sz) = layer(iz, nz, w) {
+                if let Some(sz) = c.z_layer[iz] {
                     // SAFETY: plane iz is this task's.
                     unsafe { self.psi_z_rows(c, iz, sz, 0, self.l.ny) };
                 }
@@ -551,7 +582,7 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
             for iz in z0..z1 {
                 let q = iz + R;
                 if q + R < z1
-                    && let Some(sz) = layer(q, nz, w)
+                    && let Some(sz) = c.z_layer[q]
                 {
                     // SAFETY: plane q is this task's and more than R planes from its range's ends,
                     // so no other task reads its psi_z.
@@ -606,7 +637,7 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
                     if let Some(t) = layer(iy, l.ny, c.width) {
                         self.cpml_yz_row(c, 1, out, iy, iz, t);
                     }
-                    if let Some(t) = layer(iz, l.nz, c.width) {
+                    if let Some(t) = c.z_layer[iz] {
                         self.cpml_yz_row(c, 2, out, iy, iz, t);
                     }
                 }
@@ -885,5 +916,46 @@ impl<T: Real> Backend for CpuSolver<T> {
 
     fn step_seconds(&mut self) -> Result<Vec<f64>> {
         Ok(self.seconds.clone())
+    }
+
+    fn step_field(&mut self, n: usize) -> Result<()> {
+        self.advance_field(n);
+        Ok(())
+    }
+
+    fn record_receivers(&mut self) -> Result<()> {
+        self.record();
+        Ok(())
+    }
+
+    /// The planes go through f32: a decomposed run is exact in f32 only.
+    fn planes_out(&mut self, z0: usize, planes: usize, buf: &mut [f32]) -> Result<()> {
+        let l = self.layout;
+        let plane = l.nx * l.ny;
+        ensure!(z0 + planes <= l.nz && buf.len() == planes * plane, "halo planes {z0}..{} of {}", z0 + planes, l.nz);
+        for (k, chunk) in buf.chunks_exact_mut(plane).enumerate() {
+            for (iy, row) in chunk.chunks_exact_mut(l.nx).enumerate() {
+                let src = l.row(iy, z0 + k);
+                for (o, v) in row.iter_mut().zip(&self.cur[src..src + l.nx]) {
+                    *o = v.f64() as f32;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn planes_in(&mut self, z0: usize, planes: usize, buf: &[f32]) -> Result<()> {
+        let l = self.layout;
+        let plane = l.nx * l.ny;
+        ensure!(z0 + planes <= l.nz && buf.len() == planes * plane, "halo planes {z0}..{} of {}", z0 + planes, l.nz);
+        for (k, chunk) in buf.chunks_exact(plane).enumerate() {
+            for (iy, row) in chunk.chunks_exact(l.nx).enumerate() {
+                let dst = l.row(iy, z0 + k);
+                for (o, &v) in self.cur[dst..dst + l.nx].iter_mut().zip(row) {
+                    *o = T::of(v as f64);
+                }
+            }
+        }
+        Ok(())
     }
 }

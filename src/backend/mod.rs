@@ -16,7 +16,7 @@
 pub mod cpu;
 pub mod tuning;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 
 use crate::grid::Section;
 
@@ -54,6 +54,32 @@ pub trait Backend {
 
     /// Seconds spent in each of the steps done so far (device time on GPUs). Waits for the device.
     fn step_seconds(&mut self) -> Result<Vec<f64>>;
+
+    /// Time step `n` without step 6: a subdomain of a decomposed run exchanges its halo planes
+    /// first, then calls [`record_receivers`](Self::record_receivers) (its receivers may read them).
+    fn step_field(&mut self, n: usize) -> Result<()> {
+        let _ = n;
+        bail!("the {} backend does not run decomposed domains", self.info().backend)
+    }
+
+    /// Step 6 of the step just done by [`step_field`](Self::step_field).
+    fn record_receivers(&mut self) -> Result<()> {
+        bail!("the {} backend does not run decomposed domains", self.info().backend)
+    }
+
+    /// Copies interior z-planes `z0..z0 + planes` of the current wavefield p^n into `buf`, dense
+    /// (planes, ny, nx): the halo a neighbouring subdomain needs.
+    fn planes_out(&mut self, z0: usize, planes: usize, buf: &mut [f32]) -> Result<()> {
+        let _ = (z0, planes, buf);
+        bail!("the {} backend does not run decomposed domains", self.info().backend)
+    }
+
+    /// Overwrites interior z-planes `z0..z0 + planes` of p^n with `buf`, dense (planes, ny, nx):
+    /// the halo received from a neighbouring subdomain.
+    fn planes_in(&mut self, z0: usize, planes: usize, buf: &[f32]) -> Result<()> {
+        let _ = (z0, planes, buf);
+        bail!("the {} backend does not run decomposed domains", self.info().backend)
+    }
 }
 
 #[cfg(any(feature = "cuda", feature = "hip"))]

@@ -1,0 +1,69 @@
+//! The halo exchange behind one interface: [`InProcess`] runs every subdomain in this process and
+//! copies planes between them (deterministic and cheap, for tests and for several subdomains on
+//! one device); the MPI path (feature `mpi`) holds one subdomain per rank and moves the planes
+//! through host memory.
+
+use super::Decomposition;
+use super::run::Domain;
+use anyhow::Result;
+
+/// Moves halo planes between the subdomains and brings results to rank 0.
+pub trait Exchange {
+    /// Ranks whose subdomains this process holds, in order.
+    fn local_ranks(&self, decomposition: &Decomposition) -> std::ops::Range<usize>;
+
+    /// After a step, overwrites every ghost plane of p^n (the step's p^{n+1}) in `domains` (this
+    /// process's subdomains, in rank order) with the neighbour's owned plane.
+    fn halos(&mut self, decomposition: &Decomposition, domains: &mut [Domain]) -> Result<()>;
+
+    /// Every rank's `parts` (one per local subdomain) at rank 0, in rank order; None elsewhere.
+    fn gather(&mut self, parts: Vec<Vec<f32>>) -> Result<Option<Vec<Vec<f32>>>>;
+
+    /// Whether `value` holds on every rank (every rank gets the answer).
+    fn all(&mut self, value: bool) -> Result<bool>;
+
+    /// The largest of every rank's `value` (every rank gets the answer).
+    fn max(&mut self, value: f64) -> Result<f64>;
+}
+
+/// All subdomains in this process: the exchange is a copy of planes.
+#[derive(Default)]
+pub struct InProcess {
+    buf: Vec<f32>,
+}
+
+impl Exchange for InProcess {
+    fn local_ranks(&self, decomposition: &Decomposition) -> std::ops::Range<usize> {
+        0..decomposition.ranks()
+    }
+
+    fn halos(&mut self, d: &Decomposition, domains: &mut [Domain]) -> Result<()> {
+        for k in 0..domains.len().saturating_sub(1) {
+            let (upper, lower) = domains.split_at_mut(k + 1);
+            let (a, b) = (&mut upper[k], &mut lower[0]);
+            let plane = a.sub.problem.layout.nx * a.sub.problem.layout.ny;
+            self.buf.resize(d.halo * plane, 0.0);
+            let h = d.halo;
+            // a's last h owned planes become b's first h planes, and b's first h owned planes
+            // a's last h.
+            let a_end = a.sub.owned.1 - a.sub.first;
+            a.backend.planes_out(a_end - h, h, &mut self.buf)?;
+            b.backend.planes_in(0, h, &self.buf)?;
+            b.backend.planes_out(h, h, &mut self.buf)?;
+            a.backend.planes_in(a_end, h, &self.buf)?;
+        }
+        Ok(())
+    }
+
+    fn gather(&mut self, parts: Vec<Vec<f32>>) -> Result<Option<Vec<Vec<f32>>>> {
+        Ok(Some(parts))
+    }
+
+    fn all(&mut self, value: bool) -> Result<bool> {
+        Ok(value)
+    }
+
+    fn max(&mut self, value: f64) -> Result<f64> {
+        Ok(value)
+    }
+}

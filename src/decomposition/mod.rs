@@ -1,0 +1,239 @@
+//! Domain decomposition: one model split into slabs along z, one subdomain per rank, each a
+//! [`Problem`] of its own that a backend runs unchanged, with halo planes exchanged every step.
+//!
+//! A rank owns a contiguous range of z-planes and also holds `halo` planes on each side that has a
+//! neighbour ("ghost" planes). Ghost planes are computed like any other plane, wrongly near the
+//! subdomain's edge, and overwritten every step by the neighbour's owned planes ([`Exchange`]),
+//! so every owned plane sees exactly the values a single-domain run gives it: the decomposed run
+//! is bit-identical to the single one. The halo is R planes, 2R where a CPML z layer comes within
+//! R of a cut (psi_z of the ghost planes within R of the cut is then recomputed from p up to 2R
+//! away instead of exchanged), and wider where a receiver's taps reach further past its rank's
+//! last owned plane: a receiver belongs to the rank owning its first tap plane and is recorded
+//! after the exchange, from owned and ghost planes alike, with its taps summed in the same order
+//! as in one domain. Each rank injects the source taps on its owned planes, builds its velocity
+//! and boundary profiles as the global ones restricted to its planes, and keeps the free surface
+//! only on the top rank.
+
+pub mod exchange;
+#[cfg(feature = "mpi")]
+pub mod mpi;
+pub mod run;
+
+pub use exchange::{Exchange, InProcess};
+pub use run::{Domain, run};
+
+use crate::backend::Backend;
+use crate::backend::cpu::CpuSolver;
+use crate::boundary::{AxisProfile, BoundaryKind};
+use crate::grid::Layout;
+use crate::problem::{Problem, Tap};
+use anyhow::{Result, ensure};
+
+/// How the z-planes of a grid are shared among ranks.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decomposition {
+    /// Planes of the whole grid.
+    pub nz: usize,
+    /// Owned planes [z0, z1) of each rank, in order, covering 0..nz.
+    pub slabs: Vec<(usize, usize)>,
+    /// Planes exchanged across every cut, each way.
+    pub halo: usize,
+    /// The rank recording each receiver.
+    pub receiver_rank: Vec<usize>,
+}
+
+/// One rank's part: its problem (owned and ghost planes) and where it sits in the grid.
+#[derive(Clone, Debug)]
+pub struct SubDomain {
+    pub rank: usize,
+    /// Owned planes [z0, z1), global indices.
+    pub owned: (usize, usize),
+    /// Global index of the subdomain's plane 0 (the first ghost plane, or the first owned one).
+    pub first: usize,
+    /// The subdomain's run: its planes, its source taps, the receivers it records.
+    pub problem: Problem,
+    /// Global indices of the receivers it records, in order.
+    pub receivers: Vec<usize>,
+}
+
+impl SubDomain {
+    /// Planes held, ghosts included.
+    pub fn planes(&self) -> usize {
+        self.problem.layout.nz
+    }
+
+    /// Local index of the first owned plane.
+    pub fn owned_local(&self) -> usize {
+        self.owned.0 - self.first
+    }
+
+    /// A CPU solver for this subdomain (the single domain's CPML z layers kept).
+    pub fn cpu_solver(&self, global_nz: usize) -> Result<CpuSolver<f32>> {
+        CpuSolver::with_isa_at(&self.problem, crate::backend::cpu::Isa::detect(), self.first, global_nz)
+    }
+
+    /// [`cpu_solver`](Self::cpu_solver), boxed as a backend.
+    pub fn cpu_backend(&self, global_nz: usize) -> Result<Box<dyn Backend>> {
+        Ok(Box::new(self.cpu_solver(global_nz)?))
+    }
+}
+
+impl Decomposition {
+    /// `ranks` slabs of nz / ranks planes, the first nz % ranks of them one plane thicker.
+    pub fn even(problem: &Problem, ranks: usize) -> Result<Decomposition> {
+        ensure!(ranks >= 1, "a decomposition needs at least one rank");
+        let nz = problem.layout.nz;
+        let counts: Vec<usize> = (0..ranks).map(|r| nz / ranks + usize::from(r < nz % ranks)).collect();
+        Self::with_planes(problem, &counts)
+    }
+
+    /// Slabs of the given plane counts, top first (they must add up to grid.shape[2]).
+    pub fn with_planes(problem: &Problem, counts: &[usize]) -> Result<Decomposition> {
+        let nz = problem.layout.nz;
+        ensure!(!counts.is_empty(), "a decomposition needs at least one rank");
+        ensure!(counts.iter().sum::<usize>() == nz, "slabs of {counts:?} planes do not add up to grid.shape[2] = {nz}");
+        let mut slabs = Vec::with_capacity(counts.len());
+        let mut z = 0;
+        for &c in counts {
+            slabs.push((z, z + c));
+            z += c;
+        }
+        let r = problem.stencil.radius;
+        let cuts: Vec<usize> = slabs[..slabs.len() - 1].iter().map(|s| s.1).collect();
+        let b = &problem.boundary;
+        let cpml_width = if b.kind == BoundaryKind::Cpml { b.width } else { 0 };
+        // A plane reads psi_z of the planes within R in its own layer: only a cut through a layer
+        // puts such planes on the other side.
+        let through_layer = |c: usize| cpml_width > 0 && (c < cpml_width || c > nz - cpml_width);
+        let halo0 = if cuts.iter().any(|&c| through_layer(c)) { 2 * r } else { r };
+        let mut halo = halo0;
+        let owner = |iz: usize| slabs.iter().position(|s| iz < s.1).expect("plane inside the grid");
+        let mut receiver_rank = Vec::with_capacity(problem.receivers.len());
+        for rec in &problem.receivers {
+            let lo = rec.taps.iter().map(|t| t.point[2]).min();
+            let hi = rec.taps.iter().map(|t| t.point[2]).max();
+            let rank = lo.map_or(0, owner);
+            if let Some(hi) = hi
+                && rank + 1 < slabs.len()
+            {
+                halo = halo.max((hi + 1).saturating_sub(slabs[rank].1));
+            }
+            receiver_rank.push(rank);
+        }
+        for (k, s) in slabs.iter().enumerate() {
+            let thick = s.1 - s.0;
+            ensure!(
+                slabs.len() == 1 || thick >= halo,
+                "rank {k} owns {thick} z-planes, fewer than the {halo} halo planes its neighbours need from it \
+                 (stencil.radius {r}): use fewer ranks for grid.shape[2] = {nz}"
+            );
+        }
+        Ok(Decomposition { nz, slabs, halo, receiver_rank })
+    }
+
+    pub fn ranks(&self) -> usize {
+        self.slabs.len()
+    }
+
+    /// Bytes crossing one cut per step, both ways (f32 planes of nx * ny points).
+    pub fn halo_bytes_per_cut(&self, problem: &Problem) -> u64 {
+        2 * (self.halo * problem.layout.nx * problem.layout.ny * 4) as u64
+    }
+
+    /// Rank `rank`'s subdomain of `problem` (the single-domain run).
+    pub fn subdomain(&self, problem: &Problem, rank: usize) -> SubDomain {
+        let (z0, z1) = self.slabs[rank];
+        let lo = if rank > 0 { self.halo } else { 0 };
+        let hi = if rank + 1 < self.ranks() { self.halo } else { 0 };
+        let (first, end) = (z0 - lo, z1 + hi);
+        let l = problem.layout;
+        let plane = l.nx * l.ny;
+        let shift = |taps: &[Tap], keep: &dyn Fn(usize) -> bool| -> Vec<Tap> {
+            taps.iter()
+                .filter(|t| keep(t.point[2]))
+                .map(|t| Tap { point: [t.point[0], t.point[1], t.point[2] - first], weight: t.weight })
+                .collect()
+        };
+        let mut source = problem.source.clone();
+        source.taps = shift(&problem.source.taps, &|z| (z0..z1).contains(&z));
+        let receivers: Vec<usize> = (0..problem.receivers.len()).filter(|&i| self.receiver_rank[i] == rank).collect();
+        let rec = receivers
+            .iter()
+            .map(|&i| {
+                let mut r = problem.receivers[i].clone();
+                r.taps = shift(&r.taps, &|_| true);
+                r
+            })
+            .collect();
+        let mut boundary = problem.boundary.clone();
+        boundary.free_surface &= rank == 0;
+        let z = &problem.boundary.profiles[2];
+        boundary.profiles[2] =
+            AxisProfile { b: z.b[first..end].to_vec(), a: z.a[first..end].to_vec(), damp: z.damp[first..end].to_vec() };
+        let mut origin = problem.origin;
+        origin[2] += first as f64 * problem.spacing[2];
+        let sub = Problem {
+            layout: Layout::new([l.nx, l.ny, end - first], l.halo),
+            spacing: problem.spacing,
+            origin,
+            stencil: problem.stencil.clone(),
+            dt: problem.dt,
+            steps: problem.steps,
+            vp: problem.vp[first * plane..end * plane].to_vec(),
+            boundary,
+            source,
+            receivers: rec,
+            warnings: Vec::new(),
+        };
+        SubDomain { rank, owned: (z0, z1), first, problem: sub, receivers }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn problem(nz: usize, boundary: &str) -> Problem {
+        let toml = format!(
+            "[grid]\nshape = [12, 10, {nz}]\nspacing = [10.0, 10.0, 10.0]\n[model]\nkind = \"constant\"\nvp = 2000.0\n\
+             [stencil]\nradius = 2\n[time]\nduration = 0.01\n[source]\nposition = [60.0, 50.0, 100.0]\nfrequency = 10.0\n\
+             [boundary]\nkind = \"{boundary}\"\nwidth = 3\n"
+        );
+        let cfg = Config::from_toml(&toml).unwrap();
+        Problem::build(&cfg, vec![2000.0; 12 * 10 * nz]).unwrap()
+    }
+
+    #[test]
+    fn even_split_puts_the_extra_planes_first_and_widens_the_halo_in_z_layers() {
+        let d = Decomposition::even(&problem(31, "sponge"), 3).unwrap();
+        assert_eq!(d.slabs, vec![(0, 11), (11, 21), (21, 31)]);
+        assert_eq!(d.halo, 2);
+        // A cut through a 3-plane z layer (planes 0..3 and 28..31): psi_z needs 2R = 4 halo planes.
+        let d = Decomposition::with_planes(&problem(62, "cpml"), &[31, 29, 2]).unwrap_err().to_string();
+        assert!(d.contains("rank 2 owns 2 z-planes, fewer than the 4 halo planes"), "{d}");
+        let p = problem(31, "cpml");
+        assert_eq!(Decomposition::with_planes(&p, &[4, 23, 4]).unwrap().halo, 2, "cuts next to the layers");
+        assert_eq!(Decomposition::with_planes(&p, &[11, 10, 10]).unwrap().halo, 2);
+    }
+
+    #[test]
+    fn too_thin_slabs_are_refused_naming_the_figures() {
+        let e = Decomposition::with_planes(&problem(31, "cpml"), &[1, 29, 1]).unwrap_err().to_string();
+        assert!(e.contains("rank 0 owns 1 z-planes, fewer than the 2 halo planes"), "{e}");
+        let e = Decomposition::with_planes(&problem(31, "cpml"), &[3, 25]).unwrap_err().to_string();
+        assert!(e.contains("do not add up to grid.shape[2] = 31"), "{e}");
+    }
+
+    #[test]
+    fn subdomains_restrict_the_model_profiles_and_source() {
+        let p = problem(31, "cpml");
+        let d = Decomposition::with_planes(&p, &[10, 11, 10]).unwrap();
+        let s = d.subdomain(&p, 1);
+        assert_eq!((s.first, s.planes(), s.owned_local()), (8, 15, 2));
+        assert_eq!(s.problem.boundary.profiles[2].a, p.boundary.profiles[2].a[8..23].to_vec());
+        assert_eq!(s.problem.source.taps, vec![Tap { point: [6, 5, 2], weight: 1.0 }]);
+        assert!(d.subdomain(&p, 0).problem.source.taps.is_empty());
+        assert_eq!(s.problem.vp.len(), 12 * 10 * 15);
+    }
+}

@@ -1,0 +1,198 @@
+//! The time loop of a decomposed run: every step, each subdomain computes its planes, the
+//! [`Exchange`] overwrites the ghost planes, then the receivers are recorded; snapshots and traces
+//! are gathered at rank 0 into the single-domain layout.
+
+use super::{Decomposition, Exchange, SubDomain};
+use crate::backend::Backend;
+use crate::grid::Section;
+use crate::problem::Problem;
+use crate::solver::{BlowUp, OutputPlan, PROGRESS_INTERVAL, RunRecord, SnapshotSink};
+use anyhow::{Context, Result, ensure};
+use std::time::Instant;
+
+/// One subdomain and the backend running it.
+pub struct Domain {
+    pub sub: SubDomain,
+    pub backend: Box<dyn Backend>,
+}
+
+/// What a decomposed run hands to the outputs at rank 0.
+#[derive(Clone, Debug)]
+pub struct DecomposedRecord {
+    /// Traces in the single-domain order; step seconds the slowest rank's compute plus exchange.
+    pub record: RunRecord,
+    /// Seconds of the halo exchange in each step (the slowest rank's).
+    pub exchange_seconds: Vec<f64>,
+}
+
+/// Runs all steps of `problem` (the single-domain run) over `domains`, this process's subdomains
+/// of `decomposition`. Rank 0 gets the record (and hands snapshots to `sink`, which it must have
+/// when `plan` takes any); other ranks get None.
+pub fn run(
+    problem: &Problem,
+    decomposition: &Decomposition,
+    domains: &mut [Domain],
+    exchange: &mut dyn Exchange,
+    plan: &OutputPlan,
+    mut sink: Option<&mut dyn SnapshotSink>,
+    progress: &mut dyn FnMut(usize),
+) -> Result<Option<DecomposedRecord>> {
+    let steps = problem.steps;
+    let grid = problem.shape();
+    let start = Instant::now();
+    let mut last_report = start;
+    let sections: Vec<Section> = plan.snapshots.iter().map(|s| s.section).collect();
+    let mut next_snapshot = plan.snapshot_steps.iter().copied().enumerate().peekable();
+    let mut exchange_seconds = Vec::with_capacity(steps);
+    for n in 0..steps {
+        for dom in domains.iter_mut() {
+            dom.backend.step_field(n).with_context(|| format!("time step {n} on rank {}", dom.sub.rank))?;
+        }
+        let t = Instant::now();
+        exchange.halos(decomposition, domains).with_context(|| format!("halo exchange after step {n}"))?;
+        exchange_seconds.push(t.elapsed().as_secs_f64());
+        for dom in domains.iter_mut() {
+            dom.backend.record_receivers()?;
+        }
+        let done = n + 1;
+        if let Some(&(index, at)) = next_snapshot.peek()
+            && at == done
+        {
+            let parts = domains.iter_mut().map(|d| snapshot_part(d, &sections)).collect::<Result<Vec<_>>>()?;
+            if let Some(all) = exchange.gather(parts)? {
+                let sink = sink.as_deref_mut().context("rank 0 of a run with snapshots needs a snapshot sink")?;
+                let mut field = sink.buffer()?;
+                assemble(decomposition, &sections, grid, &all, &mut field)?;
+                sink.submit(index, done, field)?;
+            }
+            next_snapshot.next();
+        }
+        let now = Instant::now();
+        if now.duration_since(last_report) >= PROGRESS_INTERVAL {
+            progress(done);
+            last_report = now;
+        }
+    }
+    let mut finite = true;
+    for dom in domains.iter_mut() {
+        finite &= dom.backend.field_is_finite()?;
+    }
+    if !exchange.all(finite)? {
+        let cfl_fraction = problem.dt / problem.dt_limit();
+        return Err(BlowUp { last_finite: 0, found: steps, dt: problem.dt, cfl_fraction }.into());
+    }
+    let mut seconds = Vec::new();
+    let mut traces = Vec::new();
+    for dom in domains.iter_mut() {
+        seconds.push(dom.backend.step_seconds()?.into_iter().map(|s| s as f32).collect());
+        traces.push(dom.backend.traces(steps)?);
+    }
+    seconds.push(exchange_seconds.iter().map(|&s| s as f32).collect());
+    let wall_seconds = exchange.max(start.elapsed().as_secs_f64())?;
+    progress(steps);
+    let (Some(seconds), Some(traces)) = (exchange.gather(seconds)?, exchange.gather(traces)?) else {
+        return Ok(None);
+    };
+    // Per rank: its compute seconds, then its exchange seconds (one pair per process, in order).
+    let mut compute = vec![0.0f64; steps];
+    let mut exchange_max = vec![0.0f64; steps];
+    let per_process = domains.len() + 1;
+    for (i, s) in seconds.iter().enumerate() {
+        ensure!(s.len() == steps, "a rank timed {} of {steps} steps", s.len());
+        let target = if i % per_process == per_process - 1 { &mut exchange_max } else { &mut compute };
+        for (t, &v) in target.iter_mut().zip(s) {
+            *t = t.max(v as f64);
+        }
+    }
+    let mut out = vec![0.0f32; problem.receivers.len() * steps];
+    for (rank, part) in traces.iter().enumerate() {
+        let mine: Vec<usize> =
+            (0..problem.receivers.len()).filter(|&i| decomposition.receiver_rank[i] == rank).collect();
+        ensure!(part.len() == mine.len() * steps, "rank {rank} returned {} trace samples", part.len());
+        for (k, &i) in mine.iter().enumerate() {
+            out[i * steps..(i + 1) * steps].copy_from_slice(&part[k * steps..(k + 1) * steps]);
+        }
+    }
+    let step_seconds = compute.iter().zip(&exchange_max).map(|(c, e)| c + e).collect();
+    Ok(Some(DecomposedRecord {
+        record: RunRecord { step_seconds, traces: out, wall_seconds },
+        exchange_seconds: exchange_max,
+    }))
+}
+
+/// Points of `section` a rank owning `owned` (of the whole grid) contributes, in the section's
+/// layout: whole z-rows for sections that run along z, the plane itself for its owner.
+fn part_len(section: &Section, owned: (usize, usize), grid: [usize; 3]) -> usize {
+    let [nx, ny, _] = grid;
+    let planes = owned.1 - owned.0;
+    match *section {
+        Section::Volume => planes * nx * ny,
+        Section::Xz { .. } => planes * nx,
+        Section::Yz { .. } => planes * ny,
+        Section::Xy { iz } => {
+            if (owned.0..owned.1).contains(&iz) {
+                nx * ny
+            } else {
+                0
+            }
+        }
+    }
+}
+
+/// This subdomain's owned points of every section, one section after the other.
+fn snapshot_part(dom: &mut Domain, sections: &[Section]) -> Result<Vec<f32>> {
+    let sub = &dom.sub;
+    let l = sub.problem.layout;
+    let grid = [l.nx, l.ny, l.nz];
+    let (own, planes) = (sub.owned_local(), sub.owned.1 - sub.owned.0);
+    let mut out = Vec::new();
+    let mut local = Vec::new();
+    for s in sections {
+        let at = out.len();
+        match *s {
+            Section::Volume => {
+                out.resize(at + planes * l.nx * l.ny, 0.0);
+                dom.backend.planes_out(own, planes, &mut out[at..])?;
+            }
+            Section::Xz { .. } | Section::Yz { .. } => {
+                local.resize(s.len(grid), 0.0);
+                dom.backend.snapshot_sections(std::slice::from_ref(s), &mut local)?;
+                let line = s.len(grid) / l.nz;
+                out.extend_from_slice(&local[own * line..(own + planes) * line]);
+            }
+            Section::Xy { iz } => {
+                if (sub.owned.0..sub.owned.1).contains(&iz) {
+                    let s = Section::Xy { iz: iz - sub.first };
+                    local.resize(s.len(grid), 0.0);
+                    dom.backend.snapshot_sections(&[s], &mut local)?;
+                    out.extend_from_slice(&local);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Every rank's parts (from [`snapshot_part`], rank order) laid out as one single-domain snapshot.
+fn assemble(
+    d: &Decomposition,
+    sections: &[Section],
+    grid: [usize; 3],
+    parts: &[Vec<f32>],
+    out: &mut [f32],
+) -> Result<()> {
+    ensure!(parts.len() == d.ranks(), "{} snapshot parts for {} ranks", parts.len(), d.ranks());
+    let mut offsets = vec![0usize; parts.len()];
+    let mut at = 0;
+    for s in sections {
+        for (rank, part) in parts.iter().enumerate() {
+            let n = part_len(s, d.slabs[rank], grid);
+            ensure!(offsets[rank] + n <= part.len() && at + n <= out.len(), "snapshot part of rank {rank} too short");
+            out[at..at + n].copy_from_slice(&part[offsets[rank]..offsets[rank] + n]);
+            offsets[rank] += n;
+            at += n;
+        }
+    }
+    ensure!(at == out.len(), "snapshot of {} values assembled from {at}", out.len());
+    Ok(())
+}

@@ -1,0 +1,144 @@
+//! Domain decomposition on the CPU: N subdomains in one process (the in-process exchange) give
+//! the single-domain run's traces and snapshots bit for bit, for every stencil radius, with CPML
+//! and a free surface, a source on a cut, receivers and snapshot planes straddling cuts.
+
+use seismic_run::backend::Backend;
+use seismic_run::backend::cpu::CpuSolver;
+use seismic_run::config::Config;
+use seismic_run::decomposition::{self, Decomposition, Domain, InProcess};
+use seismic_run::problem::Problem;
+use seismic_run::solver::{self, OutputPlan, SnapshotSink};
+
+const SHAPE: [usize; 3] = [12, 12, 48];
+
+/// Traces, and (index, step, values) of each snapshot.
+type Output = (Vec<f32>, Vec<(usize, usize, Vec<f32>)>);
+
+/// Snapshots in the order taken.
+#[derive(Default)]
+struct Keep(Vec<(usize, usize, Vec<f32>)>, usize);
+
+impl SnapshotSink for Keep {
+    fn buffer(&mut self) -> anyhow::Result<Vec<f32>> {
+        Ok(vec![f32::NAN; self.1])
+    }
+    fn submit(&mut self, index: usize, step: usize, field: Vec<f32>) -> anyhow::Result<()> {
+        self.0.push((index, step, field));
+        Ok(())
+    }
+}
+
+/// A layered model, CPML of `width` points, a sinc source between planes `cut - 1` and `cut`, sinc and
+/// trilinear receivers along z across every plane, and volume, xz, yz and two xy snapshots (one on
+/// `cut`).
+fn setup(radius: usize, free_surface: bool, cut: usize, width: usize) -> (Config, Problem) {
+    let h = 10.0;
+    let toml = format!(
+        "[grid]\nshape = [{}, {}, {}]\nspacing = [{h}, {h}, {h}]\n\
+         [model]\nkind = \"constant\"\nvp = 2000.0\n\
+         [stencil]\nradius = {radius}\n\
+         [time]\nduration = 0.05\ncfl_safety = 0.8\n\
+         [source]\nposition = [55.0, 62.0, {}]\nfrequency = 30.0\ndelay = 0.02\ninjection = \"sinc\"\nsinc_half_width = 2\n\
+         [boundary]\nkind = \"cpml\"\nwidth = {width}\nfree_surface = {free_surface}\n\
+         [[receivers]]\nline = {{ start = [43.0, 57.0, 15.0], end = [43.0, 57.0, 455.0], count = 23 }}\n\
+         interpolation = \"sinc\"\nsinc_half_width = 2\n\
+         [[receivers]]\nline = {{ start = [71.0, 33.0, 5.0], end = [71.0, 33.0, 465.0], count = 47 }}\n\
+         interpolation = \"trilinear\"\n\
+         [output]\nsnapshot_every = 7\n\
+         [[output.snapshot]]\nkind = \"volume\"\n\
+         [[output.snapshot]]\nkind = \"xz\"\nat = 40.0\n\
+         [[output.snapshot]]\nkind = \"yz\"\nat = 70.0\n\
+         [[output.snapshot]]\nkind = \"xy\"\nat = {}\n\
+         [[output.snapshot]]\nkind = \"xy\"\nat = 300.0\n",
+        SHAPE[0],
+        SHAPE[1],
+        SHAPE[2],
+        (cut as f64 - 0.5) * h,
+        cut as f64 * h,
+    );
+    let cfg = Config::from_toml(&toml).expect("test configuration parses");
+    let plane = SHAPE[0] * SHAPE[1];
+    let vp = (0..SHAPE[2] * plane).map(|i| 1500.0 + 20.0 * (i / plane) as f32 + (i % 7) as f32).collect();
+    let problem = Problem::build(&cfg, vp).expect("test problem builds");
+    (cfg, problem)
+}
+
+/// (traces, snapshots) of the single-domain CPU run.
+fn single(cfg: &Config, problem: &Problem) -> Output {
+    let plan = OutputPlan::from_config(cfg, problem).unwrap();
+    let mut backend = CpuSolver::<f32>::new(problem).unwrap();
+    let mut sink = Keep(Vec::new(), plan.snapshot_len(problem.shape()));
+    let record = solver::run(problem, &mut backend, &plan, &mut sink, &mut |_| {}).unwrap();
+    (record.traces, sink.0)
+}
+
+/// The same through `d`, every subdomain in this process.
+fn decomposed(cfg: &Config, problem: &Problem, d: &Decomposition) -> Output {
+    let plan = OutputPlan::from_config(cfg, problem).unwrap();
+    let mut domains: Vec<Domain> = (0..d.ranks())
+        .map(|r| {
+            let sub = d.subdomain(problem, r);
+            let backend: Box<dyn Backend> = sub.cpu_backend(problem.layout.nz).unwrap();
+            Domain { sub, backend }
+        })
+        .collect();
+    let mut sink = Keep(Vec::new(), plan.snapshot_len(problem.shape()));
+    let out =
+        decomposition::run(problem, d, &mut domains, &mut InProcess::default(), &plan, Some(&mut sink), &mut |_| {})
+            .unwrap()
+            .expect("in-process runs are rank 0");
+    assert_eq!(out.exchange_seconds.len(), problem.steps);
+    (out.record.traces, sink.0)
+}
+
+fn assert_same(what: &str, a: &Output, b: &Output) {
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert!(a.0.iter().any(|&v| v != 0.0), "{what}: the traces recorded the wave");
+    if let Some(i) = (0..a.0.len()).find(|&i| a.0[i].to_bits() != b.0[i].to_bits()) {
+        panic!("{what}: trace sample {i} differs: {} vs {}", a.0[i], b.0[i]);
+    }
+    assert_eq!(a.0.len(), b.0.len(), "{what}: trace length");
+    assert_eq!(a.1.len(), b.1.len(), "{what}: snapshot count");
+    for (s, t) in a.1.iter().zip(&b.1) {
+        assert_eq!((s.0, s.1), (t.0, t.1), "{what}: snapshot order");
+        if let Some(i) = (0..s.2.len()).find(|&i| s.2[i].to_bits() != t.2[i].to_bits()) {
+            panic!("{what}: snapshot {} value {i} differs: {} vs {}", s.0, s.2[i], t.2[i]);
+        }
+        assert_eq!(bits(&s.2), bits(&t.2));
+    }
+}
+
+/// Every radius 1..=8, 2 ranks (23 + 25 planes) and 3 uneven ranks (15 + 14 + 19 planes), CPML
+/// under a free surface, the source straddling the cut at plane 15 and an xy snapshot on it.
+#[test]
+fn two_and_three_subdomains_equal_one_bit_for_bit_for_every_radius() {
+    for radius in 1..=8 {
+        let (cfg, problem) = setup(radius, true, 15, 4);
+        let want = single(&cfg, &problem);
+        assert!(problem.steps >= 20, "{} steps", problem.steps);
+        for counts in [vec![23, 25], vec![15, 14, 19]] {
+            let d = Decomposition::with_planes(&problem, &counts).unwrap();
+            let got = decomposed(&cfg, &problem, &d);
+            assert_same(&format!("R = {radius}, slabs {counts:?} (halo {})", d.halo), &want, &got);
+        }
+    }
+}
+
+/// Cuts through the CPML z layers of 5 planes (no free surface): the halo is 2R, psi_z of the
+/// ghost planes being recomputed, and the run is still the single one's bits.
+#[test]
+fn cuts_through_the_cpml_z_layers_take_2r_halo_planes_and_stay_exact() {
+    for radius in [1, 2] {
+        let (cfg, problem) = setup(radius, false, 24, 5);
+        let d = Decomposition::with_planes(&problem, &[4, 40, 4]).unwrap();
+        assert_eq!(d.halo, 2 * radius, "R = {radius}");
+        assert_same(
+            &format!("R = {radius}, cuts in the z layers"),
+            &single(&cfg, &problem),
+            &decomposed(&cfg, &problem, &d),
+        );
+    }
+    let (cfg, problem) = setup(3, false, 24, 4);
+    let d = Decomposition::even(&problem, 2).unwrap();
+    assert_same("R = 3, even split", &single(&cfg, &problem), &decomposed(&cfg, &problem, &d));
+}
