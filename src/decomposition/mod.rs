@@ -220,7 +220,7 @@ mod tests {
     #[test]
     fn too_thin_slabs_are_refused_naming_the_figures() {
         let e = Decomposition::with_planes(&problem(31, "cpml"), &[1, 29, 1]).unwrap_err().to_string();
-        assert!(e.contains("rank 0 owns 1 z-planes, fewer than the 2 halo planes"), "{e}");
+        assert!(e.contains("rank 0 owns 1 z-planes, fewer than the 4 halo planes"), "{e}");
         let e = Decomposition::with_planes(&problem(31, "cpml"), &[3, 25]).unwrap_err().to_string();
         assert!(e.contains("do not add up to grid.shape[2] = 31"), "{e}");
     }
