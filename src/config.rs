@@ -436,6 +436,16 @@ pub struct RunConfig {
     pub backend: BackendChoice,
     #[serde(default)]
     pub kernel: KernelChoice,
+    /// "z": under mpirun, the grid split into z-slabs, one per rank (build with `--features mpi`).
+    #[serde(default)]
+    pub decomposition: Option<Decompose>,
+}
+
+#[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Decompose {
+    /// Slabs along z.
+    Z,
 }
 
 #[derive(Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]

@@ -224,6 +224,93 @@ fn write_derived(h5: &Path, segy: bool, plot: bool) -> Result<Vec<PathBuf>> {
     Ok(derived)
 }
 
+/// `[run] decomposition = "z"`: this process is one rank of an mpirun, running its z-slab.
+mod decomposed {
+    use super::*;
+
+    #[cfg(not(feature = "mpi"))]
+    pub fn run(_: &RunArgs, _: &Config, _: &str, _: Problem, _: &Path) -> Result<()> {
+        anyhow::bail!("run.decomposition = \"z\" needs a build with `--features mpi` (and mpirun to start the ranks)")
+    }
+
+    #[cfg(feature = "mpi")]
+    pub fn run(args: &RunArgs, cfg: &Config, text: &str, problem: Problem, out_path: &Path) -> Result<()> {
+        use mpi::traits::Communicator;
+        use seismic_run::decomposition::{self, Decomposition, Domain, mpi::MpiExchange};
+        let universe = mpi::initialize().context("MPI could not be initialised (run under mpirun)")?;
+        let mut exchange = MpiExchange::new(universe.world());
+        let (rank, ranks) = (exchange.rank(), exchange.size());
+        anyhow::ensure!(
+            cfg.run.backend == BackendChoice::Cpu,
+            "run.decomposition = \"z\" runs on the CPU backend only for now: set run.backend = \"cpu\""
+        );
+        let d = Decomposition::even(&problem, ranks)?;
+        let sub = d.subdomain(&problem, rank);
+        if let Some(avail) = seismic_run::problem::host_memory_available() {
+            // Every rank of one host shares its memory.
+            let local = universe.world().split_shared(0).size().max(1) as u64;
+            sub.problem
+                .check_fits(avail / local, &format!("rank {rank} of {ranks} (a 1/{local} share of this host's memory)"))
+                .context("run.decomposition = \"z\"")?;
+        }
+        let plan = OutputPlan::from_config(cfg, &problem)?;
+        let backend = sub.cpu_backend(problem.layout.nz)?;
+        let device = backend.info();
+        let quiet = args.quiet || rank != 0;
+        if !quiet {
+            let file_bytes = solver::output_file_bytes(&problem, &plan, text.len());
+            print_header(args.input.as_deref().expect("input"), &problem, &plan, &device, out_path, file_bytes);
+            println!(
+                "  ranks     {ranks} z-slabs of {:?} planes, {} halo planes per cut ({:.2} MB each way)",
+                d.slabs.iter().map(|s| s.1 - s.0).collect::<Vec<_>>(),
+                d.halo,
+                d.halo_bytes_per_cut(&problem) as f64 / 2e6
+            );
+        }
+        let mut domains = vec![Domain { sub, backend }];
+        let mut bar = Progress::new(problem.steps, problem.layout.points(), quiet);
+        if rank != 0 {
+            decomposition::run(&problem, &d, &mut domains, &mut exchange, &plan, None, &mut |_| {})?;
+            return Ok(());
+        }
+        let meta = RunMetadata {
+            input_toml: text.to_string(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            device,
+            compression: cfg.output.compression,
+        };
+        let (out, written) = std::thread::scope(|scope| -> Result<_> {
+            let mut writer = Hdf5Writer::start(scope, out_path, &problem, &plan, meta, SNAPSHOT_BUFFERS)?;
+            let out =
+                decomposition::run(&problem, &d, &mut domains, &mut exchange, &plan, Some(&mut writer), &mut |done| {
+                    bar.update(done)
+                });
+            bar.finish();
+            let out = out?.context("rank 0 gathers the result")?;
+            let stats = StepStats::new(
+                &out.record.step_seconds,
+                problem.step_bytes(),
+                problem.full_step_bytes(),
+                problem.layout.points(),
+            );
+            let written = writer.finish(out.record.clone(), stats)?;
+            Ok((out, written))
+        })?;
+        if !args.quiet {
+            let n = problem.steps.max(1) as f64;
+            println!(
+                "done: {} steps on {ranks} ranks in {:.2} s wall; per step {:.3} ms, of which the halo exchange {:.3} ms",
+                problem.steps,
+                out.record.wall_seconds,
+                1e3 * out.record.step_seconds.iter().sum::<f64>() / n,
+                1e3 * out.exchange_seconds.iter().sum::<f64>() / n
+            );
+            println!("  wrote {}", written.path.display());
+        }
+        Ok(())
+    }
+}
+
 /// Number of snapshot buffers in flight: one being filled while one is written.
 const SNAPSHOT_BUFFERS: usize = 2;
 
@@ -267,6 +354,9 @@ fn run(args: &RunArgs) -> Result<()> {
 
     let vp = seismic_run::model::load(&cfg, &input_dir).context("model")?;
     let problem = Problem::build(&cfg, vp)?;
+    if cfg.run.decomposition.is_some() {
+        return decomposed::run(args, &cfg, &text, problem, &out_path);
+    }
     for w in &problem.warnings {
         eprintln!("warning: {w}");
     }

@@ -1,0 +1,91 @@
+//! The decomposed run under mpirun (feature `mpi`): 2 and 3 ranks (16 + 16 + 16 and 24 + 24
+//! planes) write a result file whose traces and snapshots equal the single-rank run's bit for bit.
+
+#![cfg(feature = "mpi")]
+
+mod process;
+
+use process::{scratch, seismic_run};
+use rust_hdf5::H5File;
+use std::path::Path;
+use std::process::Command;
+
+const INPUT: &str = r#"
+[grid]
+shape = [12, 12, 48]
+spacing = [10.0, 10.0, 10.0]
+[model]
+kind = "constant"
+vp = 2000.0
+[stencil]
+radius = 4
+[time]
+duration = 0.05
+[source]
+position = [55.0, 62.0, 235.0]
+frequency = 30.0
+delay = 0.02
+injection = "sinc"
+[boundary]
+kind = "cpml"
+width = 4
+free_surface = true
+[[receivers]]
+line = { start = [43.0, 57.0, 15.0], end = [43.0, 57.0, 455.0], count = 23 }
+interpolation = "sinc"
+[output]
+snapshot_every = 9
+[[output.snapshot]]
+kind = "volume"
+[[output.snapshot]]
+kind = "xz"
+at = 40.0
+[[output.snapshot]]
+kind = "xy"
+at = 160.0
+[run]
+backend = "cpu"
+"#;
+
+fn datasets(path: &Path) -> Vec<(String, Vec<u32>)> {
+    let f = H5File::open(path).unwrap();
+    ["receivers/pressure", "snapshots/pressure", "snapshots/pressure_xz", "snapshots/pressure_xy"]
+        .iter()
+        .map(|name| {
+            let v: Vec<f32> = f.dataset(name).unwrap().read_raw().unwrap();
+            (name.to_string(), v.iter().map(|x| x.to_bits()).collect())
+        })
+        .collect()
+}
+
+#[test]
+fn two_and_three_mpi_ranks_write_the_single_rank_result_bit_for_bit() {
+    let dir = scratch("decomposition_mpi", "ranks");
+    std::fs::write(dir.join("single.toml"), INPUT).unwrap();
+    std::fs::write(dir.join("split.toml"), INPUT.replace("[run]\n", "[run]\ndecomposition = \"z\"\n")).unwrap();
+    let single = dir.join("single.h5");
+    let out = seismic_run().arg(dir.join("single.toml")).arg("-q").arg("-o").arg(&single).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let want = datasets(&single);
+    assert!(want[0].1.iter().any(|&b| b != 0), "the traces recorded the wave");
+    for ranks in [2, 3] {
+        let h5 = dir.join(format!("split{ranks}.h5"));
+        let bin = seismic_run().get_program().to_owned();
+        let out = Command::new("mpirun")
+            .args(["--allow-run-as-root", "--oversubscribe", "-np", &ranks.to_string()])
+            .arg(bin)
+            .arg(dir.join("split.toml"))
+            .arg("-q")
+            .arg("-o")
+            .arg(&h5)
+            .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
+            .output()
+            .expect("mpirun (openmpi-bin) runs");
+        assert!(out.status.success(), "{ranks} ranks: {}", String::from_utf8_lossy(&out.stderr));
+        for ((name, a), (_, b)) in want.iter().zip(datasets(&h5)) {
+            assert_eq!(a.len(), b.len(), "{ranks} ranks: {name} length");
+            let first = (0..a.len()).find(|&i| a[i] != b[i]);
+            assert!(first.is_none(), "{ranks} ranks: {name} differs first at value {first:?}");
+        }
+    }
+}
