@@ -70,6 +70,12 @@ struct AxisWeights {
     float c2[9];
 };
 
+// The host's structs (src/backend/gpu/kernels.rs) assert the same sizes and offsets.
+static_assert(sizeof(StencilWeights) == 112 && __builtin_offsetof(StencilWeights, centre) == 108,
+              "StencilWeights must match the host's struct");
+static_assert(sizeof(AxisWeights) == 72 && __builtin_offsetof(AxisWeights, c2) == 36,
+              "AxisWeights must match the host's struct");
+
 DEVICE int imin(int a, int b) { return a < b ? a : b; }
 
 // A thread's VEC consecutive points in x.

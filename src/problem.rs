@@ -161,6 +161,35 @@ pub const MAX_STEPS: usize = 100_000_000;
 pub const MANY_STEPS: usize = 100_000;
 
 impl Problem {
+    /// A homogeneous problem with no boundary, source or receivers, for benchmarks of the interior:
+    /// 10 m spacing, 2000 m/s, dt at half the CFL limit.
+    pub fn homogeneous_interior(shape: [usize; 3], radius: usize) -> Problem {
+        let stencil = Stencil::new(radius);
+        let spacing = [10.0; 3];
+        let v = 2000.0f32;
+        let dt = 0.5 * stencil.cfl_limit(spacing, v as f64);
+        let points: usize = shape.iter().product();
+        Problem {
+            layout: Layout::new(shape, radius),
+            spacing,
+            origin: [0.0; 3],
+            stencil,
+            dt,
+            steps: 1,
+            vp: vec![v; points],
+            boundary: Boundary::none(shape),
+            source: PointSource {
+                position: [0.0; 3],
+                wavelet: Ricker::new(10.0, 1.0, None),
+                injection: Positioning::Nearest,
+                taps: vec![],
+                samples: vec![],
+            },
+            receivers: vec![],
+            warnings: vec![],
+        }
+    }
+
     pub fn shape(&self) -> [usize; 3] {
         [self.layout.nx, self.layout.ny, self.layout.nz]
     }

@@ -348,7 +348,7 @@ fn too_large_grid_is_a_clear_error() {
     // A cube whose three fields alone exceed the free memory.
     let side = ((free as f64 / 4.0).cbrt() * 1.05) as usize + 64;
     // Only the layout matters before the memory check: keep the host arrays small.
-    let mut problem = gpu::synthetic_problem([8, 8, 8], 4);
+    let mut problem = seismic_run::problem::Problem::homogeneous_interior([8, 8, 8], 4);
     problem.layout = seismic_run::grid::Layout::new([side, side, side], 4);
     let err = match GpuSolver::new(rt, &problem, KernelChoice::Fused, Tuning::for_radius(4)) {
         Ok(_) => panic!("a {side}^3 grid cannot fit"),
@@ -363,7 +363,7 @@ fn too_large_grid_is_a_clear_error() {
 fn dropping_the_solver_frees_its_memory() {
     let watcher = CudaRuntime::new(0).expect("CUDA runtime");
     let shape = [256, 256, 256];
-    let problem = gpu::synthetic_problem(shape, 4);
+    let problem = seismic_run::problem::Problem::homogeneous_interior(shape, 4);
     let expected = gpu::estimate_bytes(&problem, KernelChoice::ThreePass) as i64;
     // Warm the kernel cache and context so that only the solver's buffers move the figure.
     drop(GpuSolver::new(CudaRuntime::new(0).unwrap(), &problem, KernelChoice::ThreePass, Tuning::for_radius(4)));

@@ -289,4 +289,43 @@ mod tests {
         let none = Tuning::for_radius_without_ring(4);
         assert_eq!(none.for_laplacian(4), none);
     }
+
+    fn tuning(block_y: u32, stages: u32, rows: u32) -> Tuning {
+        Tuning {
+            block_x: 32,
+            block_y,
+            vec: 4,
+            window: 0,
+            stages,
+            min_blocks: 2,
+            unroll_z: 1,
+            rows,
+            order: 0,
+            tile_ring: 0,
+            halo_ring: 0,
+        }
+    }
+
+    #[test]
+    fn rows_need_the_asynchronous_ring() {
+        assert_eq!(tuning(8, 0, 2).effective(4).rows, 1);
+        assert_eq!(tuning(8, 2, 2).effective(4).rows, 2);
+    }
+
+    #[test]
+    fn rows_are_lowered_until_the_tile_fits() {
+        for r in 1..=8usize {
+            for rows in 1..=4 {
+                let t = tuning(8.max(r as u32), 2, rows).effective(r);
+                assert!(t.rows >= 1 && t.rows <= rows);
+                assert!(t.check(r).is_ok(), "R = {r}, rows {rows} -> {t:?}");
+                let static_tile = 2 * (t.fused_tile_y() + 2 * r as u32) * (32 + 2 * (r as u32).div_ceil(4)) * 16;
+                assert!(static_tile <= 48 << 10 && t.fused_tile_y() <= 32, "R = {r}: {t:?}");
+            }
+        }
+        // 8 rows of threads x 4 rows = 32 rows at R = 4 fit: 2 x 40 x 34 x 16 B = 43.5 KB.
+        assert_eq!(tuning(8, 2, 4).effective(4).rows, 4);
+        // At R = 8 that tile would take 55 KB of static shared memory.
+        assert!(tuning(8, 2, 4).effective(8).rows < 4);
+    }
 }

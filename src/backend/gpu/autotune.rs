@@ -13,8 +13,12 @@
 //! (seed 002), the depth how long the windows can be. A winner is reused for a nearby class (at most
 //! two steps away) of the same radius, and dropped when the kernels' source changes.
 
-use super::{GpuRuntime, GpuSolver, Operator, Tuning, cache_dir, hex, median, noise, sources, synthetic_problem};
+use super::ceiling::median;
+use super::sources::{self, cache_dir, hex};
+use super::{GpuRuntime, GpuSolver, Operator, Tuning};
 use crate::config::KernelChoice;
+use crate::numerics::noise;
+use crate::problem::Problem;
 use anyhow::{Context, Result, ensure};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -361,7 +365,7 @@ pub fn search<Rt: GpuRuntime>(
     ensure!(op != Operator::ThreePass, "the autotuner tunes the fused kernel's operators, not the three-pass step");
     let start = Instant::now();
     let tshape = search_shape(shape, radius);
-    let problem = synthetic_problem(tshape, radius);
+    let problem = Problem::homogeneous_interior(tshape, radius);
     let points = problem.layout.points();
     let (cur, prev) = (noise(points, 11), noise(points, 12));
     let launches = launch_candidates(radius, default);
