@@ -22,10 +22,7 @@ struct SlabGeom {
     i64 pitch;
     i64 plane;
 };
-static_assert(sizeof(SlabGeom) == 48 && __builtin_offsetof(SlabGeom, e) == 16 &&
-                  __builtin_offsetof(SlabGeom, half_first) == 28 && __builtin_offsetof(SlabGeom, pitch) == 32 &&
-                  __builtin_offsetof(SlabGeom, plane) == 40,
-              "SlabGeom must match the host's struct");
+static_assert(sizeof(SlabGeom) == 48 && alignof(SlabGeom) == 8, "SlabGeom must match the host's struct");
 
 #define CPML_PARAMS                                                                                      \
     const float *RESTRICT cur, float *RESTRICT out, const float *RESTRICT vel, const float *RESTRICT psi_in, \

@@ -70,11 +70,10 @@ struct AxisWeights {
     float c2[9];
 };
 
-// The host's structs (src/backend/gpu/kernels.rs) assert the same sizes and offsets.
-static_assert(sizeof(StencilWeights) == 112 && __builtin_offsetof(StencilWeights, centre) == 108,
-              "StencilWeights must match the host's struct");
-static_assert(sizeof(AxisWeights) == 72 && __builtin_offsetof(AxisWeights, c2) == 36,
-              "AxisWeights must match the host's struct");
+// The host's structs (src/backend/gpu/kernels.rs) assert the same sizes, and their field offsets
+// (NVRTC has no offsetof; same fields in the same order give the same offsets).
+static_assert(sizeof(StencilWeights) == 112 && alignof(StencilWeights) == 4, "StencilWeights must match the host's");
+static_assert(sizeof(AxisWeights) == 72 && alignof(AxisWeights) == 4, "AxisWeights must match the host's");
 
 DEVICE int imin(int a, int b) { return a < b ? a : b; }
 

@@ -1,8 +1,10 @@
 //! CUDA backend against the CPU reference. Every test needs an NVIDIA GPU, so all are
 //! ignored by default; run them with `cargo test --features cuda -- --ignored` on a GPU machine.
 //!
-//! The contract: after 200 steps, max |gpu - cpu| / max |cpu| <= 1e-5 over the whole wavefield and
-//! over the receiver traces, for R = 1..8, both kernels, odd grid sizes and every boundary.
+//! The contract: the GPU computes the CPU reference's numbers bit for bit (the kernels keep its
+//! operation order and compile without multiply-add contraction): after 200 steps,
+//! max |gpu - cpu| / max |cpu| is 0 over the whole wavefield and over the receiver traces, for
+//! R = 1..8, both kernels, odd grid sizes and every boundary.
 #![cfg(feature = "cuda")]
 
 mod common;
@@ -14,7 +16,8 @@ use seismic_run::config::{Config, KernelChoice};
 use seismic_run::grid::Section;
 use seismic_run::problem::Problem;
 
-const TOLERANCE: f64 = 1e-5;
+/// Bit for bit: every value equal.
+const TOLERANCE: f64 = 0.0;
 
 /// A small run in grid indices, built through the CLI's path (TOML, then `Problem::build`).
 struct Setup {
@@ -283,7 +286,10 @@ fn gpu_matches_cpu_at_tile_edges() {
             for kernel in [KernelChoice::Fused, KernelChoice::ThreePass] {
                 let (ef, et) = compare(&problem, kernel, &cpu);
                 eprintln!("gpu-vs-cpu shape={shape:?} R={radius} {kernel:?}: field {ef:.3e} traces {et:.3e}");
-                assert!(ef <= TOLERANCE, "shape {shape:?} R={radius} {kernel:?}: field {ef:.3e}");
+                assert!(
+                    ef <= TOLERANCE && et <= TOLERANCE,
+                    "shape {shape:?} R={radius} {kernel:?}: field {ef:.3e} traces {et:.3e}"
+                );
             }
         }
     }
@@ -320,7 +326,8 @@ fn every_tuner_candidate_matches_cpu() {
 }
 
 /// Point Ricker source in a homogeneous medium against p = s(t - r/c) / (4 pi r), before the
-/// wall reflections arrive: the CPU reference's analytic test, on the GPU, same tolerance.
+/// wall reflections arrive: the CPU reference's analytic test (tests/cpu_analytic.rs), on the GPU,
+/// with its tolerance.
 #[test]
 #[ignore = "needs a GPU"]
 fn gpu_point_source_matches_green_function() {
@@ -335,7 +342,7 @@ fn gpu_point_source_matches_green_function() {
         let traces: Vec<Vec<f64>> = flat.chunks(p.steps).map(|t| t.iter().map(|&v| v as f64).collect()).collect();
         for (rec, (r, err)) in setup.receivers.iter().zip(common::green_function_errors(&setup, &p, &traces)) {
             eprintln!("analytic {kernel:?}: r = {r:6.1} m, relative L2 error {err:.3e}");
-            assert!(err <= 0.01, "{kernel:?} receiver {rec:?}: relative L2 error {err}");
+            assert!(err <= 1e-3, "{kernel:?} receiver {rec:?}: relative L2 error {err}");
         }
     }
 }

@@ -1,13 +1,14 @@
 //! The kernels as typed calls. Each kernel has one parameter struct here whose fields are the
 //! kernel's parameters, in its order and with its types (device pointers as [`DevicePtr`], `int` as
 //! `i32`, `i64`/`u64` as themselves), and whose `launch` is the one place that kernel is enqueued;
-//! the structs passed by value ([`StencilWeights`], [`AxisWeights`], [`SlabGeom`]) have their sizes
-//! and field offsets asserted here and in kernels/ alike. [`Kernels`] holds a step's functions.
+//! the structs passed by value ([`StencilWeights`], [`AxisWeights`], [`SlabGeom`]) have their sizes,
+//! alignments and field offsets asserted here and their sizes and alignments in kernels/ (NVRTC has
+//! no offsetof; the same fields in the same order then lie at the same offsets). [`Kernels`] holds a step's functions.
 
 use super::runtime::{DevicePtr, GpuRuntime};
 use anyhow::Result;
 use std::ffi::c_void;
-use std::mem::{offset_of, size_of};
+use std::mem::{align_of, offset_of, size_of};
 
 /// Stencil weights by value (prelude.h's `StencilWeights`): index 0 of each axis unused, the three
 /// centres summed in `centre`.
@@ -19,7 +20,11 @@ pub struct StencilWeights {
     pub cz: [f32; 9],
     pub centre: f32,
 }
-const _: () = assert!(size_of::<StencilWeights>() == 112 && offset_of!(StencilWeights, centre) == 108);
+const _: () = assert!(
+    size_of::<StencilWeights>() == 112
+        && align_of::<StencilWeights>() == 4
+        && offset_of!(StencilWeights, centre) == 108
+);
 
 /// One axis's first- and second-derivative weights (prelude.h's `AxisWeights`).
 #[repr(C)]
@@ -28,7 +33,8 @@ pub struct AxisWeights {
     pub c1: [f32; 9],
     pub c2: [f32; 9],
 }
-const _: () = assert!(size_of::<AxisWeights>() == 72 && offset_of!(AxisWeights, c2) == 36);
+const _: () =
+    assert!(size_of::<AxisWeights>() == 72 && align_of::<AxisWeights>() == 4 && offset_of!(AxisWeights, c2) == 36);
 
 /// A CPML axis's slab geometry (cpml.cu's `SlabGeom`).
 #[repr(C)]
@@ -46,6 +52,7 @@ pub struct SlabGeom {
 }
 const _: () = assert!(
     size_of::<SlabGeom>() == 48
+        && align_of::<SlabGeom>() == 8
         && offset_of!(SlabGeom, e) == 16
         && offset_of!(SlabGeom, half_first) == 28
         && offset_of!(SlabGeom, pitch) == 32

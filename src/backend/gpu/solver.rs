@@ -92,8 +92,13 @@ impl<Rt: GpuRuntime> SourceTable<Rt> {
             return Ok(None);
         }
         let offs: Vec<u64> = src.taps.iter().map(|t| tap_offset(layout, t)).collect();
-        let w: Vec<f32> =
-            src.taps.iter().zip(&offs).map(|(t, &o)| (t.weight * vel2dt2[o as usize] as f64) as f32).collect();
+        // As the CPU reference rounds them: the tap weight to f32 first, then the product.
+        let w: Vec<f32> = src
+            .taps
+            .iter()
+            .zip(&offs)
+            .map(|(t, &o)| (t.weight as f32 as f64 * vel2dt2[o as usize] as f64) as f32)
+            .collect();
         let samples: Vec<f32> = src.samples.iter().map(|&v| v as f32).collect();
         Ok(Some(SourceTable {
             offsets: DeviceBuffer::from_slice(rt, &offs)?,
