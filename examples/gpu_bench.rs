@@ -92,7 +92,7 @@ fn main() -> Result<()> {
     for &n in &sizes {
         for &r in &radii {
             let mut variants: Vec<(Operator, Tuning)> = if specs.is_empty() {
-                ops.iter().map(|&o| (o, Tuning::for_radius(r))).collect()
+                ops.iter().map(|&o| (o, Tuning::from_environment(r, true).unwrap_or(Tuning::for_radius(r)))).collect()
             } else {
                 let mut v = Vec::new();
                 for spec in &specs {

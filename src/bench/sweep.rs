@@ -33,9 +33,21 @@ pub struct Settings {
     pub ceiling_reps: usize,
     /// Timed steps per autotuner candidate.
     pub tune_reps: usize,
-    /// The backend's default launch shape for a radius (`Tuning::for_radius` on CUDA,
-    /// `hip::tuning` on HIP).
-    pub default_tuning: fn(usize) -> Tuning,
+    /// Whether the backend's default launch shape has the asynchronous ring (true on CUDA,
+    /// false on HIP: `Tuning::for_radius_without_ring`).
+    pub ring: bool,
+}
+
+impl Settings {
+    /// The backend's default launch shape for a radius, with the launch variables set in the
+    /// environment applied (`Tuning::from_environment`).
+    pub fn default_tuning(&self, radius: usize) -> Tuning {
+        Tuning::from_environment(radius, self.ring).unwrap_or(if self.ring {
+            Tuning::for_radius(radius)
+        } else {
+            Tuning::for_radius_without_ring(radius)
+        })
+    }
 }
 
 fn operator(op: OperatorKind) -> Operator {
@@ -230,7 +242,7 @@ pub fn run<Rt: GpuRuntime>(mut open: impl FnMut() -> Result<Rt>, spec: &SweepSpe
     for (shape, radius) in spec.cases() {
         let label = super::shape_label(shape);
         let class = ShapeClass::of(shape);
-        let default = (set.default_tuning)(radius);
+        let default = set.default_tuning(radius);
         if let TuningMode::Search { budget } = set.tuning
             && !searched.contains(&(radius, class))
         {
@@ -265,7 +277,7 @@ pub fn run<Rt: GpuRuntime>(mut open: impl FnMut() -> Result<Rt>, spec: &SweepSpe
             if set.tuning == TuningMode::Default {
                 return (default, "default");
             }
-            let (t, entry) = autotune::tuning_or(&device, op, radius, shape, default);
+            let (t, entry) = autotune::tuning_or(&device, op, radius, shape, set.ring);
             let source = match entry {
                 Some(e) if found.contains(&(op, radius, e.class)) => "tuned",
                 Some(_) => "cached",
@@ -404,7 +416,7 @@ mod tests {
             ceiling_bytes: 64 << 20,
             ceiling_reps: 5,
             tune_reps: 3,
-            default_tuning: Tuning::for_radius,
+            ring: true,
         };
         let rep = run(|| CudaRuntime::new(0), &spec, &set).unwrap();
         assert!(rep.skipped.is_empty(), "{:?}", rep.skipped);
