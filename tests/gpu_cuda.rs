@@ -238,14 +238,16 @@ fn gpu_matches_cpu_heterogeneous() {
     }
 }
 
-/// CPML layers from one point wide to wider than a fused tile's 12 rows and a z-window, on odd
+/// CPML layers from one point wide to wider than a fused tile's 12 rows, a z-window and a CPML
+/// segment's 32 points (width 40: two segments a layer, the neighbours' psi recomputed), on odd
 /// grids, with and without a free surface, both kernels: the GPU's one-pass CPML update (psi of the
 /// neighbours recomputed from the previous step's) against the CPU reference's two passes.
 #[test]
 #[ignore = "needs a GPU"]
 fn gpu_matches_cpu_cpml_layer_widths() {
     let mut failures = Vec::new();
-    for (shape, width) in [([67, 45, 39], 1), ([67, 45, 39], 3), ([67, 45, 39], 17), ([140, 50, 44], 20)] {
+    let cases = [([67, 45, 39], 1), ([67, 45, 39], 3), ([67, 45, 39], 17), ([140, 50, 44], 20), ([97, 90, 88], 40)];
+    for (shape, width) in cases {
         for radius in [1, 4, 8] {
             for free_surface in [false, true] {
                 let mut setup = Setup::odd(radius, "cpml", free_surface);
