@@ -222,42 +222,6 @@ impl Problem {
         full_step_bytes(self.shape(), self.stencil.radius, cpml_width, self.boundary.free_surface)
     }
 
-    /// Estimated device memory (bytes) of a run, before anything is allocated there: three padded
-    /// f32 fields (p^n, p^{n-1}, c^2 dt^2), the CPML memory variables (psi, double-buffered, and
-    /// zeta, one slab per axis), the boundary profiles, the receiver traces (nreceivers x steps f32), the source
-    /// samples and the tap tables. Backends compare it with the memory free on the device.
-    pub fn device_bytes(&self) -> u64 {
-        let f32s = 4u64;
-        let fields = 3 * self.layout.len() as u64 * f32s;
-        // psi twice (the GPU double-buffers it) and zeta.
-        let slabs: u64 = self.boundary.slabs(self.shape()).iter().map(|s| 3 * s.len() as u64 * f32s).sum();
-        let profiles: u64 = self.shape().iter().map(|&n| 3 * n as u64 * f32s).sum();
-        let traces = (self.receivers.len() * self.steps) as u64 * f32s;
-        let source = self.steps as u64 * f32s;
-        let taps: u64 =
-            (self.source.taps.len() + self.receivers.iter().map(|r| r.taps.len()).sum::<usize>()) as u64 * 16;
-        fields + slabs + profiles + traces + source + taps
-    }
-
-    /// Errors when [`device_bytes`](Self::device_bytes) exceeds `available` bytes on `device`,
-    /// naming the grid, the need and the limit.
-    pub fn check_fits(&self, available: u64, device: &str) -> Result<()> {
-        let need = self.device_bytes();
-        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
-        ensure!(
-            need <= available,
-            "grid.shape = {:?} (stencil.radius {}, {} receivers x {} steps) needs about {:.2} GiB on {device}, \
-             which has {:.2} GiB available: reduce grid.shape, the receivers or the duration",
-            self.shape(),
-            self.stencil.radius,
-            self.receivers.len(),
-            self.steps,
-            gib(need),
-            gib(available)
-        );
-        Ok(())
-    }
-
     /// c^2 dt^2 per point, dense (nz, ny, nx): the factor of the Laplacian in the update.
     pub fn vel2dt2(&self) -> Vec<f64> {
         let dt2 = self.dt * self.dt;

@@ -56,6 +56,32 @@ pub fn estimate_bytes(problem: &Problem, kernel: KernelChoice) -> u64 {
     fields * field + slabs + traces + (1 << 20)
 }
 
+/// Memory kept free beside a run's buffers (the runtime's own, the kernels' modules).
+pub const MEMORY_MARGIN: u64 = 128 << 20;
+
+/// Errors, before anything is allocated, when `problem` with `kernel` needs more than `free` bytes
+/// of `device` (of `total`) less [`MEMORY_MARGIN`], naming the grid, the need and the memory.
+pub fn check_fits(problem: &Problem, kernel: KernelChoice, device: &str, free: u64, total: u64) -> Result<()> {
+    let need = estimate_bytes(problem, kernel);
+    if need + MEMORY_MARGIN > free {
+        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+        let [nx, ny, nz] = problem.shape();
+        bail!(
+            "grid.shape = [{nx}, {ny}, {nz}] (radius {}, {} kernel, {} receivers x {} steps) needs {:.2} GiB of GPU \
+             memory, but {device} has only {:.2} GiB free of {:.2} GiB: use a smaller grid, fewer receivers or steps, \
+             or the CPU backend",
+            problem.stencil.radius,
+            kernel_name(kernel),
+            problem.receivers.len(),
+            problem.steps,
+            gib(need),
+            gib(free),
+            gib(total)
+        );
+    }
+    Ok(())
+}
+
 pub(crate) fn kernel_name(k: KernelChoice) -> &'static str {
     match k {
         KernelChoice::Fused => "fused",
@@ -219,24 +245,8 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             shape.iter().all(|&n| n < i32::MAX as usize / 2),
             "grid {shape:?} is too large for 32-bit indices along an axis"
         );
-        let need = estimate_bytes(problem, kernel);
         let (free, total) = rt.mem_info()?;
-        let margin = 128u64 << 20;
-        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
-        if need + margin > free as u64 {
-            bail!(
-                "grid.shape = [{}, {}, {}] (radius {r}, {} kernel) needs {:.2} GiB of GPU memory, but {} has only {:.2} GiB \
-                 free of {:.2} GiB: use a smaller grid or the CPU backend",
-                shape[0],
-                shape[1],
-                shape[2],
-                kernel_name(kernel),
-                gib(need),
-                rt.device_name(),
-                gib(free as u64),
-                gib(total as u64)
-            );
-        }
+        check_fits(problem, kernel, &rt.device_name(), free as u64, total as u64)?;
         let rt = Rc::new(rt);
         let b = &problem.boundary;
         let sponge = b.kind == BoundaryKind::Sponge;
