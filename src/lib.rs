@@ -14,4 +14,5 @@ pub mod model;
 pub mod numerics;
 pub mod output;
 pub mod problem;
+pub mod resources;
 pub mod solver;

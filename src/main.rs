@@ -5,10 +5,12 @@ use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use seismic_run::config::{BackendChoice, Config, KernelChoice};
 use seismic_run::output::hdf5::{Hdf5Writer, RunMetadata};
+use seismic_run::output::plan::OutputPlan;
 use seismic_run::output::result::{self, ResultFile};
 use seismic_run::output::{self, plot, progress::Progress, segy, xdmf};
 use seismic_run::problem::Problem;
-use seismic_run::solver::{self, OutputPlan, StepStats};
+use seismic_run::resources;
+use seismic_run::solver::{self, StepStats};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -259,9 +261,9 @@ fn run(args: &RunArgs) -> Result<()> {
     seismic_run::config::check_output_writable(&out_path, out_key)?;
     output::check_derived_paths(&out_path, out_key, &output::derived_paths(&out_path, cfg.output.segy, want_plot))?;
     let buffers = if cfg.output.snapshot_every > 0 { SNAPSHOT_BUFFERS } else { 0 };
-    solver::check_host_bytes(
+    resources::check_host_bytes(
         cfg.grid.shape,
-        solver::base_host_bytes(&cfg, buffers),
+        resources::base_host_bytes(&cfg, buffers),
         "the velocity model and snapshot buffers",
     )?;
 
@@ -271,11 +273,11 @@ fn run(args: &RunArgs) -> Result<()> {
         eprintln!("warning: {w}");
     }
     let plan = OutputPlan::from_config(&cfg, &problem)?;
-    let file_bytes = solver::output_file_bytes(&problem, &plan, text.len());
-    if let Some(w) = solver::check_output_space(&out_path, out_key, file_bytes)? {
+    let file_bytes = resources::output_file_bytes(&problem, &plan, text.len());
+    if let Some(w) = resources::check_output_space(&out_path, out_key, file_bytes)? {
         eprintln!("warning: {w}");
     }
-    let mut backend = solver::open_backend(&problem, cfg.run.backend, cfg.run.kernel, &mut |n| {
+    let mut backend = seismic_run::backend::open_backend(&problem, cfg.run.backend, cfg.run.kernel, &mut |n| {
         eprintln!("notice: {n}");
     })?;
     let device = backend.info();

@@ -303,7 +303,7 @@ impl Problem {
             "time.steps (or --steps) = {steps} is more than the {MAX_STEPS:e} steps a run may take"
         );
         let nrec = cfg.receiver_count()?;
-        crate::solver::check_run_host_bytes(cfg, steps, nrec)?;
+        crate::resources::check_run_host_bytes(cfg, steps, nrec)?;
         if steps > MANY_STEPS {
             warnings.push(format!(
                 "{steps} time steps (dt = {dt:.3e} s, limited by the CFL condition for vmax {vmax} m/s and spacing \

@@ -360,7 +360,8 @@ fn a_blow_up_stops_the_run_and_leaves_no_result_file() {
     use seismic_run::backend::cpu::CpuSolver;
     use seismic_run::backend::{Backend, DeviceInfo};
     use seismic_run::output::hdf5::{Hdf5Writer, RunMetadata};
-    use seismic_run::solver::{self, BlowUp, OutputPlan};
+    use seismic_run::output::plan::OutputPlan;
+    use seismic_run::solver::{self, BlowUp};
     let dir = scratch("blow-up");
     let text = input(CONSTANT, "snapshot_every = 5").replace("steps = 10", "steps = 60");
     let cfg = Config::from_toml(&text).unwrap();

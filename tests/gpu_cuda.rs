@@ -416,7 +416,7 @@ fn gpu_blow_up_check_finds_non_finite_fields() {
     let mut unstable = setup.homogeneous();
     unstable.dt = 3.0 * unstable.dt_limit();
     let mut gpu = gpu::open_cuda(&unstable, KernelChoice::Fused).expect("CUDA backend");
-    let plan = seismic_run::solver::OutputPlan::none();
+    let plan = seismic_run::output::plan::OutputPlan::none();
     struct NoSnapshots;
     impl seismic_run::solver::SnapshotSink for NoSnapshots {
         fn buffer(&mut self) -> anyhow::Result<Vec<f32>> {

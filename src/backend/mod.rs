@@ -18,6 +18,10 @@ pub mod tuning;
 
 use anyhow::Result;
 
+use crate::config::{BackendChoice, KernelChoice};
+use crate::grid::Layout;
+use crate::problem::Problem;
+
 use crate::grid::Section;
 
 /// What a backend is, for reports and the output file.
@@ -58,3 +62,63 @@ pub trait Backend {
 
 #[cfg(any(feature = "cuda", feature = "hip"))]
 pub mod gpu;
+
+/// Opens the backend asked for. `auto` tries CUDA, then HIP (those compiled in), then falls back
+/// to the CPU; `notice` gets one line saying why.
+pub fn open_backend(
+    problem: &Problem,
+    choice: BackendChoice,
+    kernel: KernelChoice,
+    notice: &mut dyn FnMut(&str),
+) -> Result<Box<dyn Backend>> {
+    match choice {
+        BackendChoice::Cpu => open_cpu(problem),
+        BackendChoice::Cuda => open_cuda(problem, kernel),
+        BackendChoice::Hip => open_hip(problem, kernel),
+        BackendChoice::Auto => {
+            let mut reasons = Vec::new();
+            for (name, open) in [("cuda", open_cuda as OpenFn), ("hip", open_hip as OpenFn)] {
+                match open(problem, kernel) {
+                    Ok(b) => return Ok(b),
+                    Err(e) => reasons.push(format!("{name}: {e:#}")),
+                }
+            }
+            notice(&format!("no GPU backend available ({}); running on the CPU", reasons.join("; ")));
+            open_cpu(problem)
+        }
+    }
+}
+
+type OpenFn = fn(&Problem, KernelChoice) -> Result<Box<dyn Backend>>;
+
+fn open_cpu(problem: &Problem) -> Result<Box<dyn Backend>> {
+    crate::resources::check_host_memory(problem.layout, cpu_bytes_per_point(problem.layout), "the CPU backend")?;
+    Ok(Box::new(crate::backend::cpu::CpuSolver::<f32>::new(problem)?))
+}
+
+#[cfg(feature = "cuda")]
+fn open_cuda(problem: &Problem, kernel: KernelChoice) -> Result<Box<dyn Backend>> {
+    crate::backend::gpu::open_cuda(problem, kernel)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn open_cuda(_: &Problem, _: KernelChoice) -> Result<Box<dyn Backend>> {
+    anyhow::bail!("this build has no CUDA support (build with --features cuda)")
+}
+
+#[cfg(feature = "hip")]
+fn open_hip(problem: &Problem, kernel: KernelChoice) -> Result<Box<dyn Backend>> {
+    crate::backend::gpu::open_hip(problem, kernel)
+}
+
+#[cfg(not(feature = "hip"))]
+fn open_hip(_: &Problem, _: KernelChoice) -> Result<Box<dyn Backend>> {
+    anyhow::bail!("this build has no HIP support (build with --features hip)")
+}
+
+/// Host bytes per interior point the CPU backend needs on top of the problem: three padded f32
+/// fields (p^n, p^{n-1}, c^2 dt^2) plus the f64 and f32 dense copies made while building them.
+fn cpu_bytes_per_point(layout: Layout) -> f64 {
+    let padded = layout.len() as f64 / layout.points().max(1) as f64;
+    3.0 * 4.0 * padded + 8.0 + 4.0
+}

@@ -247,6 +247,7 @@ impl Tuning {
     }
 
     /// Points of x a fused block covers.
+    #[cfg_attr(not(any(feature = "cuda", feature = "hip")), allow(dead_code))]
     pub(crate) fn fused_tile_x(&self) -> usize {
         (self.block_x * self.vec) as usize
     }

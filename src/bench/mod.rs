@@ -111,6 +111,7 @@ pub struct Ceilings {
     pub repetitions: usize,
 }
 
+#[cfg(any(feature = "cuda", feature = "hip"))]
 impl From<crate::backend::gpu::Ceiling> for Ceilings {
     fn from(c: crate::backend::gpu::Ceiling) -> Ceilings {
         Ceilings {

@@ -21,8 +21,10 @@
 
 use super::safe::TempFile;
 use crate::backend::DeviceInfo;
+use crate::grid::Section;
+use crate::output::plan::OutputPlan;
 use crate::problem::{Positioning, Problem};
-use crate::solver::{OutputPlan, RunRecord, Section, SnapshotSink, StepStats};
+use crate::solver::{RunRecord, SnapshotSink, StepStats};
 use anyhow::{Result, anyhow, bail};
 use rust_hdf5::{H5Dataset, H5File, H5Group, VarLenUnicode};
 use std::path::{Path, PathBuf};
@@ -180,7 +182,7 @@ fn disk_full_hint(e: anyhow::Error, path: &Path) -> anyhow::Error {
     });
     if full {
         let dir = super::safe::parent_dir(path);
-        let free = crate::solver::free_disk_bytes(&dir).map(|b| format!(" ({b} bytes free)")).unwrap_or_default();
+        let free = crate::resources::free_disk_bytes(&dir).map(|b| format!(" ({b} bytes free)")).unwrap_or_default();
         e.context(format!("the file system holding {} is full{free}", dir.display()))
     } else {
         e

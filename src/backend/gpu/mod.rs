@@ -3,7 +3,7 @@
 //! One module per job, each building on the ones above it:
 //! - [`runtime`]: [`GpuRuntime`], the little a vendor provides (memory, run-time compilation,
 //!   launches, events on one stream), and [`DeviceBuffer`], device memory that frees itself;
-//!   [`cuda`] and [`hip`] implement it;
+//!   `cuda` and `hip` implement it;
 //! - [`sources`]: the kernel sources of `kernels/`, their `-D` options, the on-disk compile cache;
 //! - [`kernels`]: one typed parameter struct and launch per kernel, the by-value structs with
 //!   their layouts asserted on both sides;
@@ -12,7 +12,7 @@
 //! - [`ceiling`]: the device's STREAM-like bandwidth ceilings;
 //! - [`autotune`]: the launch-shape search and its per-device cache.
 //!
-//! [`open_cuda`] and [`open_hip`] open a backend for a run, with the tuned launch shape.
+//! `open_cuda` and `open_hip` open a backend for a run, with the tuned launch shape.
 
 pub mod autotune;
 pub mod ceiling;
