@@ -1,7 +1,7 @@
 //! The `seismic-run` command: reads an input TOML, runs it on a CPU or GPU backend and writes an
 //! HDF5 result file (plus pictures with `--plot`). `seismic-run --help` lists every option.
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, ensure};
 use clap::{Args, Parser, Subcommand};
 use seismic_run::config::{BackendChoice, Config, KernelChoice};
 use seismic_run::output::hdf5::{Hdf5Writer, RunMetadata};
@@ -14,6 +14,8 @@ use seismic_run::solver::{self, StepStats};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicI32, Ordering};
+
+mod survey_run;
 
 /// The signal (SIGINT, SIGTERM or SIGHUP) that stopped the run, 0 while none has come.
 static SIGNAL: AtomicI32 = AtomicI32::new(0);
@@ -69,7 +71,7 @@ struct ExportArgs {
 }
 
 #[derive(Args, Debug, Clone)]
-struct RunArgs {
+pub(crate) struct RunArgs {
     /// The input file (TOML; README "Configuration reference").
     #[arg(value_name = "INPUT.toml", required = true)]
     input: Option<PathBuf>,
@@ -99,6 +101,10 @@ struct RunArgs {
     /// seismic-bench --tune). Same as SEISMIC_NO_TUNING=1.
     #[arg(long)]
     no_tuning: bool,
+    /// A survey: keep the shots whose result files are complete and run the others (without it,
+    /// every shot runs and its file is replaced).
+    #[arg(long)]
+    resume: bool,
 }
 
 fn main() -> ExitCode {
@@ -139,7 +145,7 @@ fn signal_name(sig: i32) -> &'static str {
 /// loop between steps, and the temporary output file is removed; a second signal removes the
 /// temporary files and exits at once with 128 + the signal. With `at_once` (no time loop to stop)
 /// the first signal does so.
-fn install_signal_handlers(at_once: bool) -> Result<()> {
+pub(crate) fn install_signal_handlers(at_once: bool) -> Result<()> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
         .context("cannot install the SIGINT, SIGTERM and SIGHUP handlers")?;
@@ -209,7 +215,7 @@ fn export(args: &ExportArgs) -> Result<()> {
 
 /// Writes the files derived from the finished result file `h5`: the XDMF sidecar, the SEG-Y when
 /// `segy`, the pictures when `plot`. Returns the paths written.
-fn write_derived(h5: &Path, segy: bool, plot: bool) -> Result<Vec<PathBuf>> {
+pub(crate) fn write_derived(h5: &Path, segy: bool, plot: bool) -> Result<Vec<PathBuf>> {
     let result = ResultFile::open(h5)?;
     let mut derived = vec![result::sibling(h5, "xdmf")];
     xdmf::write(&result, &derived[0])?;
@@ -227,7 +233,7 @@ fn write_derived(h5: &Path, segy: bool, plot: bool) -> Result<Vec<PathBuf>> {
 }
 
 /// Number of snapshot buffers in flight: one being filled while one is written.
-const SNAPSHOT_BUFFERS: usize = 2;
+pub(crate) const SNAPSHOT_BUFFERS: usize = 2;
 
 fn run(args: &RunArgs) -> Result<()> {
     let input = args.input.as_deref().expect("clap requires INPUT");
@@ -267,6 +273,11 @@ fn run(args: &RunArgs) -> Result<()> {
         "the velocity model and snapshot buffers",
     )?;
 
+    if cfg.survey.is_some() {
+        return survey_run::run(args, &text, &cfg, &input_dir, &out_path, out_key, want_plot);
+    }
+    ensure!(!args.resume, "--resume continues a survey, and {} has no [survey]", input.display());
+
     let vp = seismic_run::model::load(&cfg, &input_dir).context("model")?;
     let problem = Problem::build(&cfg, vp)?;
     for w in &problem.warnings {
@@ -277,7 +288,7 @@ fn run(args: &RunArgs) -> Result<()> {
     if let Some(w) = resources::check_output_space(&out_path, out_key, file_bytes)? {
         eprintln!("warning: {w}");
     }
-    let mut backend = seismic_run::backend::open_backend(&problem, cfg.run.backend, cfg.run.kernel, &mut |n| {
+    let mut backend = seismic_run::backend::open_backend(&problem, cfg.run.backend, cfg.run.kernel, 0, &mut |n| {
         eprintln!("notice: {n}");
     })?;
     let device = backend.info();

@@ -228,6 +228,13 @@ impl Problem {
         self.vp.iter().map(|&v| (v as f64) * (v as f64) * dt2).collect()
     }
 
+    /// c^2 dt^2 at one grid point, as [`Self::vel2dt2`] computes it.
+    pub fn vel2dt2_at(&self, [x, y, z]: [usize; 3]) -> f64 {
+        let [nx, ny, _] = self.shape();
+        let v = self.vp[(z * ny + y) * nx + x] as f64;
+        v * v * (self.dt * self.dt)
+    }
+
     /// Position (m) of grid point (ix, iy, iz).
     pub fn coordinate(&self, p: [usize; 3]) -> [f64; 3] {
         std::array::from_fn(|a| self.origin[a] + p[a] as f64 * self.spacing[a])
@@ -314,59 +321,8 @@ impl Problem {
         let src = &cfg.source;
         ensure!(src.frequency > 0.0, "source.frequency must be positive, got {}", src.frequency);
         let wavelet = Ricker::new(src.frequency, src.amplitude, src.delay);
-        let inside = |p: [f64; 3], key: &str| -> Result<()> {
-            for a in 0..3 {
-                let lo = origin[a];
-                let hi = origin[a] + (shape[a] - 1) as f64 * spacing[a];
-                ensure!(
-                    p[a] >= lo - 1e-9 * spacing[a] && p[a] <= hi + 1e-9 * spacing[a],
-                    "{key} = {p:?} m lies outside the grid ({} from {lo} to {hi} m)",
-                    ["x", "y", "z"][a]
-                );
-            }
-            Ok(())
-        };
-        inside(src.position, "source.position")?;
-        let free_surface = cfg.boundary.free_surface;
-        let mut warnings = Vec::new();
-        let injection = Positioning::from_config(src.injection, src.sinc_half_width, "source", "injection")?;
-        let src_taps = injection.taps(src.position, origin, spacing, shape, free_surface);
-        ensure!(
-            !src_taps.is_empty(),
-            "source.position = {:?} m lies on the free surface (z = {} m), where the pressure is held at zero: \
-             move it below the surface",
-            src.position,
-            origin[2]
-        );
-        if injection.truncated(src.position, origin, spacing, shape, free_surface) {
-            warnings.push(format!(
-                "source.position = {:?} m is closer than sinc_half_width points to a grid face: its sinc weights \
-                 past the face are dropped",
-                src.position
-            ));
-        }
-        let cell = spacing[0] * spacing[1] * spacing[2];
-        let samples = (0..steps).map(|n| wavelet.at(n as f64 * dt) / cell).collect();
-        let source = PointSource { position: src.position, wavelet, injection, taps: src_taps, samples };
-
-        let mut receivers = Vec::new();
-        let mut truncated = 0;
-        for (i, r) in cfg.receivers.iter().enumerate() {
-            let key = format!("receivers[{i}]");
-            let interpolation = Positioning::from_config(r.interpolation, r.sinc_half_width, &key, "interpolation")?;
-            for p in receiver_positions(r, i)? {
-                inside(p, &key)?;
-                truncated += interpolation.truncated(p, origin, spacing, shape, free_surface) as usize;
-                let taps = interpolation.taps(p, origin, spacing, shape, free_surface);
-                receivers.push(Receiver { position: p, interpolation, taps });
-            }
-        }
-        if truncated > 0 {
-            warnings.push(format!(
-                "{truncated} receiver(s) closer than sinc_half_width points to a grid face: their sinc weights past \
-                 the face are dropped"
-            ));
-        }
+        let (source, receivers, shot_warnings) = shot_geometry(cfg, dt, steps)?;
+        warnings.extend(shot_warnings);
 
         let b = &cfg.boundary;
         let kind = match b.kind {
@@ -401,12 +357,19 @@ impl Problem {
     }
 }
 
-/// Host memory available for a CPU run (Linux `MemAvailable`), in bytes; None where unknown.
-pub fn host_memory_available() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
+impl Problem {
+    /// This problem for another shot of a survey: the source and receivers of `cfg` (same grid,
+    /// model, time and boundary), everything else kept (the model is not copied). Returns the
+    /// warnings the new positions raise.
+    pub fn set_shot(&mut self, cfg: &Config) -> Result<Vec<String>> {
+        ensure!(
+            cfg.grid.shape == self.shape() && cfg.grid.spacing == self.spacing && cfg.grid.origin == self.origin,
+            "a shot must use the survey's grid"
+        );
+        let (source, receivers, warnings) = shot_geometry(cfg, self.dt, self.steps)?;
+        (self.source, self.receivers) = (source, receivers);
+        Ok(warnings)
+    }
 }
 
 /// Theoretical bytes of one stencil application on an f32 grid: the input with its face halos
@@ -571,6 +534,70 @@ fn bessel_i0(x: f64) -> f64 {
         k += 1.0;
     }
     sum
+}
+
+/// The source and receivers of `cfg` (their taps on the grid, the source's samples at `dt` for
+/// `steps` steps) and the warnings they raise: the part of a [`Problem`] that differs between the
+/// shots of a survey.
+fn shot_geometry(cfg: &Config, dt: f64, steps: usize) -> Result<(PointSource, Vec<Receiver>, Vec<String>)> {
+    let (shape, spacing, origin) = (cfg.grid.shape, cfg.grid.spacing, cfg.grid.origin);
+    let src = &cfg.source;
+    ensure!(src.frequency > 0.0, "source.frequency must be positive, got {}", src.frequency);
+    let wavelet = Ricker::new(src.frequency, src.amplitude, src.delay);
+    let inside = |p: [f64; 3], key: &str| -> Result<()> {
+        for a in 0..3 {
+            let lo = origin[a];
+            let hi = origin[a] + (shape[a] - 1) as f64 * spacing[a];
+            ensure!(
+                p[a] >= lo - 1e-9 * spacing[a] && p[a] <= hi + 1e-9 * spacing[a],
+                "{key} = {p:?} m lies outside the grid ({} from {lo} to {hi} m)",
+                ["x", "y", "z"][a]
+            );
+        }
+        Ok(())
+    };
+    inside(src.position, "source.position")?;
+    let free_surface = cfg.boundary.free_surface;
+    let mut warnings = Vec::new();
+    let injection = Positioning::from_config(src.injection, src.sinc_half_width, "source", "injection")?;
+    let src_taps = injection.taps(src.position, origin, spacing, shape, free_surface);
+    ensure!(
+        !src_taps.is_empty(),
+        "source.position = {:?} m lies on the free surface (z = {} m), where the pressure is held at zero: \
+         move it below the surface",
+        src.position,
+        origin[2]
+    );
+    if injection.truncated(src.position, origin, spacing, shape, free_surface) {
+        warnings.push(format!(
+            "source.position = {:?} m is closer than sinc_half_width points to a grid face: its sinc weights \
+             past the face are dropped",
+            src.position
+        ));
+    }
+    let cell = spacing[0] * spacing[1] * spacing[2];
+    let samples = (0..steps).map(|n| wavelet.at(n as f64 * dt) / cell).collect();
+    let source = PointSource { position: src.position, wavelet, injection, taps: src_taps, samples };
+
+    let mut receivers = Vec::new();
+    let mut truncated = 0;
+    for (i, r) in cfg.receivers.iter().enumerate() {
+        let key = format!("receivers[{i}]");
+        let interpolation = Positioning::from_config(r.interpolation, r.sinc_half_width, &key, "interpolation")?;
+        for p in receiver_positions(r, i)? {
+            inside(p, &key)?;
+            truncated += interpolation.truncated(p, origin, spacing, shape, free_surface) as usize;
+            let taps = interpolation.taps(p, origin, spacing, shape, free_surface);
+            receivers.push(Receiver { position: p, interpolation, taps });
+        }
+    }
+    if truncated > 0 {
+        warnings.push(format!(
+            "{truncated} receiver(s) closer than sinc_half_width points to a grid face: their sinc weights past \
+             the face are dropped"
+        ));
+    }
+    Ok((source, receivers, warnings))
 }
 
 #[cfg(test)]

@@ -25,6 +25,11 @@ pub fn request_stop() -> bool {
     STOP.swap(true, Ordering::Relaxed)
 }
 
+/// Whether [`request_stop`] has been called (a survey checks it between shots).
+pub fn stop_requested() -> bool {
+    STOP.load(Ordering::Relaxed)
+}
+
 /// The error of a run stopped by [`request_stop`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Interrupted {
@@ -271,6 +276,10 @@ mod tests {
         fn step_seconds(&mut self) -> Result<Vec<f64>> {
             self.timing_reads += 1;
             Ok(vec![1e-3; self.done])
+        }
+        fn start_shot(&mut self, problem: &Problem) -> Result<()> {
+            (self.done, self.receivers) = (0, problem.receivers.len());
+            Ok(())
         }
     }
 

@@ -22,6 +22,16 @@ fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> Result<T> {
     })
 }
 
+/// Number of CUDA devices (an error when the driver cannot be loaded).
+pub fn device_count() -> Result<usize> {
+    // SAFETY: only tries to open the library.
+    if !guarded("loading libcuda", || unsafe { sys::is_culib_present() })? {
+        bail!("no CUDA driver found (libcuda.so)");
+    }
+    guarded("no CUDA driver found (libcuda.so)", cu::init)?.context("cuInit failed")?;
+    Ok(cu::device::get_count().context("cuDeviceGetCount failed")?.max(0) as usize)
+}
+
 /// One CUDA device: its primary context and one stream on which all work is ordered, both owned
 /// through cudarc's safe layer (released when the last user drops them).
 pub struct CudaRuntime {

@@ -40,7 +40,13 @@ use anyhow::Result;
 /// Opens the CUDA backend on device 0 for this problem (allocates everything once).
 #[cfg(feature = "cuda")]
 pub fn open_cuda(problem: &Problem, kernel: KernelChoice) -> Result<Box<dyn Backend>> {
-    let rt = cuda::CudaRuntime::new(0)?;
+    open_cuda_on(problem, kernel, 0)
+}
+
+/// [`open_cuda`] on device `local_rank` modulo the devices present.
+#[cfg(feature = "cuda")]
+pub fn open_cuda_on(problem: &Problem, kernel: KernelChoice, local_rank: usize) -> Result<Box<dyn Backend>> {
+    let rt = cuda::CudaRuntime::new(local_rank % cuda::device_count()?.max(1))?;
     let (tuning, _) = autotune::tuning_for(&rt.device_name(), problem.stencil.radius, problem.shape());
     Ok(Box::new(GpuSolver::new(rt, problem, kernel, tuning)?))
 }
@@ -48,7 +54,14 @@ pub fn open_cuda(problem: &Problem, kernel: KernelChoice) -> Result<Box<dyn Back
 /// Opens the HIP backend on device 0 for this problem (allocates everything once).
 #[cfg(feature = "hip")]
 pub fn open_hip(problem: &Problem, kernel: KernelChoice) -> Result<Box<dyn Backend>> {
-    let rt = hip::HipRuntime::new(0)?;
+    open_hip_on(problem, kernel, 0)
+}
+
+/// [`open_hip`] on device `local_rank` modulo the devices present.
+#[cfg(feature = "hip")]
+pub fn open_hip_on(problem: &Problem, kernel: KernelChoice, local_rank: usize) -> Result<Box<dyn Backend>> {
+    let count = hip::result::device_count().map_err(|e| anyhow::anyhow!("hipGetDeviceCount: {e}"))?;
+    let rt = hip::HipRuntime::new(local_rank % (count.max(1) as usize))?;
     let r = problem.stencil.radius;
     let (tuning, _) = autotune::tuning_or(&rt.device_name(), Operator::Fused, r, problem.shape(), false);
     Ok(Box::new(GpuSolver::new(rt, problem, kernel, tuning)?))

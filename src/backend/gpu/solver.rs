@@ -16,7 +16,7 @@ use crate::backend::{Backend, DeviceInfo};
 use crate::boundary::BoundaryKind;
 use crate::config::KernelChoice;
 use crate::grid::{Layout, Section, for_each_section};
-use crate::problem::{PointSource, Problem, Receiver, Tap};
+use crate::problem::{Problem, Receiver, Tap};
 use anyhow::{Context, Result, bail, ensure};
 use serde::{Deserialize, Serialize};
 use std::rc::Rc;
@@ -112,18 +112,18 @@ struct SourceTable<Rt: GpuRuntime> {
 }
 
 impl<Rt: GpuRuntime> SourceTable<Rt> {
-    /// None for a source without taps or samples. `vel2dt2` is the padded c^2 dt^2 field.
-    fn new(rt: &Rc<Rt>, layout: &Layout, src: &PointSource, vel2dt2: &[f32]) -> Result<Option<Self>> {
+    /// None for a source without taps or samples.
+    fn new(rt: &Rc<Rt>, problem: &Problem) -> Result<Option<Self>> {
+        let (layout, src) = (&problem.layout, &problem.source);
         if src.taps.is_empty() || src.samples.is_empty() {
             return Ok(None);
         }
         let offs: Vec<u64> = src.taps.iter().map(|t| tap_offset(layout, t)).collect();
-        // As the CPU reference rounds them: the tap weight to f32 first, then the product.
+        // As the CPU reference rounds them: the tap weight and c^2 dt^2 to f32 first, then the product.
         let w: Vec<f32> = src
             .taps
             .iter()
-            .zip(&offs)
-            .map(|(t, &o)| (t.weight as f32 as f64 * vel2dt2[o as usize] as f64) as f32)
+            .map(|t| (t.weight as f32 as f64 * problem.vel2dt2_at(t.point) as f32 as f64) as f32)
             .collect();
         let samples: Vec<f32> = src.samples.iter().map(|&v| v as f32).collect();
         Ok(Some(SourceTable {
@@ -328,7 +328,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 });
             }
         }
-        let source = SourceTable::new(&rt, &layout, &problem.source, &padded)?;
+        let source = SourceTable::new(&rt, problem)?;
         let receivers = ReceiverTable::new(&rt, &layout, &problem.receivers, problem.steps)?;
         let events = (0..=problem.steps).map(|_| rt.event()).collect::<Result<_>>()?;
 
@@ -719,5 +719,25 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
         self.rt.synchronize()?;
         let n = self.steps_done.min(self.events.len().saturating_sub(1));
         (0..n).map(|i| Ok(self.rt.elapsed_ms(&self.events[i], &self.events[i + 1])? as f64 * 1e-3)).collect()
+    }
+
+    /// Zero fills queued on the stream (no host wait) and the two small tap tables uploaded anew.
+    fn start_shot(&mut self, problem: &Problem) -> Result<()> {
+        ensure!(
+            problem.layout == self.layout && problem.steps == self.trace_steps,
+            "a shot must use the grid and steps the backend was opened with"
+        );
+        for b in [&self.cur, &self.prev] {
+            b.zero()?;
+        }
+        for c in &self.cpml {
+            for b in [&c.psi[0], &c.psi[1], &c.zeta] {
+                b.zero()?;
+            }
+        }
+        self.source = SourceTable::new(&self.rt, problem)?;
+        self.receivers = ReceiverTable::new(&self.rt, &self.layout, &problem.receivers, problem.steps)?;
+        self.steps_done = 0;
+        Ok(())
     }
 }
