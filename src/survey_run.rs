@@ -29,7 +29,9 @@ pub(crate) fn run(
         .iter()
         .map(|s| {
             let t = survey::shot_input(text, s)?;
-            let c = Config::from_toml(&t)?;
+            let mut c = Config::from_toml(&t)?;
+            // The command line's overrides (--steps, --backend, --kernel) hold for every shot.
+            (c.time, c.run) = (cfg.time.clone(), cfg.run.clone());
             Ok((t, c))
         })
         .collect::<Result<_>>()

@@ -478,3 +478,36 @@ fn gpu_sinc_positioning_matches_cpu_and_free_space() {
         }
     }
 }
+
+/// A survey's shots on one opened GPU backend (`Backend::start_shot` between them: fields and
+/// memory variables reset, source and receivers moved, nothing reallocated) equal the CPU
+/// reference of each shot built on its own, bit for bit, with CPML and a free surface, both kernels.
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_survey_shots_match_single_cpu_runs() {
+    use seismic_run::survey;
+    let text = "[grid]\nshape = [61, 33, 41]\nspacing = [10.0, 10.0, 10.0]\n[model]\nkind = \"layered\"\n\
+                depths = [200.0]\nvelocities = [1500.0, 2500.0]\n[time]\nsteps = 150\n[source]\n\
+                position = [150.0, 160.0, 40.0]\nfrequency = 10.0\n[[receivers]]\n\
+                line = { start = [60.0, 160.0, 20.0], end = [360.0, 160.0, 20.0], count = 7 }\n\
+                [boundary]\nkind = \"cpml\"\nwidth = 8\nfree_surface = true\n[survey]\n\
+                line = { start = [150.0, 160.0, 40.0], end = [233.3, 171.1, 47.7], count = 3 }\nspread = \"moving\"\n";
+    let cfg = Config::from_toml(text).unwrap();
+    let shots = survey::shots(&cfg).unwrap();
+    let shot_cfgs: Vec<Config> =
+        shots.iter().map(|s| Config::from_toml(&survey::shot_input(text, s).unwrap()).unwrap()).collect();
+    let vp = seismic_run::model::sample(&shot_cfgs[0], std::path::Path::new(".")).unwrap().vp;
+    for kernel in [KernelChoice::Fused, KernelChoice::ThreePass] {
+        let mut problem = Problem::build(&shot_cfgs[0], vp.clone()).unwrap();
+        let mut gpu = gpu::open_cuda(&problem, kernel).expect("CUDA backend");
+        for (s, c) in shots.iter().zip(&shot_cfgs) {
+            problem.set_shot(c).unwrap();
+            gpu.start_shot(&problem).unwrap();
+            let single = Problem::build(c, vp.clone()).unwrap();
+            let cpu = cpu_reference(&single);
+            let (ef, et) = compare_on(gpu.as_mut(), &problem, &cpu);
+            eprintln!("gpu-vs-cpu survey shot {} {kernel:?}: field {ef:.3e} traces {et:.3e}", s.index);
+            assert!(ef <= TOLERANCE && et <= TOLERANCE, "shot {} {kernel:?}: field {ef:.3e} traces {et:.3e}", s.index);
+        }
+    }
+}
