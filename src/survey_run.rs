@@ -5,6 +5,8 @@
 //! processes of the job (`parallel::Ranks`), each writes its own result file.
 
 use super::*;
+use anyhow::bail;
+use seismic_run::output::hdf5::Commit;
 use seismic_run::parallel::Ranks;
 use seismic_run::survey::{self, Shot, SurveyFiles};
 use std::time::Instant;
@@ -91,43 +93,58 @@ pub(crate) fn run(
     let start = Instant::now();
     let (mut compute, mut overhead, mut ran) = (0.0, 0.0, 0usize);
     let kill_after: Option<usize> = std::env::var(TEST_KILL_AFTER).ok().and_then(|v| v.parse().ok());
+    // The previous shot's file is synced and renamed, and its line printed, on its own thread
+    // while this shot runs (depth 1: at most one shot is between its last step and its report).
+    let mut pending: Option<std::thread::JoinHandle<Result<()>>> = None;
+    let settle = |pending: &mut Option<std::thread::JoinHandle<Result<()>>>| -> Result<()> {
+        match pending.take().map(|h| h.join()) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => bail!("the thread finishing a shot's files panicked"),
+            None => Ok(()),
+        }
+    };
+    // An error names its shot; under MPI it ends every rank, so none waits at the final barrier.
+    let fail = |e: anyhow::Error| -> anyhow::Error {
+        if ranks.size > 1 && e.downcast_ref::<solver::Interrupted>().is_none() {
+            eprintln!("error: {e:#} ({label})");
+            ranks.abort(1)
+        }
+        e
+    };
     for (s, (shot_text, shot_cfg)) in shots.iter().zip(&inputs) {
         if solver::stop_requested() {
+            settle(&mut pending).map_err(fail)?;
             return Err(solver::Interrupted { steps_done: 0, steps: problem.steps }.into());
         }
         if !files.try_claim(s.index, &label)? {
             continue;
         }
         if kill_after == Some(ran) {
+            settle(&mut pending).map_err(fail)?;
             // SAFETY: raise has no preconditions; the process ends here with a shot taken and not
             // finished, as a killed rank or a lost node leaves it.
             unsafe { libc::raise(libc::SIGKILL) };
         }
-        let result = run_shot(s, shot_text, shot_cfg, &mut problem, backend.as_mut(), &files, &device, want_plot);
-        let (c, o) = match result {
-            Ok(t) => t,
-            Err(e) if e.downcast_ref::<solver::Interrupted>().is_some() => return Err(e),
-            Err(e) if ranks.size > 1 => {
-                // The others must not wait at the final barrier for this rank.
-                eprintln!("error: survey shot {} ({label}): {e:#}", s.index);
-                ranks.abort(1)
-            }
-            Err(e) => return Err(e.context(format!("survey shot {}", s.index))),
-        };
+        let (c, o, commit) = run_shot(s, shot_text, shot_cfg, &mut problem, backend.as_mut(), &files, &device)
+            .map_err(|e| fail(e.context(format!("survey shot {}", s.index))))?;
+        settle(&mut pending).map_err(fail)?;
         (compute, overhead, ran) = (compute + c, overhead + o, ran + 1);
-        let done = shots.iter().filter(|t| files.shot(t.index).exists()).count();
         let rate = ran as f64 * 3600.0 / start.elapsed().as_secs_f64() * ranks.size as f64;
-        println!(
-            "shot {} done ({label}): {:.2} s steps, {:.3} s reset and output; {done}/{} shots, about {:.0} shots/hour, \
-             {:.0} s left",
-            s.index,
-            c,
-            o,
-            shots.len(),
-            rate,
-            (shots.len() - done) as f64 * 3600.0 / rate.max(1e-9)
-        );
+        let (files, n, index, label, segy) = (files.clone(), shots.len(), s.index, label.clone(), cfg.output.segy);
+        let all: Vec<usize> = shots.iter().map(|t| t.index).collect();
+        pending = Some(std::thread::spawn(move || -> Result<()> {
+            let written = commit.commit().with_context(|| format!("survey shot {index}"))?;
+            write_derived(&written.path, segy, want_plot).with_context(|| format!("survey shot {index}"))?;
+            let done = all.iter().filter(|&&i| files.shot(i).exists()).count();
+            println!(
+                "shot {index} done ({label}): {c:.2} s steps, {o:.3} s reset and output; {done}/{n} shots, about \
+                 {rate:.0} shots/hour, {:.0} s left",
+                (n - done) as f64 * 3600.0 / rate.max(1e-9)
+            );
+            Ok(())
+        }));
     }
+    settle(&mut pending).map_err(fail)?;
     ranks.barrier();
 
     if ranks.is_root() {
@@ -191,9 +208,9 @@ fn prepare(files: &SurveyFiles, shots: &[Shot], receivers: &[Vec<[f64; 3]>], res
     Ok(())
 }
 
-/// Runs one shot into its file: seconds in the steps, and in everything else (moving the source
-/// and receivers, resetting the fields, writing the files).
-#[allow(clippy::too_many_arguments)]
+/// Runs one shot into its file, all but the sync and rename (the returned [`Commit`]): seconds in
+/// the steps, and in the rest on this thread (moving the source and receivers, resetting the
+/// fields, writing the file).
 fn run_shot(
     shot: &Shot,
     text: &str,
@@ -202,8 +219,7 @@ fn run_shot(
     backend: &mut dyn seismic_run::backend::Backend,
     files: &SurveyFiles,
     device: &seismic_run::backend::DeviceInfo,
-    want_plot: bool,
-) -> Result<(f64, f64)> {
+) -> Result<(f64, f64, Commit)> {
     let t0 = Instant::now();
     problem.set_shot(cfg)?;
     backend.start_shot(problem)?;
@@ -216,7 +232,7 @@ fn run_shot(
     };
     let path = files.shot(shot.index);
     let mut steps = 0.0;
-    let written = std::thread::scope(|scope| -> Result<_> {
+    let commit = std::thread::scope(|scope| -> Result<_> {
         let mut writer = Hdf5Writer::start(scope, &path, problem, &plan, meta, SNAPSHOT_BUFFERS)?;
         let t = Instant::now();
         let record = solver::run(problem, backend, &plan, &mut writer, &mut |_| {})?;
@@ -227,8 +243,7 @@ fn run_shot(
             problem.full_step_bytes(),
             problem.layout.points(),
         );
-        writer.finish(record, stats)
+        writer.finish_unsynced(record, stats)
     })?;
-    write_derived(&written.path, cfg.output.segy, want_plot)?;
-    Ok((steps, t0.elapsed().as_secs_f64() - steps))
+    Ok((steps, t0.elapsed().as_secs_f64() - steps, commit))
 }
