@@ -162,9 +162,17 @@ fn rel_max_diff(gpu: &[f32], cpu: &[f32]) -> f64 {
     diff / scale
 }
 
+/// The CUDA backend as a run opens it, but with the default launch shape whatever this machine's
+/// tuning cache holds, so that what a test checks does not depend on the machine's history
+/// (`every_tuner_candidate_matches_cpu` checks every shape the cache may hold).
+fn open_cuda(problem: &Problem, kernel: KernelChoice) -> anyhow::Result<Box<dyn Backend>> {
+    autotune::disable();
+    gpu::open_cuda(problem, kernel)
+}
+
 /// Runs the problem on the GPU with a kernel and returns (field error, trace error) against `cpu`.
 fn compare(problem: &Problem, kernel: KernelChoice, cpu: &(Vec<f32>, Vec<f32>)) -> (f64, f64) {
-    let mut gpu = gpu::open_cuda(problem, kernel).expect("open CUDA backend");
+    let mut gpu = open_cuda(problem, kernel).expect("open CUDA backend");
     compare_on(gpu.as_mut(), problem, cpu)
 }
 
@@ -336,7 +344,7 @@ fn gpu_point_source_matches_green_function() {
     let setup = common::free_space_point_source();
     let p = setup.problem();
     for kernel in [KernelChoice::Fused, KernelChoice::ThreePass] {
-        let mut gpu = gpu::open_cuda(&p, kernel).expect("CUDA backend");
+        let mut gpu = open_cuda(&p, kernel).expect("CUDA backend");
         for s in 0..p.steps {
             gpu.step(s).unwrap();
         }
@@ -398,7 +406,7 @@ fn gpu_blow_up_check_finds_non_finite_fields() {
     let p = setup.homogeneous();
     let n = p.layout.points();
     for kernel in [KernelChoice::Fused, KernelChoice::ThreePass] {
-        let mut gpu = gpu::open_cuda(&p, kernel).expect("CUDA backend");
+        let mut gpu = open_cuda(&p, kernel).expect("CUDA backend");
         for s in 0..20 {
             gpu.step(s).unwrap();
         }
@@ -415,7 +423,7 @@ fn gpu_blow_up_check_finds_non_finite_fields() {
     }
     let mut unstable = setup.homogeneous();
     unstable.dt = 3.0 * unstable.dt_limit();
-    let mut gpu = gpu::open_cuda(&unstable, KernelChoice::Fused).expect("CUDA backend");
+    let mut gpu = open_cuda(&unstable, KernelChoice::Fused).expect("CUDA backend");
     let plan = seismic_run::output::plan::OutputPlan::none();
     struct NoSnapshots;
     impl seismic_run::solver::SnapshotSink for NoSnapshots {
@@ -466,7 +474,7 @@ fn gpu_sinc_positioning_matches_cpu_and_free_space() {
     let g = common::off_grid_free_space("sinc");
     let p = g.problem();
     for kernel in [KernelChoice::Fused, KernelChoice::ThreePass] {
-        let mut gpu = gpu::open_cuda(&p, kernel).expect("CUDA backend");
+        let mut gpu = open_cuda(&p, kernel).expect("CUDA backend");
         for s in 0..p.steps {
             gpu.step(s).unwrap();
         }
@@ -499,7 +507,7 @@ fn gpu_survey_shots_match_single_cpu_runs() {
     let vp = seismic_run::model::sample(&shot_cfgs[0], std::path::Path::new(".")).unwrap().vp;
     for kernel in [KernelChoice::Fused, KernelChoice::ThreePass] {
         let mut problem = Problem::build(&shot_cfgs[0], vp.clone()).unwrap();
-        let mut gpu = gpu::open_cuda(&problem, kernel).expect("CUDA backend");
+        let mut gpu = open_cuda(&problem, kernel).expect("CUDA backend");
         for (s, c) in shots.iter().zip(&shot_cfgs) {
             problem.set_shot(c).unwrap();
             gpu.start_shot(&problem).unwrap();
