@@ -92,7 +92,7 @@ fn main() -> Result<()> {
     for &n in &sizes {
         for &r in &radii {
             let mut variants: Vec<(Operator, Tuning)> = if specs.is_empty() {
-                ops.iter().map(|&o| (o, Tuning::for_radius(r))).collect()
+                ops.iter().map(|&o| (o, Tuning::from_environment(r, true).unwrap_or(Tuning::for_radius(r)))).collect()
             } else {
                 let mut v = Vec::new();
                 for spec in &specs {
@@ -113,7 +113,7 @@ fn main() -> Result<()> {
             }
             for (op, t) in variants {
                 let ws = windows.clone().unwrap_or_else(|| vec![t.window]);
-                match gpu::bench_windows(CudaRuntime::new(0)?, n, r, op, t, &ws, reps) {
+                match seismic_run::bench::interior::bench_windows(CudaRuntime::new(0)?, n, r, op, t, &ws, reps) {
                     Ok(bs) => bs.into_iter().for_each(|b| {
                         let n = format!("{}x{}x{}", n[0], n[1], n[2]);
                         let ceiling = if op == Operator::Laplacian { c.copy_gbs } else { c.three_read_one_write_gbs };

@@ -22,7 +22,7 @@ struct SlabGeom {
     i64 pitch;
     i64 plane;
 };
-static_assert(sizeof(SlabGeom) == 48, "SlabGeom must match the host's struct");
+static_assert(sizeof(SlabGeom) == 48 && alignof(SlabGeom) == 8, "SlabGeom must match the host's struct");
 
 #define CPML_PARAMS                                                                                      \
     const float *RESTRICT cur, float *RESTRICT out, const float *RESTRICT vel, const float *RESTRICT psi_in, \
@@ -56,9 +56,16 @@ DEVICE void cpml_segment(CPML_PARAMS) {
     const int tid = threadIdx.x;
     const int wd = g.width;
     const int na = g.n[AXIS];
-    const int segs = (wd + SEG - 1) / SEG;
+    // A layer of at most SEG points is one segment of exactly its width: no idle rows, and no
+    // neighbour beyond the segment inside the layer, so the outer R staged rows on each side (only
+    // those neighbours' psi reads them) are not loaded. The host's grid, ceil(width / SEG)
+    // segments a layer, is the same either way.
+    const int seg = wd < SEG ? wd : SEG;
+    const int segs = (wd + seg - 1) / seg;
+    const int skip = segs == 1 ? R : 0;     // staged rows not loaded on each side
+    const int staged = seg + 4 * R - 2 * skip;
     const int half = g.half_first + blockIdx.y / segs;
-    const int t0 = (blockIdx.y % segs) * SEG;  // first layer index of the segment
+    const int t0 = (blockIdx.y % segs) * seg;  // first layer index of the segment
     const int q0 = half == 0 ? 0 : na - wd;    // grid coordinate of layer index 0
     const int u0 = blockIdx.x * LANES;
     const i64 st = AXIS == 0 ? 1 : (AXIS == 1 ? g.pitch : g.plane);
@@ -81,17 +88,18 @@ DEVICE void cpml_segment(CPML_PARAMS) {
     for (int v = blockIdx.z; v < g.n[V]; v += gridDim.z) {
         const i64 base = (i64)v * sv + (i64)u0 * su + (i64)(q0 + t0) * st;  // field, lane 0, segment start
         const i64 sbase = (i64)v * ssv + (i64)u0 * ssu + (i64)(half * wd + t0) * sst;
-        for (int k = tid; k < CW * LANES; k += THREADS) {
+        for (int k = tid; k < staged * LANES; k += THREADS) {
             int along, lane;
-            split(k, CW, along, lane);
+            split(k, staged, along, lane);
+            along += skip;
             const int q = q0 + t0 + along - 2 * R;  // p^n exists at -R .. na + R - 1
             const bool in = u0 + lane < g.n[U] && q >= -R && q < na + R;
             cs[along][lane] = in ? cur[base + (i64)lane * su + (i64)(along - 2 * R) * st] : 0.0f;
         }
         BLOCK_SYNC();
-        for (int k = tid; k < PW * LANES; k += THREADS) {
+        for (int k = tid; k < (seg + 2 * R) * LANES; k += THREADS) {
             int along, lane;
-            split(k, PW, along, lane);
+            split(k, seg + 2 * R, along, lane);
             const int t = t0 + along - R;  // layer index
             float p = 0.0f;
             if (t >= 0 && t < wd && u0 + lane < g.n[U]) {
@@ -100,14 +108,14 @@ DEVICE void cpml_segment(CPML_PARAMS) {
                 for (int j = 1; j <= R; j++) d += w.c1[j] * (cs[along + R + j][lane] - cs[along + R - j][lane]);
                 const i64 i = sbase + (i64)lane * ssu + (i64)(along - R) * sst;
                 p = b[q0 + t] * psi_in[i] + a[q0 + t] * d;
-                if (along >= R && along < SEG + R) psi_out[i] = p;
+                if (along >= R && along < seg + R) psi_out[i] = p;
             }
             ps[along][lane] = p;
         }
         BLOCK_SYNC();
-        for (int k = tid; k < SEG * LANES; k += THREADS) {
+        for (int k = tid; k < seg * LANES; k += THREADS) {
             int along, lane;
-            split(k, SEG, along, lane);
+            split(k, seg, along, lane);
             const int t = t0 + along;
             if (t >= wd || u0 + lane >= g.n[U]) continue;
             float dpsi = 0.0f;

@@ -39,13 +39,9 @@
 #ifndef DEPTH
 #define DEPTH 1  // planes of p^n fetched ahead of their first use in the z queue (registers)
 #endif
-#ifndef STAGES
-#define STAGES 0  // > 0: the leading plane of p^n, p^{n-1} and c^2 dt^2 come STAGES planes ahead
-                  // through cp.async into a shared-memory ring (dynamic shared memory)
-#endif
-#ifndef HALO_RING
-#define HALO_RING (STAGES > 0)  // the y and x halos of p^n through the ring too (else registers, one plane ahead)
-#endif
+// STAGES > 0: the leading plane of p^n, p^{n-1} and c^2 dt^2 come STAGES planes ahead through
+// cp.async into a shared-memory ring (dynamic shared memory); HALO_RING 1: the y and x halos of p^n
+// through the ring too (else registers, one plane ahead).
 #if HALO_RING && STAGES == 0
 #error "HALO_RING needs STAGES > 0"
 #endif
@@ -56,9 +52,7 @@
 #define PREFETCH_PV 0
 #endif
 
-#ifndef UNROLL_Z
-#define UNROLL_Z 1  // z iterations unrolled (QN lets the compiler rename the queue instead of moving it)
-#endif
+// UNROLL_Z: z iterations unrolled (QN lets the compiler rename the queue instead of moving it).
 
 namespace fused {
 constexpr int R = RADIUS;

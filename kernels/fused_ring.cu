@@ -12,12 +12,6 @@
 // still reads the slot the next copies overwrite. Needs the asynchronous copies (STAGES >= 1) and
 // VEC = 4; on HIP cp_async16 is a plain copy and this path is never the default there.
 
-#ifndef UNROLL_Z
-#define UNROLL_Z 1
-#endif
-#ifndef STAGES
-#define STAGES 2
-#endif
 
 namespace fused_ring {
 constexpr int R = RADIUS;

@@ -1,11 +1,15 @@
 // prelude.h: the few differences between CUDA (NVRTC / nvcc) and HIP (hipRTC / hipcc), plus small
 // helpers every kernel file uses. No system headers: run-time compilers have none.
 //
-// Compile-time parameters (set with -D by the host):
+// Compile-time parameters (set with -D by the host, every one for every module; the Rust type
+// `Tuning` documents the launch shape):
 //   RADIUS      stencil radius R, 1..8
-//   BLOCK_Y     rows of a block's xy tile (threads in y); blocks are 32 threads wide in x
+//   BLOCK_X     threads in x of a fused block (the three-pass kernels always use 32)
+//   BLOCK_Y     rows of a block's xy tile (threads in y)
 //   VEC         points per thread in x: 1, 2 or 4 (vector loads of that width)
 //   ROWS        rows per thread in y of the fused kernel (register blocking; 1..4, > 1 needs STAGES)
+//   STAGES, HALO_RING, UNROLL_Z, ORDER, MIN_BLOCKS  the fused kernel's ring, unrolling, grid-index
+//               order and blocks per multiprocessor (fused.cu)
 //   SPONGE      1: multiply the update by the sponge factors gx[ix] gy[iy] gz[iz]
 //   LAPLACIAN_ONLY 1: the fused kernel writes out = L p (no leapfrog), for the operator benchmark
 #pragma once
@@ -16,30 +20,16 @@
 #define SEISMIC_HIP 0
 #endif
 
-#ifndef RADIUS
-#define RADIUS 4
-#endif
-#ifndef BLOCK_Y
-#define BLOCK_Y 8
-#endif
-#ifndef VEC
-#define VEC 4
-#endif
-#ifndef ROWS
-#define ROWS 1
-#endif
-#ifndef SPONGE
-#define SPONGE 0
-#endif
-#ifndef LAPLACIAN_ONLY
-#define LAPLACIAN_ONLY 0
+// The launch shape comes from the host for every module (src/backend/gpu/sources.rs,
+// kernel_options), so that kernels and host never disagree on a default.
+#if !defined(RADIUS) || !defined(BLOCK_X) || !defined(BLOCK_Y) || !defined(VEC) || !defined(ROWS) ||     \
+    !defined(SPONGE) || !defined(LAPLACIAN_ONLY) || !defined(MIN_BLOCKS) || !defined(STAGES) ||           \
+    !defined(UNROLL_Z) || !defined(ORDER) || !defined(HALO_RING)
+#error "RADIUS, BLOCK_X, BLOCK_Y, VEC, ROWS, SPONGE, LAPLACIAN_ONLY, MIN_BLOCKS, STAGES, UNROLL_Z, ORDER and HALO_RING are set by the host"
 #endif
 
 #define RESTRICT __restrict__
 #define DEVICE __device__ __forceinline__
-#ifndef MIN_BLOCKS
-#define MIN_BLOCKS 1
-#endif
 #if SEISMIC_HIP
 #define LAUNCH_BOUNDS(n) __launch_bounds__(n)
 #define LAUNCH_BOUNDS_BLOCKS(n, blocks) __launch_bounds__(n)
@@ -69,6 +59,11 @@ struct AxisWeights {
     float c1[9];
     float c2[9];
 };
+
+// The host's structs (src/backend/gpu/kernels.rs) assert the same sizes, and their field offsets
+// (NVRTC has no offsetof; same fields in the same order give the same offsets).
+static_assert(sizeof(StencilWeights) == 112 && alignof(StencilWeights) == 4, "StencilWeights must match the host's");
+static_assert(sizeof(AxisWeights) == 72 && alignof(AxisWeights) == 4, "AxisWeights must match the host's");
 
 DEVICE int imin(int a, int b) { return a < b ? a : b; }
 
@@ -339,12 +334,6 @@ DEVICE void vstore_guarded(float* p, const Vf& a, int valid) {
         const float *RESTRICT gy, const float *RESTRICT gz, StencilWeights w, int nx, int ny, int nz,    \
         i64 pitch, i64 plane, int window
 
-#ifndef BLOCK_X
-#define BLOCK_X 32  // threads in x of the fused kernels
-#endif
-#ifndef ORDER
-#define ORDER 3  // grid-index order of the fused kernels (fused.cu explains the four)
-#endif
 #define SEISMIC_PRAGMA(x) _Pragma(#x)
 #define SEISMIC_UNROLL(n) SEISMIC_PRAGMA(unroll n)
 

@@ -14,5 +14,8 @@ pub mod grid;
 pub mod model;
 pub mod numerics;
 pub mod output;
+pub mod parallel;
 pub mod problem;
+pub mod resources;
 pub mod solver;
+pub mod survey;

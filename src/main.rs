@@ -1,17 +1,21 @@
 //! The `seismic-run` command: reads an input TOML, runs it on a CPU or GPU backend and writes an
 //! HDF5 result file (plus pictures with `--plot`). `seismic-run --help` lists every option.
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, ensure};
 use clap::{Args, Parser, Subcommand};
 use seismic_run::config::{BackendChoice, Config, KernelChoice};
 use seismic_run::output::hdf5::{Hdf5Writer, RunMetadata};
+use seismic_run::output::plan::OutputPlan;
 use seismic_run::output::result::{self, ResultFile};
 use seismic_run::output::{self, plot, progress::Progress, segy, xdmf};
 use seismic_run::problem::Problem;
-use seismic_run::solver::{self, OutputPlan, StepStats};
+use seismic_run::resources;
+use seismic_run::solver::{self, StepStats};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicI32, Ordering};
+
+mod survey_run;
 
 /// The signal (SIGINT, SIGTERM or SIGHUP) that stopped the run, 0 while none has come.
 static SIGNAL: AtomicI32 = AtomicI32::new(0);
@@ -67,7 +71,7 @@ struct ExportArgs {
 }
 
 #[derive(Args, Debug, Clone)]
-struct RunArgs {
+pub(crate) struct RunArgs {
     /// The input file (TOML; README "Configuration reference").
     #[arg(value_name = "INPUT.toml", required = true)]
     input: Option<PathBuf>,
@@ -97,6 +101,10 @@ struct RunArgs {
     /// seismic-bench --tune). Same as SEISMIC_NO_TUNING=1.
     #[arg(long)]
     no_tuning: bool,
+    /// A survey: keep the shots whose result files are complete and run the others (without it,
+    /// every shot runs and its file is replaced).
+    #[arg(long)]
+    resume: bool,
 }
 
 fn main() -> ExitCode {
@@ -137,7 +145,7 @@ fn signal_name(sig: i32) -> &'static str {
 /// loop between steps, and the temporary output file is removed; a second signal removes the
 /// temporary files and exits at once with 128 + the signal. With `at_once` (no time loop to stop)
 /// the first signal does so.
-fn install_signal_handlers(at_once: bool) -> Result<()> {
+pub(crate) fn install_signal_handlers(at_once: bool) -> Result<()> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
         .context("cannot install the SIGINT, SIGTERM and SIGHUP handlers")?;
@@ -207,7 +215,7 @@ fn export(args: &ExportArgs) -> Result<()> {
 
 /// Writes the files derived from the finished result file `h5`: the XDMF sidecar, the SEG-Y when
 /// `segy`, the pictures when `plot`. Returns the paths written.
-fn write_derived(h5: &Path, segy: bool, plot: bool) -> Result<Vec<PathBuf>> {
+pub(crate) fn write_derived(h5: &Path, segy: bool, plot: bool) -> Result<Vec<PathBuf>> {
     let result = ResultFile::open(h5)?;
     let mut derived = vec![result::sibling(h5, "xdmf")];
     xdmf::write(&result, &derived[0])?;
@@ -246,19 +254,17 @@ mod decomposed {
         );
         let d = Decomposition::even(&problem, ranks)?;
         let sub = d.subdomain(&problem, rank);
-        if let Some(avail) = seismic_run::problem::host_memory_available() {
-            // Every rank of one host shares its memory.
+        if let Some(avail) = seismic_run::resources::available_host_memory() {
+            // The ranks of one host share its memory.
             let local = universe.world().split_shared(0).size().max(1) as u64;
-            sub.problem
-                .check_fits(avail / local, &format!("rank {rank} of {ranks} (a 1/{local} share of this host's memory)"))
-                .context("run.decomposition = \"z\"")?;
+            sub.check_fits(&d, problem.shape(), avail / local)?;
         }
         let plan = OutputPlan::from_config(cfg, &problem)?;
         let backend = sub.cpu_backend(problem.layout.nz)?;
         let device = backend.info();
         let quiet = args.quiet || rank != 0;
         if !quiet {
-            let file_bytes = solver::output_file_bytes(&problem, &plan, text.len());
+            let file_bytes = seismic_run::resources::output_file_bytes(&problem, &plan, text.len());
             print_header(args.input.as_deref().expect("input"), &problem, &plan, &device, out_path, file_bytes);
             println!(
                 "  ranks     {ranks} z-slabs of {:?} planes, {} halo planes per cut ({:.2} MB each way)",
@@ -312,7 +318,7 @@ mod decomposed {
 }
 
 /// Number of snapshot buffers in flight: one being filled while one is written.
-const SNAPSHOT_BUFFERS: usize = 2;
+pub(crate) const SNAPSHOT_BUFFERS: usize = 2;
 
 fn run(args: &RunArgs) -> Result<()> {
     let input = args.input.as_deref().expect("clap requires INPUT");
@@ -346,11 +352,16 @@ fn run(args: &RunArgs) -> Result<()> {
     seismic_run::config::check_output_writable(&out_path, out_key)?;
     output::check_derived_paths(&out_path, out_key, &output::derived_paths(&out_path, cfg.output.segy, want_plot))?;
     let buffers = if cfg.output.snapshot_every > 0 { SNAPSHOT_BUFFERS } else { 0 };
-    solver::check_host_bytes(
+    resources::check_host_bytes(
         cfg.grid.shape,
-        solver::base_host_bytes(&cfg, buffers),
+        resources::base_host_bytes(&cfg, buffers),
         "the velocity model and snapshot buffers",
     )?;
+
+    if cfg.survey.is_some() {
+        return survey_run::run(args, &text, &cfg, &input_dir, &out_path, out_key, want_plot);
+    }
+    ensure!(!args.resume, "--resume continues a survey, and {} has no [survey]", input.display());
 
     let vp = seismic_run::model::load(&cfg, &input_dir).context("model")?;
     let problem = Problem::build(&cfg, vp)?;
@@ -361,11 +372,11 @@ fn run(args: &RunArgs) -> Result<()> {
         eprintln!("warning: {w}");
     }
     let plan = OutputPlan::from_config(&cfg, &problem)?;
-    let file_bytes = solver::output_file_bytes(&problem, &plan, text.len());
-    if let Some(w) = solver::check_output_space(&out_path, out_key, file_bytes)? {
+    let file_bytes = resources::output_file_bytes(&problem, &plan, text.len());
+    if let Some(w) = resources::check_output_space(&out_path, out_key, file_bytes)? {
         eprintln!("warning: {w}");
     }
-    let mut backend = solver::open_backend(&problem, cfg.run.backend, cfg.run.kernel, &mut |n| {
+    let mut backend = seismic_run::backend::open_backend(&problem, cfg.run.backend, cfg.run.kernel, 0, &mut |n| {
         eprintln!("notice: {n}");
     })?;
     let device = backend.info();

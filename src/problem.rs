@@ -161,6 +161,35 @@ pub const MAX_STEPS: usize = 100_000_000;
 pub const MANY_STEPS: usize = 100_000;
 
 impl Problem {
+    /// A homogeneous problem with no boundary, source or receivers, for benchmarks of the interior:
+    /// 10 m spacing, 2000 m/s, dt at half the CFL limit.
+    pub fn homogeneous_interior(shape: [usize; 3], radius: usize) -> Problem {
+        let stencil = Stencil::new(radius);
+        let spacing = [10.0; 3];
+        let v = 2000.0f32;
+        let dt = 0.5 * stencil.cfl_limit(spacing, v as f64);
+        let points: usize = shape.iter().product();
+        Problem {
+            layout: Layout::new(shape, radius),
+            spacing,
+            origin: [0.0; 3],
+            stencil,
+            dt,
+            steps: 1,
+            vp: vec![v; points],
+            boundary: Boundary::none(shape),
+            source: PointSource {
+                position: [0.0; 3],
+                wavelet: Ricker::new(10.0, 1.0, None),
+                injection: Positioning::Nearest,
+                taps: vec![],
+                samples: vec![],
+            },
+            receivers: vec![],
+            warnings: vec![],
+        }
+    }
+
     pub fn shape(&self) -> [usize; 3] {
         [self.layout.nx, self.layout.ny, self.layout.nz]
     }
@@ -193,46 +222,17 @@ impl Problem {
         full_step_bytes(self.shape(), self.stencil.radius, cpml_width, self.boundary.free_surface)
     }
 
-    /// Estimated device memory (bytes) of a run, before anything is allocated there: three padded
-    /// f32 fields (p^n, p^{n-1}, c^2 dt^2), the CPML memory variables (psi, double-buffered, and
-    /// zeta, one slab per axis), the boundary profiles, the receiver traces (nreceivers x steps f32), the source
-    /// samples and the tap tables. Backends compare it with the memory free on the device.
-    pub fn device_bytes(&self) -> u64 {
-        let f32s = 4u64;
-        let fields = 3 * self.layout.len() as u64 * f32s;
-        // psi twice (the GPU double-buffers it) and zeta.
-        let slabs: u64 = self.boundary.slabs(self.shape()).iter().map(|s| 3 * s.len() as u64 * f32s).sum();
-        let profiles: u64 = self.shape().iter().map(|&n| 3 * n as u64 * f32s).sum();
-        let traces = (self.receivers.len() * self.steps) as u64 * f32s;
-        let source = self.steps as u64 * f32s;
-        let taps: u64 =
-            (self.source.taps.len() + self.receivers.iter().map(|r| r.taps.len()).sum::<usize>()) as u64 * 16;
-        fields + slabs + profiles + traces + source + taps
-    }
-
-    /// Errors when [`device_bytes`](Self::device_bytes) exceeds `available` bytes on `device`,
-    /// naming the grid, the need and the limit.
-    pub fn check_fits(&self, available: u64, device: &str) -> Result<()> {
-        let need = self.device_bytes();
-        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
-        ensure!(
-            need <= available,
-            "grid.shape = {:?} (stencil.radius {}, {} receivers x {} steps) needs about {:.2} GiB on {device}, \
-             which has {:.2} GiB available: reduce grid.shape, the receivers or the duration",
-            self.shape(),
-            self.stencil.radius,
-            self.receivers.len(),
-            self.steps,
-            gib(need),
-            gib(available)
-        );
-        Ok(())
-    }
-
     /// c^2 dt^2 per point, dense (nz, ny, nx): the factor of the Laplacian in the update.
     pub fn vel2dt2(&self) -> Vec<f64> {
         let dt2 = self.dt * self.dt;
         self.vp.iter().map(|&v| (v as f64) * (v as f64) * dt2).collect()
+    }
+
+    /// c^2 dt^2 at one grid point, as [`Self::vel2dt2`] computes it.
+    pub fn vel2dt2_at(&self, [x, y, z]: [usize; 3]) -> f64 {
+        let [nx, ny, _] = self.shape();
+        let v = self.vp[(z * ny + y) * nx + x] as f64;
+        v * v * (self.dt * self.dt)
     }
 
     /// Position (m) of grid point (ix, iy, iz).
@@ -310,7 +310,7 @@ impl Problem {
             "time.steps (or --steps) = {steps} is more than the {MAX_STEPS:e} steps a run may take"
         );
         let nrec = cfg.receiver_count()?;
-        crate::solver::check_run_host_bytes(cfg, steps, nrec)?;
+        crate::resources::check_run_host_bytes(cfg, steps, nrec)?;
         if steps > MANY_STEPS {
             warnings.push(format!(
                 "{steps} time steps (dt = {dt:.3e} s, limited by the CFL condition for vmax {vmax} m/s and spacing \
@@ -321,59 +321,8 @@ impl Problem {
         let src = &cfg.source;
         ensure!(src.frequency > 0.0, "source.frequency must be positive, got {}", src.frequency);
         let wavelet = Ricker::new(src.frequency, src.amplitude, src.delay);
-        let inside = |p: [f64; 3], key: &str| -> Result<()> {
-            for a in 0..3 {
-                let lo = origin[a];
-                let hi = origin[a] + (shape[a] - 1) as f64 * spacing[a];
-                ensure!(
-                    p[a] >= lo - 1e-9 * spacing[a] && p[a] <= hi + 1e-9 * spacing[a],
-                    "{key} = {p:?} m lies outside the grid ({} from {lo} to {hi} m)",
-                    ["x", "y", "z"][a]
-                );
-            }
-            Ok(())
-        };
-        inside(src.position, "source.position")?;
-        let free_surface = cfg.boundary.free_surface;
-        let mut warnings = Vec::new();
-        let injection = Positioning::from_config(src.injection, src.sinc_half_width, "source", "injection")?;
-        let src_taps = injection.taps(src.position, origin, spacing, shape, free_surface);
-        ensure!(
-            !src_taps.is_empty(),
-            "source.position = {:?} m lies on the free surface (z = {} m), where the pressure is held at zero: \
-             move it below the surface",
-            src.position,
-            origin[2]
-        );
-        if injection.truncated(src.position, origin, spacing, shape, free_surface) {
-            warnings.push(format!(
-                "source.position = {:?} m is closer than sinc_half_width points to a grid face: its sinc weights \
-                 past the face are dropped",
-                src.position
-            ));
-        }
-        let cell = spacing[0] * spacing[1] * spacing[2];
-        let samples = (0..steps).map(|n| wavelet.at(n as f64 * dt) / cell).collect();
-        let source = PointSource { position: src.position, wavelet, injection, taps: src_taps, samples };
-
-        let mut receivers = Vec::new();
-        let mut truncated = 0;
-        for (i, r) in cfg.receivers.iter().enumerate() {
-            let key = format!("receivers[{i}]");
-            let interpolation = Positioning::from_config(r.interpolation, r.sinc_half_width, &key, "interpolation")?;
-            for p in receiver_positions(r, i)? {
-                inside(p, &key)?;
-                truncated += interpolation.truncated(p, origin, spacing, shape, free_surface) as usize;
-                let taps = interpolation.taps(p, origin, spacing, shape, free_surface);
-                receivers.push(Receiver { position: p, interpolation, taps });
-            }
-        }
-        if truncated > 0 {
-            warnings.push(format!(
-                "{truncated} receiver(s) closer than sinc_half_width points to a grid face: their sinc weights past \
-                 the face are dropped"
-            ));
-        }
+        let (source, receivers, shot_warnings) = shot_geometry(cfg, dt, steps)?;
+        warnings.extend(shot_warnings);
 
         let b = &cfg.boundary;
         let kind = match b.kind {
@@ -408,12 +357,19 @@ impl Problem {
     }
 }
 
-/// Host memory available for a CPU run (Linux `MemAvailable`), in bytes; None where unknown.
-pub fn host_memory_available() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
+impl Problem {
+    /// This problem for another shot of a survey: the source and receivers of `cfg` (same grid,
+    /// model, time and boundary), everything else kept (the model is not copied). Returns the
+    /// warnings the new positions raise.
+    pub fn set_shot(&mut self, cfg: &Config) -> Result<Vec<String>> {
+        ensure!(
+            cfg.grid.shape == self.shape() && cfg.grid.spacing == self.spacing && cfg.grid.origin == self.origin,
+            "a shot must use the survey's grid"
+        );
+        let (source, receivers, warnings) = shot_geometry(cfg, self.dt, self.steps)?;
+        (self.source, self.receivers) = (source, receivers);
+        Ok(warnings)
+    }
 }
 
 /// Theoretical bytes of one stencil application on an f32 grid: the input with its face halos
@@ -578,6 +534,70 @@ fn bessel_i0(x: f64) -> f64 {
         k += 1.0;
     }
     sum
+}
+
+/// The source and receivers of `cfg` (their taps on the grid, the source's samples at `dt` for
+/// `steps` steps) and the warnings they raise: the part of a [`Problem`] that differs between the
+/// shots of a survey.
+fn shot_geometry(cfg: &Config, dt: f64, steps: usize) -> Result<(PointSource, Vec<Receiver>, Vec<String>)> {
+    let (shape, spacing, origin) = (cfg.grid.shape, cfg.grid.spacing, cfg.grid.origin);
+    let src = &cfg.source;
+    ensure!(src.frequency > 0.0, "source.frequency must be positive, got {}", src.frequency);
+    let wavelet = Ricker::new(src.frequency, src.amplitude, src.delay);
+    let inside = |p: [f64; 3], key: &str| -> Result<()> {
+        for a in 0..3 {
+            let lo = origin[a];
+            let hi = origin[a] + (shape[a] - 1) as f64 * spacing[a];
+            ensure!(
+                p[a] >= lo - 1e-9 * spacing[a] && p[a] <= hi + 1e-9 * spacing[a],
+                "{key} = {p:?} m lies outside the grid ({} from {lo} to {hi} m)",
+                ["x", "y", "z"][a]
+            );
+        }
+        Ok(())
+    };
+    inside(src.position, "source.position")?;
+    let free_surface = cfg.boundary.free_surface;
+    let mut warnings = Vec::new();
+    let injection = Positioning::from_config(src.injection, src.sinc_half_width, "source", "injection")?;
+    let src_taps = injection.taps(src.position, origin, spacing, shape, free_surface);
+    ensure!(
+        !src_taps.is_empty(),
+        "source.position = {:?} m lies on the free surface (z = {} m), where the pressure is held at zero: \
+         move it below the surface",
+        src.position,
+        origin[2]
+    );
+    if injection.truncated(src.position, origin, spacing, shape, free_surface) {
+        warnings.push(format!(
+            "source.position = {:?} m is closer than sinc_half_width points to a grid face: its sinc weights \
+             past the face are dropped",
+            src.position
+        ));
+    }
+    let cell = spacing[0] * spacing[1] * spacing[2];
+    let samples = (0..steps).map(|n| wavelet.at(n as f64 * dt) / cell).collect();
+    let source = PointSource { position: src.position, wavelet, injection, taps: src_taps, samples };
+
+    let mut receivers = Vec::new();
+    let mut truncated = 0;
+    for (i, r) in cfg.receivers.iter().enumerate() {
+        let key = format!("receivers[{i}]");
+        let interpolation = Positioning::from_config(r.interpolation, r.sinc_half_width, &key, "interpolation")?;
+        for p in receiver_positions(r, i)? {
+            inside(p, &key)?;
+            truncated += interpolation.truncated(p, origin, spacing, shape, free_surface) as usize;
+            let taps = interpolation.taps(p, origin, spacing, shape, free_surface);
+            receivers.push(Receiver { position: p, interpolation, taps });
+        }
+    }
+    if truncated > 0 {
+        warnings.push(format!(
+            "{truncated} receiver(s) closer than sinc_half_width points to a grid face: their sinc weights past \
+             the face are dropped"
+        ));
+    }
+    Ok((source, receivers, warnings))
 }
 
 #[cfg(test)]

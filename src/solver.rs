@@ -10,10 +10,10 @@
 //! its partial file.
 
 use crate::backend::Backend;
-use crate::config::{BackendChoice, Config, KernelChoice};
-use crate::grid::Layout;
+use crate::grid::Section;
+use crate::output::plan::OutputPlan;
 use crate::problem::Problem;
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, ensure};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -23,6 +23,11 @@ static STOP: AtomicBool = AtomicBool::new(false);
 /// Safe from a signal handler's thread.
 pub fn request_stop() -> bool {
     STOP.swap(true, Ordering::Relaxed)
+}
+
+/// Whether [`request_stop`] has been called (a survey checks it between shots).
+pub fn stop_requested() -> bool {
+    STOP.load(Ordering::Relaxed)
 }
 
 /// The error of a run stopped by [`request_stop`].
@@ -91,112 +96,6 @@ impl std::fmt::Display for BlowUp {
 }
 
 impl std::error::Error for BlowUp {}
-
-pub use crate::grid::Section;
-
-/// One snapshot dataset: its name under `/snapshots`, the section it keeps and, for planes, the
-/// grid position of the plane (m) along its normal.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SnapshotSpec {
-    pub name: String,
-    pub section: Section,
-    pub at: Option<f64>,
-}
-
-/// What the run records besides the traces: snapshot sections and when they are taken.
-#[derive(Clone, Debug, PartialEq)]
-pub struct OutputPlan {
-    /// Steps between snapshots (0: none).
-    pub snapshot_every: usize,
-    pub snapshots: Vec<SnapshotSpec>,
-    /// Number of steps done at each snapshot (the snapshot holds p at time `step * dt`).
-    pub snapshot_steps: Vec<usize>,
-}
-
-impl OutputPlan {
-    /// No snapshots at all.
-    pub fn none() -> OutputPlan {
-        OutputPlan { snapshot_every: 0, snapshots: Vec::new(), snapshot_steps: Vec::new() }
-    }
-
-    /// Reads `[output]`: `snapshot_every` steps apart, the sections of `[[output.snapshot]]`
-    /// (the whole volume when none is listed). Planes snap to the nearest grid index.
-    pub fn from_config(cfg: &Config, problem: &Problem) -> Result<OutputPlan> {
-        let every = cfg.output.snapshot_every;
-        if every == 0 {
-            return Ok(OutputPlan::none());
-        }
-        let grid = problem.shape();
-        let mut snapshots: Vec<SnapshotSpec> = Vec::new();
-        let listed: Vec<_> = if cfg.output.snapshot.is_empty() {
-            vec![crate::config::SnapshotConfig { kind: "volume".into(), at: None }]
-        } else {
-            cfg.output.snapshot.clone()
-        };
-        for (i, s) in listed.iter().enumerate() {
-            let key = format!("output.snapshot[{i}]");
-            let axis = match s.kind.as_str() {
-                "volume" => None,
-                "xz" => Some(1),
-                "xy" => Some(2),
-                "yz" => Some(0),
-                other => bail!("{key}.kind = {other:?}: expected \"volume\", \"xz\", \"xy\" or \"yz\""),
-            };
-            let (section, at) = match axis {
-                None => {
-                    ensure!(s.at.is_none(), "{key}.at: a volume snapshot has no plane position");
-                    (Section::Volume, None)
-                }
-                Some(a) => {
-                    let at = s.at.with_context(|| format!("{key}.at: a {} plane needs its position (m)", s.kind))?;
-                    let u = (at - problem.origin[a]) / problem.spacing[a];
-                    ensure!(
-                        u > -0.5 && u < grid[a] as f64 - 0.5,
-                        "{key}.at = {at} m lies outside the grid along {}",
-                        ["x", "y", "z"][a]
-                    );
-                    let i = (u.round().max(0.0) as usize).min(grid[a] - 1);
-                    let section = match a {
-                        0 => Section::Yz { ix: i },
-                        1 => Section::Xz { iy: i },
-                        _ => Section::Xy { iz: i },
-                    };
-                    (section, Some(problem.origin[a] + i as f64 * problem.spacing[a]))
-                }
-            };
-            let base = if section == Section::Volume { "pressure".to_string() } else { format!("pressure_{}", s.kind) };
-            // A second plane of the same kind gets a number: pressure_xz, pressure_xz_1, ...
-            let taken = snapshots.iter().filter(|t| same_kind(&t.section, &section)).count();
-            let name = if taken == 0 { base } else { format!("{base}_{taken}") };
-            snapshots.push(SnapshotSpec { name, section, at });
-        }
-        let snapshot_steps = (1..=problem.steps / every).map(|k| k * every).collect();
-        Ok(OutputPlan { snapshot_every: every, snapshots, snapshot_steps })
-    }
-
-    /// Values in one snapshot: every section's, one after the other (the order of `snapshots`).
-    pub fn snapshot_len(&self, grid: [usize; 3]) -> usize {
-        self.snapshots.iter().map(|s| s.section.len(grid)).sum()
-    }
-
-    /// An xz-plane to picture: an xz snapshot, or the volume cut through `iy`.
-    pub fn xz_view(&self, iy: usize) -> Option<(usize, Section)> {
-        let i = self
-            .snapshots
-            .iter()
-            .position(|s| matches!(s.section, Section::Xz { .. }))
-            .or_else(|| self.snapshots.iter().position(|s| s.section == Section::Volume))?;
-        let section = match self.snapshots[i].section {
-            Section::Volume => Section::Xz { iy },
-            s => s,
-        };
-        Some((i, section))
-    }
-}
-
-fn same_kind(a: &Section, b: &Section) -> bool {
-    std::mem::discriminant(a) == std::mem::discriminant(b)
-}
 
 /// Receives snapshots while the loop goes on.
 pub trait SnapshotSink {
@@ -335,290 +234,11 @@ pub fn run(
     Ok(RunRecord { step_seconds, traces, wall_seconds })
 }
 
-/// Opens the backend asked for. `auto` tries CUDA, then HIP (those compiled in), then falls back
-/// to the CPU; `notice` gets one line saying why.
-pub fn open_backend(
-    problem: &Problem,
-    choice: BackendChoice,
-    kernel: KernelChoice,
-    notice: &mut dyn FnMut(&str),
-) -> Result<Box<dyn Backend>> {
-    match choice {
-        BackendChoice::Cpu => open_cpu(problem),
-        BackendChoice::Cuda => open_cuda(problem, kernel),
-        BackendChoice::Hip => open_hip(problem, kernel),
-        BackendChoice::Auto => {
-            let mut reasons = Vec::new();
-            for (name, open) in [("cuda", open_cuda as OpenFn), ("hip", open_hip as OpenFn)] {
-                match open(problem, kernel) {
-                    Ok(b) => return Ok(b),
-                    Err(e) => reasons.push(format!("{name}: {e:#}")),
-                }
-            }
-            notice(&format!("no GPU backend available ({}); running on the CPU", reasons.join("; ")));
-            open_cpu(problem)
-        }
-    }
-}
-
-type OpenFn = fn(&Problem, KernelChoice) -> Result<Box<dyn Backend>>;
-
-fn open_cpu(problem: &Problem) -> Result<Box<dyn Backend>> {
-    check_host_memory(problem.layout, cpu_bytes_per_point(problem.layout), "the CPU backend")?;
-    Ok(Box::new(crate::backend::cpu::CpuSolver::<f32>::new(problem)?))
-}
-
-#[cfg(feature = "cuda")]
-fn open_cuda(problem: &Problem, kernel: KernelChoice) -> Result<Box<dyn Backend>> {
-    crate::backend::gpu::open_cuda(problem, kernel)
-}
-
-#[cfg(not(feature = "cuda"))]
-fn open_cuda(_: &Problem, _: KernelChoice) -> Result<Box<dyn Backend>> {
-    bail!("this build has no CUDA support (build with --features cuda)")
-}
-
-#[cfg(feature = "hip")]
-fn open_hip(problem: &Problem, kernel: KernelChoice) -> Result<Box<dyn Backend>> {
-    crate::backend::gpu::open_hip(problem, kernel)
-}
-
-#[cfg(not(feature = "hip"))]
-fn open_hip(_: &Problem, _: KernelChoice) -> Result<Box<dyn Backend>> {
-    bail!("this build has no HIP support (build with --features hip)")
-}
-
-/// Host bytes per interior point the CPU backend needs on top of the problem: three padded f32
-/// fields (p^n, p^{n-1}, c^2 dt^2) plus the f64 and f32 dense copies made while building them.
-fn cpu_bytes_per_point(layout: Layout) -> f64 {
-    let padded = layout.len() as f64 / layout.points().max(1) as f64;
-    3.0 * 4.0 * padded + 8.0 + 4.0
-}
-
-/// Host bytes a run needs before any backend exists: the velocity as loaded, the problem's copy,
-/// and `snapshot_buffers` f32 snapshot buffers of `cfg`'s sections (see [`snapshot_values`]).
-pub fn base_host_bytes(cfg: &Config, snapshot_buffers: usize) -> f64 {
-    let points = cfg.grid.shape.iter().map(|&n| n as f64).product::<f64>();
-    points * 8.0 + 4.0 * (snapshot_buffers * snapshot_values(cfg)) as f64
-}
-
-/// Values in one snapshot of the sections `[output]` lists (the volume when none is), from the
-/// grid alone (an unknown kind counts as the volume; [`OutputPlan::from_config`] rejects it later).
-pub fn snapshot_values(cfg: &Config) -> usize {
-    let grid = cfg.grid.shape;
-    let section = |kind: &str| match kind {
-        "xz" => Section::Xz { iy: 0 },
-        "xy" => Section::Xy { iz: 0 },
-        "yz" => Section::Yz { ix: 0 },
-        _ => Section::Volume,
-    };
-    if cfg.output.snapshot.is_empty() {
-        return Section::Volume.len(grid);
-    }
-    cfg.output.snapshot.iter().map(|s| section(&s.kind).len(grid)).sum()
-}
-
-/// Fails, naming `grid.shape`, when `bytes` more than what the host has available.
-pub fn check_host_bytes(shape: [usize; 3], bytes: f64, what: &str) -> Result<()> {
-    if let Some(available) = available_host_memory() {
-        ensure!(
-            bytes <= available as f64,
-            "grid.shape = {shape:?} needs about {:.1} GiB of host memory for {what}, but only {:.1} GiB is available",
-            bytes / GIB,
-            available as f64 / GIB
-        );
-    }
-    Ok(())
-}
-
-fn check_host_memory(layout: Layout, bytes_per_point: f64, what: &str) -> Result<()> {
-    let shape = [layout.nx, layout.ny, layout.nz];
-    check_host_bytes(shape, bytes_per_point * layout.points() as f64, what)
-}
-
-const GIB: f64 = (1u64 << 30) as f64;
-
-/// Host bytes per receiver besides its trace: position, taps (up to 8 of 32 bytes) and headers.
-const RECEIVER_BYTES: f64 = 24.0 + 8.0 * 32.0 + 48.0;
-
-/// The host memory a run needs on top of the velocity (see [`base_host_bytes`]), by item:
-/// receiver traces (receivers x steps f32, held three times: on the backend, in the record and in
-/// the writer's copy), the receivers themselves, the source samples (f64 per step) and the
-/// per-step statistics (step number, seconds and two rates: 4 x 8 bytes per step, twice).
-pub fn run_host_items(steps: usize, receivers: usize) -> Vec<(String, f64)> {
-    let (s, r) = (steps as f64, receivers as f64);
-    vec![
-        (format!("traces of {receivers} receivers x {steps} steps"), 3.0 * 4.0 * r * s),
-        (format!("{receivers} receivers"), RECEIVER_BYTES * r),
-        (format!("source samples and statistics of {steps} steps"), 8.0 * s + 2.0 * 32.0 * s),
-    ]
-}
-
-/// The budget check of a run, before any per-step or per-receiver array is allocated: the
-/// velocity, snapshot buffers (see [`base_host_bytes`]) and [`run_host_items`] against the host's
-/// available memory. The error lists every item with its size.
-pub fn check_run_host_bytes(cfg: &Config, steps: usize, receivers: usize) -> Result<()> {
-    let buffers = if cfg.output.snapshot_every > 0 { 2 } else { 0 };
-    let mut items = vec![("the velocity model and snapshot buffers".to_string(), base_host_bytes(cfg, buffers))];
-    items.extend(run_host_items(steps, receivers));
-    let need: f64 = items.iter().map(|(_, b)| b).sum();
-    // 2^64 bytes is more than any machine, whether or not its available memory is known.
-    let available = available_host_memory().map(|a| a as f64).unwrap_or(u64::MAX as f64);
-    if need > available {
-        let list: Vec<String> = items.iter().map(|(what, b)| format!("{what}: {:.3} GiB", b / GIB)).collect();
-        bail!(
-            "this run needs about {:.3} GiB of host memory ({}), but only {:.1} GiB is available: reduce the \
-             steps (time.duration or time.steps), the receivers or grid.shape",
-            need / GIB,
-            list.join("; "),
-            available / GIB
-        );
-    }
-    Ok(())
-}
-
-/// Bytes the result file will hold: the velocity, snapshots, traces and positions, statistics,
-/// plus the input text and headers.
-pub fn output_file_bytes(problem: &Problem, plan: &OutputPlan, input_len: usize) -> f64 {
-    let points = problem.layout.points() as f64;
-    let snapshots = plan.snapshot_steps.len() as f64 * plan.snapshot_len(problem.shape()) as f64 * 4.0
-        + plan.snapshot_steps.len() as f64 * 16.0;
-    let receivers = problem.receivers.len() as f64;
-    let traces = receivers * problem.steps as f64 * 4.0 + receivers * 24.0;
-    let stats = problem.steps as f64 * 32.0;
-    4.0 * points + snapshots + traces + stats + input_len as f64 + 64.0 * 1024.0
-}
-
-/// Free bytes for an unprivileged user on the file system holding `dir` (statvfs); None where
-/// it cannot be told.
-pub fn free_disk_bytes(dir: &std::path::Path) -> Option<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
-    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
-    // SAFETY: `c` is a valid NUL-terminated path and `st` points to writable memory for one statvfs.
-    let rc = unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) };
-    if rc != 0 {
-        return None;
-    }
-    // SAFETY: statvfs returned 0, so it filled `st`.
-    let st = unsafe { st.assume_init() };
-    // The field types differ between platforms (u32 on some 32-bit ones).
-    #[allow(clippy::unnecessary_cast)]
-    Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
-}
-
-/// Result files above this size are said in a warning, bytes.
-pub const LARGE_OUTPUT: f64 = 10.0 * GIB;
-
-/// Errors when the result file (of [`output_file_bytes`]) cannot fit in the free space of the
-/// file system holding `path`, with both figures; returns a warning line when it is large (above
-/// [`LARGE_OUTPUT`] or half the free space).
-pub fn check_output_space(path: &std::path::Path, key: &str, file_bytes: f64) -> Result<Option<String>> {
-    let dir = crate::output::safe::parent_dir(path);
-    let Some(free) = free_disk_bytes(&dir) else { return Ok(None) };
-    let free = free as f64;
-    ensure!(
-        file_bytes <= free,
-        "{key} = {}: the result file needs about {:.3} GiB, but the file system holding {} has only {:.3} GiB \
-         free: reduce the snapshots (output.snapshot_every, output.snapshot), the receivers or the steps",
-        path.display(),
-        file_bytes / GIB,
-        dir.display(),
-        free / GIB
-    );
-    Ok((file_bytes > LARGE_OUTPUT || file_bytes > 0.5 * free).then(|| {
-        format!(
-            "the result file {} will be about {:.2} GiB ({:.2} GiB free there)",
-            path.display(),
-            file_bytes / GIB,
-            free / GIB
-        )
-    }))
-}
-
-/// MemAvailable from /proc/meminfo (None where there is no such file).
-pub fn available_host_memory() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sections_extract_the_right_points() {
-        let grid = [4, 3, 2];
-        let field: Vec<f32> = (0..24).map(|i| i as f32).collect();
-        let mut out = Vec::new();
-        Section::Xz { iy: 1 }.extract(grid, &field, &mut out);
-        assert_eq!(out, vec![4.0, 5.0, 6.0, 7.0, 16.0, 17.0, 18.0, 19.0]);
-        Section::Xy { iz: 1 }.extract(grid, &field, &mut out);
-        assert_eq!(out, (12..24).map(|i| i as f32).collect::<Vec<_>>());
-        Section::Yz { ix: 2 }.extract(grid, &field, &mut out);
-        assert_eq!(out, vec![2.0, 6.0, 10.0, 14.0, 18.0, 22.0]);
-        assert_eq!(Section::Yz { ix: 2 }.shape(grid), vec![2, 3]);
-    }
-
-    fn config_for(snapshots: &str) -> Config {
-        let text = format!(
-            "[grid]\nshape = [10, 8, 6]\nspacing = [10.0, 10.0, 10.0]\n[model]\nkind = \"constant\"\nvp = 1500.0\n\
-             [time]\nsteps = 25\n[source]\nposition = [20.0, 20.0, 20.0]\nfrequency = 10.0\n\
-             [boundary]\nkind = \"none\"\n[output]\nsnapshot_every = 10\n{snapshots}"
-        );
-        Config::from_toml(&text).unwrap()
-    }
-
-    fn plan_for(snapshots: &str) -> Result<OutputPlan> {
-        let cfg = config_for(snapshots);
-        let problem = Problem::build(&cfg, vec![1500.0; 480]).unwrap();
-        OutputPlan::from_config(&cfg, &problem)
-    }
-
-    #[test]
-    fn snapshot_buffers_hold_the_planned_sections_only() {
-        for list in
-            ["", "snapshot = [{ kind = \"xz\", at = 34.0 }, { kind = \"yz\", at = 0.0 }, { kind = \"xy\", at = 10.0 }]"]
-        {
-            let (cfg, plan) = (config_for(list), plan_for(list).unwrap());
-            assert_eq!(snapshot_values(&cfg), plan.snapshot_len([10, 8, 6]), "{list}");
-        }
-        // xz 6 x 10, yz 6 x 8, xy 8 x 10: 188 values instead of the volume's 480.
-        assert_eq!(
-            snapshot_values(&config_for(
-                "snapshot = [{ kind = \"xz\", at = 34.0 }, { kind = \"yz\", at = 0.0 }, { kind = \"xy\", at = 10.0 }]"
-            )),
-            188
-        );
-        assert_eq!(base_host_bytes(&config_for(""), 2), 480.0 * 8.0 + 4.0 * 2.0 * 480.0);
-    }
-
-    #[test]
-    fn plans_name_sections_and_reject_bad_ones() {
-        let plan = plan_for("").unwrap();
-        assert_eq!(plan.snapshot_steps, vec![10, 20]);
-        assert_eq!(plan.snapshots.len(), 1);
-        assert_eq!((plan.snapshots[0].name.as_str(), plan.snapshots[0].section), ("pressure", Section::Volume));
-        let plan = plan_for(
-            "snapshot = [{ kind = \"xz\", at = 34.0 }, { kind = \"xz\", at = 0.0 }, { kind = \"volume\" }, \
-             { kind = \"yz\", at = 90.0 }]",
-        )
-        .unwrap();
-        let names: Vec<_> = plan.snapshots.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, ["pressure_xz", "pressure_xz_1", "pressure", "pressure_yz"]);
-        assert_eq!(plan.snapshots[0].section, Section::Xz { iy: 3 });
-        assert_eq!(plan.snapshots[0].at, Some(30.0));
-        assert_eq!(plan.snapshots[3].section, Section::Yz { ix: 9 });
-        assert_eq!(plan.xz_view(5), Some((0, Section::Xz { iy: 3 })));
-        let err = plan_for("snapshot = [{ kind = \"xq\" }]").unwrap_err().to_string();
-        assert!(err.contains("output.snapshot[0].kind"), "{err}");
-        let err = plan_for("snapshot = [{ kind = \"xy\", at = 500.0 }]").unwrap_err().to_string();
-        assert!(err.contains("output.snapshot[0].at"), "{err}");
-        let err = plan_for("snapshot = [{ kind = \"xy\" }]").unwrap_err().to_string();
-        assert!(err.contains("output.snapshot[0].at"), "{err}");
-    }
+    use crate::config::Config;
+    use crate::output::plan::tests::plan_for;
 
     /// A backend whose field is the number of steps done, counting the calls the loop makes.
     struct Counter {
@@ -656,6 +276,10 @@ mod tests {
         fn step_seconds(&mut self) -> Result<Vec<f64>> {
             self.timing_reads += 1;
             Ok(vec![1e-3; self.done])
+        }
+        fn start_shot(&mut self, problem: &Problem) -> Result<()> {
+            (self.done, self.receivers) = (0, problem.receivers.len());
+            Ok(())
         }
     }
 

@@ -1,5 +1,5 @@
 //! Bad input, end to end through the library (`Config::from_toml` -> `Config::validate` ->
-//! `model::sample` -> `Problem::build` -> `Problem::check_fits`): each case is an error that names
+//! `model::sample` -> `Problem::build`, and the GPU's memory check): each case is an error that names
 //! the key, file or limit at fault. The CLI's exit status and the absence of an output file are
 //! tested with the binary (tests of the app).
 
@@ -51,9 +51,7 @@ fn run_in(dir: &Path, text: &str, data_dirs: &[PathBuf]) -> anyhow::Result<Probl
     let cfg = Config::from_toml(text)?;
     cfg.validate(dir)?;
     let m = model::sample_with_data_dirs(&cfg, dir, data_dirs)?;
-    let problem = Problem::build(&cfg, m.vp)?;
-    problem.check_fits(u64::MAX, "test device")?;
-    Ok(problem)
+    Problem::build(&cfg, m.vp)
 }
 
 fn error_in(dir: &Path, text: &str) -> String {
@@ -312,20 +310,28 @@ fn output_directory_that_cannot_be_written() {
     assert!(left.iter().all(|n| !n.to_string_lossy().contains("probe")), "{left:?}");
 }
 
+/// The GPU backend's memory check, as `GpuSolver::new` runs it before allocating (no GPU needed):
+/// the estimate covers the fields, the CPML slabs and the traces, and a device with a byte less
+/// than that plus the margin is refused with the grid, the need and the memory named.
+#[cfg(feature = "cuda")]
 #[test]
 fn grid_too_large_for_the_device() {
+    use seismic_run::backend::gpu::solver::{MEMORY_MARGIN, check_fits, estimate_bytes};
+    use seismic_run::config::KernelChoice;
     let dir = scratch("device-memory");
     let p = run_in(&dir, &input(CONSTANT, ""), &[]).unwrap();
-    let need = p.device_bytes();
-    // At least the three padded fields, the CPML slabs and the traces.
-    let slabs: u64 = p.boundary.slabs(p.shape()).iter().map(|s| 8 * s.len() as u64).sum();
+    let need = estimate_bytes(&p, KernelChoice::Fused);
+    // At least the three padded fields, psi twice and zeta in every slab, and the traces.
+    let slabs: u64 = p.boundary.slabs(p.shape()).iter().map(|s| 12 * s.len() as u64).sum();
     assert!(need >= 12 * p.layout.len() as u64 + slabs + 4 * 11 * 10, "{need}");
-    p.check_fits(need, "test GPU").unwrap();
-    let e = p.check_fits(need - 1, "test GPU").unwrap_err().to_string();
-    assert_names(&e, &["grid.shape = [24, 20, 16]", "test GPU", "GiB"]);
+    assert!(estimate_bytes(&p, KernelChoice::ThreePass) >= need + 4 * p.layout.len() as u64, "a fourth field");
+    let total = 80 << 30;
+    check_fits(&p, KernelChoice::Fused, "test GPU", need + MEMORY_MARGIN, total).unwrap();
+    let e = check_fits(&p, KernelChoice::Fused, "test GPU", need + MEMORY_MARGIN - 1, total).unwrap_err().to_string();
+    assert_names(&e, &["grid.shape = [24, 20, 16]", "test GPU", "GiB", "11 receivers x 10 steps"]);
     // Longer runs need room for their traces.
     let longer = run_in(&dir, &input(CONSTANT, "").replace("steps = 10", "steps = 1000"), &[]).unwrap();
-    assert!(longer.device_bytes() >= need + 4 * 11 * 990);
+    assert!(estimate_bytes(&longer, KernelChoice::Fused) >= need + 4 * 11 * 990);
 }
 
 #[test]
@@ -354,7 +360,8 @@ fn a_blow_up_stops_the_run_and_leaves_no_result_file() {
     use seismic_run::backend::cpu::CpuSolver;
     use seismic_run::backend::{Backend, DeviceInfo};
     use seismic_run::output::hdf5::{Hdf5Writer, RunMetadata};
-    use seismic_run::solver::{self, BlowUp, OutputPlan};
+    use seismic_run::output::plan::OutputPlan;
+    use seismic_run::solver::{self, BlowUp};
     let dir = scratch("blow-up");
     let text = input(CONSTANT, "snapshot_every = 5").replace("steps = 10", "steps = 60");
     let cfg = Config::from_toml(&text).unwrap();

@@ -6,8 +6,9 @@ use seismic_run::backend::Backend;
 use seismic_run::backend::cpu::CpuSolver;
 use seismic_run::config::Config;
 use seismic_run::decomposition::{self, Decomposition, Domain, InProcess};
+use seismic_run::output::plan::OutputPlan;
 use seismic_run::problem::Problem;
-use seismic_run::solver::{self, OutputPlan, SnapshotSink};
+use seismic_run::solver::{self, SnapshotSink};
 
 const SHAPE: [usize; 3] = [12, 12, 48];
 

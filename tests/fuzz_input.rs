@@ -12,8 +12,9 @@ use seismic_run::backend::cpu::CpuSolver;
 use seismic_run::config::{Config, ModelConfig};
 use seismic_run::model;
 use seismic_run::numerics::stencil::Stencil;
+use seismic_run::output::plan::OutputPlan;
 use seismic_run::problem::Problem;
-use seismic_run::solver::{self, OutputPlan, SnapshotSink};
+use seismic_run::solver::{self, SnapshotSink};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -303,7 +304,7 @@ fn one_case(text: &str, tally: &mut Tally, run_it: bool) {
         }
     };
     tally.accepted += 1;
-    let _ = solver::output_file_bytes(&problem, &plan, text.len());
+    let _ = seismic_run::resources::output_file_bytes(&problem, &plan, text.len());
     if !run_it || problem.steps > 50 || problem.layout.points() > 20_000 {
         return;
     }

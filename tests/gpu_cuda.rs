@@ -1,8 +1,10 @@
 //! CUDA backend against the CPU reference. Every test needs an NVIDIA GPU, so all are
 //! ignored by default; run them with `cargo test --features cuda -- --ignored` on a GPU machine.
 //!
-//! The contract: after 200 steps, max |gpu - cpu| / max |cpu| <= 1e-5 over the whole wavefield and
-//! over the receiver traces, for R = 1..8, both kernels, odd grid sizes and every boundary.
+//! The contract: the GPU computes the CPU reference's numbers bit for bit (the kernels keep its
+//! operation order and compile without multiply-add contraction): after 200 steps,
+//! max |gpu - cpu| / max |cpu| is 0 over the whole wavefield and over the receiver traces, for
+//! R = 1..8, both kernels, odd grid sizes and every boundary.
 #![cfg(feature = "cuda")]
 
 mod common;
@@ -14,7 +16,8 @@ use seismic_run::config::{Config, KernelChoice};
 use seismic_run::grid::Section;
 use seismic_run::problem::Problem;
 
-const TOLERANCE: f64 = 1e-5;
+/// Bit for bit: every value equal.
+const TOLERANCE: f64 = 0.0;
 
 /// A small run in grid indices, built through the CLI's path (TOML, then `Problem::build`).
 struct Setup {
@@ -159,9 +162,17 @@ fn rel_max_diff(gpu: &[f32], cpu: &[f32]) -> f64 {
     diff / scale
 }
 
+/// The CUDA backend as a run opens it, but with the default launch shape whatever this machine's
+/// tuning cache holds, so that what a test checks does not depend on the machine's history
+/// (`every_tuner_candidate_matches_cpu` checks every shape the cache may hold).
+fn open_cuda(problem: &Problem, kernel: KernelChoice) -> anyhow::Result<Box<dyn Backend>> {
+    autotune::disable();
+    gpu::open_cuda(problem, kernel)
+}
+
 /// Runs the problem on the GPU with a kernel and returns (field error, trace error) against `cpu`.
 fn compare(problem: &Problem, kernel: KernelChoice, cpu: &(Vec<f32>, Vec<f32>)) -> (f64, f64) {
-    let mut gpu = gpu::open_cuda(problem, kernel).expect("open CUDA backend");
+    let mut gpu = open_cuda(problem, kernel).expect("open CUDA backend");
     compare_on(gpu.as_mut(), problem, cpu)
 }
 
@@ -235,14 +246,16 @@ fn gpu_matches_cpu_heterogeneous() {
     }
 }
 
-/// CPML layers from one point wide to wider than a fused tile's 12 rows and a z-window, on odd
+/// CPML layers from one point wide to wider than a fused tile's 12 rows, a z-window and a CPML
+/// segment's 32 points (width 40: two segments a layer, the neighbours' psi recomputed), on odd
 /// grids, with and without a free surface, both kernels: the GPU's one-pass CPML update (psi of the
 /// neighbours recomputed from the previous step's) against the CPU reference's two passes.
 #[test]
 #[ignore = "needs a GPU"]
 fn gpu_matches_cpu_cpml_layer_widths() {
     let mut failures = Vec::new();
-    for (shape, width) in [([67, 45, 39], 1), ([67, 45, 39], 3), ([67, 45, 39], 17), ([140, 50, 44], 20)] {
+    let cases = [([67, 45, 39], 1), ([67, 45, 39], 3), ([67, 45, 39], 17), ([140, 50, 44], 20), ([97, 90, 88], 40)];
+    for (shape, width) in cases {
         for radius in [1, 4, 8] {
             for free_surface in [false, true] {
                 let mut setup = Setup::odd(radius, "cpml", free_surface);
@@ -283,7 +296,10 @@ fn gpu_matches_cpu_at_tile_edges() {
             for kernel in [KernelChoice::Fused, KernelChoice::ThreePass] {
                 let (ef, et) = compare(&problem, kernel, &cpu);
                 eprintln!("gpu-vs-cpu shape={shape:?} R={radius} {kernel:?}: field {ef:.3e} traces {et:.3e}");
-                assert!(ef <= TOLERANCE, "shape {shape:?} R={radius} {kernel:?}: field {ef:.3e}");
+                assert!(
+                    ef <= TOLERANCE && et <= TOLERANCE,
+                    "shape {shape:?} R={radius} {kernel:?}: field {ef:.3e} traces {et:.3e}"
+                );
             }
         }
     }
@@ -320,14 +336,15 @@ fn every_tuner_candidate_matches_cpu() {
 }
 
 /// Point Ricker source in a homogeneous medium against p = s(t - r/c) / (4 pi r), before the
-/// wall reflections arrive: the CPU reference's analytic test, on the GPU, same tolerance.
+/// wall reflections arrive: the CPU reference's analytic test (tests/cpu_analytic.rs), on the GPU,
+/// with its tolerance.
 #[test]
 #[ignore = "needs a GPU"]
 fn gpu_point_source_matches_green_function() {
     let setup = common::free_space_point_source();
     let p = setup.problem();
     for kernel in [KernelChoice::Fused, KernelChoice::ThreePass] {
-        let mut gpu = gpu::open_cuda(&p, kernel).expect("CUDA backend");
+        let mut gpu = open_cuda(&p, kernel).expect("CUDA backend");
         for s in 0..p.steps {
             gpu.step(s).unwrap();
         }
@@ -335,7 +352,7 @@ fn gpu_point_source_matches_green_function() {
         let traces: Vec<Vec<f64>> = flat.chunks(p.steps).map(|t| t.iter().map(|&v| v as f64).collect()).collect();
         for (rec, (r, err)) in setup.receivers.iter().zip(common::green_function_errors(&setup, &p, &traces)) {
             eprintln!("analytic {kernel:?}: r = {r:6.1} m, relative L2 error {err:.3e}");
-            assert!(err <= 0.01, "{kernel:?} receiver {rec:?}: relative L2 error {err}");
+            assert!(err <= 1e-3, "{kernel:?} receiver {rec:?}: relative L2 error {err}");
         }
     }
 }
@@ -348,7 +365,7 @@ fn too_large_grid_is_a_clear_error() {
     // A cube whose three fields alone exceed the free memory.
     let side = ((free as f64 / 4.0).cbrt() * 1.05) as usize + 64;
     // Only the layout matters before the memory check: keep the host arrays small.
-    let mut problem = gpu::synthetic_problem([8, 8, 8], 4);
+    let mut problem = seismic_run::problem::Problem::homogeneous_interior([8, 8, 8], 4);
     problem.layout = seismic_run::grid::Layout::new([side, side, side], 4);
     let err = match GpuSolver::new(rt, &problem, KernelChoice::Fused, Tuning::for_radius(4)) {
         Ok(_) => panic!("a {side}^3 grid cannot fit"),
@@ -363,7 +380,7 @@ fn too_large_grid_is_a_clear_error() {
 fn dropping_the_solver_frees_its_memory() {
     let watcher = CudaRuntime::new(0).expect("CUDA runtime");
     let shape = [256, 256, 256];
-    let problem = gpu::synthetic_problem(shape, 4);
+    let problem = seismic_run::problem::Problem::homogeneous_interior(shape, 4);
     let expected = gpu::estimate_bytes(&problem, KernelChoice::ThreePass) as i64;
     // Warm the kernel cache and context so that only the solver's buffers move the figure.
     drop(GpuSolver::new(CudaRuntime::new(0).unwrap(), &problem, KernelChoice::ThreePass, Tuning::for_radius(4)));
@@ -389,7 +406,7 @@ fn gpu_blow_up_check_finds_non_finite_fields() {
     let p = setup.homogeneous();
     let n = p.layout.points();
     for kernel in [KernelChoice::Fused, KernelChoice::ThreePass] {
-        let mut gpu = gpu::open_cuda(&p, kernel).expect("CUDA backend");
+        let mut gpu = open_cuda(&p, kernel).expect("CUDA backend");
         for s in 0..20 {
             gpu.step(s).unwrap();
         }
@@ -406,8 +423,8 @@ fn gpu_blow_up_check_finds_non_finite_fields() {
     }
     let mut unstable = setup.homogeneous();
     unstable.dt = 3.0 * unstable.dt_limit();
-    let mut gpu = gpu::open_cuda(&unstable, KernelChoice::Fused).expect("CUDA backend");
-    let plan = seismic_run::solver::OutputPlan::none();
+    let mut gpu = open_cuda(&unstable, KernelChoice::Fused).expect("CUDA backend");
+    let plan = seismic_run::output::plan::OutputPlan::none();
     struct NoSnapshots;
     impl seismic_run::solver::SnapshotSink for NoSnapshots {
         fn buffer(&mut self) -> anyhow::Result<Vec<f32>> {
@@ -457,7 +474,7 @@ fn gpu_sinc_positioning_matches_cpu_and_free_space() {
     let g = common::off_grid_free_space("sinc");
     let p = g.problem();
     for kernel in [KernelChoice::Fused, KernelChoice::ThreePass] {
-        let mut gpu = gpu::open_cuda(&p, kernel).expect("CUDA backend");
+        let mut gpu = open_cuda(&p, kernel).expect("CUDA backend");
         for s in 0..p.steps {
             gpu.step(s).unwrap();
         }
@@ -466,6 +483,39 @@ fn gpu_sinc_positioning_matches_cpu_and_free_space() {
         for (r, err) in common::off_grid_free_space_errors(&g, &p, &traces) {
             eprintln!("analytic off the grid, sinc, {kernel:?}: r = {r:6.1} m, relative L2 error {err:.3e}");
             assert!(err <= 3e-3, "{kernel:?}: receiver at {r} m: relative L2 error {err}");
+        }
+    }
+}
+
+/// A survey's shots on one opened GPU backend (`Backend::start_shot` between them: fields and
+/// memory variables reset, source and receivers moved, nothing reallocated) equal the CPU
+/// reference of each shot built on its own, bit for bit, with CPML and a free surface, both kernels.
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_survey_shots_match_single_cpu_runs() {
+    use seismic_run::survey;
+    let text = "[grid]\nshape = [61, 33, 41]\nspacing = [10.0, 10.0, 10.0]\n[model]\nkind = \"layered\"\n\
+                depths = [200.0]\nvelocities = [1500.0, 2500.0]\n[time]\nsteps = 150\n[source]\n\
+                position = [150.0, 160.0, 40.0]\nfrequency = 10.0\n[[receivers]]\n\
+                line = { start = [60.0, 160.0, 20.0], end = [360.0, 160.0, 20.0], count = 7 }\n\
+                [boundary]\nkind = \"cpml\"\nwidth = 8\nfree_surface = true\n[survey]\n\
+                line = { start = [150.0, 160.0, 40.0], end = [233.3, 171.1, 47.7], count = 3 }\nspread = \"moving\"\n";
+    let cfg = Config::from_toml(text).unwrap();
+    let shots = survey::shots(&cfg).unwrap();
+    let shot_cfgs: Vec<Config> =
+        shots.iter().map(|s| Config::from_toml(&survey::shot_input(text, s).unwrap()).unwrap()).collect();
+    let vp = seismic_run::model::sample(&shot_cfgs[0], std::path::Path::new(".")).unwrap().vp;
+    for kernel in [KernelChoice::Fused, KernelChoice::ThreePass] {
+        let mut problem = Problem::build(&shot_cfgs[0], vp.clone()).unwrap();
+        let mut gpu = open_cuda(&problem, kernel).expect("CUDA backend");
+        for (s, c) in shots.iter().zip(&shot_cfgs) {
+            problem.set_shot(c).unwrap();
+            gpu.start_shot(&problem).unwrap();
+            let single = Problem::build(c, vp.clone()).unwrap();
+            let cpu = cpu_reference(&single);
+            let (ef, et) = compare_on(gpu.as_mut(), &problem, &cpu);
+            eprintln!("gpu-vs-cpu survey shot {} {kernel:?}: field {ef:.3e} traces {et:.3e}", s.index);
+            assert!(ef <= TOLERANCE && et <= TOLERANCE, "shot {} {kernel:?}: field {ef:.3e} traces {et:.3e}", s.index);
         }
     }
 }

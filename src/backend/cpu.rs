@@ -207,16 +207,7 @@ impl<T: Real> CpuSolver<T> {
             });
             (axes, coef)
         });
-        let taps = |t: &[crate::problem::Tap]| -> Vec<(usize, T)> {
-            t.iter()
-                .map(|t| {
-                    let [x, y, z] = t.point;
-                    (layout.index(x as isize, y as isize, z as isize), T::of(t.weight))
-                })
-                .collect()
-        };
-        let src_taps =
-            taps(&problem.source.taps).into_iter().map(|(o, w)| (o, T::of(w.f64() * vel2dt2[o].f64()))).collect();
+        let (src_taps, rec_taps) = shot_taps(problem, &vel2dt2);
         Ok(CpuSolver {
             layout,
             radius: r,
@@ -235,7 +226,7 @@ impl<T: Real> CpuSolver<T> {
             tiles: y_tiles(&layout, cpml_width, std::mem::size_of::<T>()),
             src_taps,
             src_samples: problem.source.samples.iter().map(|&s| T::of(s)).collect(),
-            rec_taps: problem.receivers.iter().map(|r| taps(&r.taps)).collect(),
+            rec_taps,
             // One Vec per receiver, each with its own capacity (vec![v; n] clones drop capacity).
             traces: (0..problem.receivers.len()).map(|_| Vec::with_capacity(problem.steps)).collect(),
             seconds: Vec::with_capacity(problem.steps),
@@ -416,6 +407,23 @@ fn partition(nz: usize, tasks: usize, weight: impl Fn(usize) -> f64) -> Vec<(usi
 /// A zeroed padded field whose pages are first written by the task ranges of `chunks` (halo planes
 /// going with the first and last range), as the sweep later writes them: on a NUMA machine the
 /// pages then sit in the memory of the socket that sweeps them, and no step pays page faults.
+/// The source's taps (offset in the padded field, weight * c^2 dt^2 there) and each receiver's
+/// (offset, weight), as the step applies them.
+#[allow(clippy::type_complexity)]
+fn shot_taps<T: Real>(problem: &Problem, vel2dt2: &[T]) -> (Vec<(usize, T)>, Vec<Vec<(usize, T)>>) {
+    let layout = problem.layout;
+    let taps = |t: &[crate::problem::Tap]| -> Vec<(usize, T)> {
+        t.iter()
+            .map(|t| {
+                let [x, y, z] = t.point;
+                (layout.index(x as isize, y as isize, z as isize), T::of(t.weight))
+            })
+            .collect()
+    };
+    let src = taps(&problem.source.taps).into_iter().map(|(o, w)| (o, T::of(w.f64() * vel2dt2[o].f64()))).collect();
+    (src, problem.receivers.iter().map(|r| taps(&r.taps)).collect())
+}
+
 fn first_touch<T: Real>(layout: &Layout, chunks: &[(usize, usize)]) -> Vec<T> {
     let len = layout.len();
     let mut v: Vec<T> = Vec::with_capacity(len);
@@ -902,6 +910,39 @@ impl<T: Real> Backend for CpuSolver<T> {
             s.copy_from(&l, |i| self.cur[i].f64() as f32, part);
             Ok(())
         })
+    }
+
+    fn start_shot(&mut self, problem: &Problem) -> Result<()> {
+        ensure!(problem.layout == self.layout, "a shot must use the grid the backend was opened with");
+        let chunks = &self.chunks;
+        let plane = self.layout.plane;
+        let zero = |v: &mut Vec<T>| {
+            // Each thread clears the planes it sweeps (the pages stay where first touch put them).
+            let mut rest = &mut v[..];
+            let mut at = 0;
+            let mut pieces = Vec::with_capacity(chunks.len());
+            for &(_, z1) in &chunks[..chunks.len() - 1] {
+                let (piece, tail) = rest.split_at_mut((z1 + self.layout.halo) * plane - at);
+                pieces.push(piece);
+                rest = tail;
+                at = (z1 + self.layout.halo) * plane;
+            }
+            pieces.push(rest);
+            pieces.into_par_iter().for_each(|p| p.fill(T::default()));
+        };
+        zero(&mut self.cur);
+        zero(&mut self.prev);
+        if let Some((axes, _)) = &mut self.cpml {
+            for a in axes.iter_mut() {
+                a.psi.fill(T::default());
+                a.zeta.fill(T::default());
+            }
+        }
+        (self.src_taps, self.rec_taps) = shot_taps(problem, &self.vel2dt2);
+        self.src_samples = problem.source.samples.iter().map(|&s| T::of(s)).collect();
+        self.traces = (0..problem.receivers.len()).map(|_| Vec::with_capacity(problem.steps)).collect();
+        self.seconds.clear();
+        Ok(())
     }
 
     fn traces(&mut self, steps: usize) -> Result<Vec<f32>> {

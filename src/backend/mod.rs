@@ -18,6 +18,10 @@ pub mod tuning;
 
 use anyhow::{Result, bail};
 
+use crate::config::{BackendChoice, KernelChoice};
+use crate::grid::Layout;
+use crate::problem::Problem;
+
 use crate::grid::Section;
 
 /// What a backend is, for reports and the output file.
@@ -55,6 +59,13 @@ pub trait Backend {
     /// Seconds spent in each of the steps done so far (device time on GPUs). Waits for the device.
     fn step_seconds(&mut self) -> Result<Vec<f64>>;
 
+    /// Starts another shot of the same model (a survey): p^n, p^{n-1} and the memory variables
+    /// back to zero, traces and step timings cleared, and the source and receivers of `problem`
+    /// in place of the current ones. `problem` has the grid, model, time and boundary the backend
+    /// was opened with ([`Problem::set_shot`]); the model stays where it is and nothing is
+    /// allocated for the fields or compiled again.
+    fn start_shot(&mut self, problem: &Problem) -> Result<()>;
+
     /// Time step `n` without step 6: a subdomain of a decomposed run exchanges its halo planes
     /// first, then calls [`record_receivers`](Self::record_receivers) (its receivers may read them).
     fn step_field(&mut self, n: usize) -> Result<()> {
@@ -84,3 +95,66 @@ pub trait Backend {
 
 #[cfg(any(feature = "cuda", feature = "hip"))]
 pub mod gpu;
+
+/// Opens the backend asked for. `auto` tries CUDA, then HIP (those compiled in), then falls back
+/// to the CPU; `notice` gets one line saying why.
+/// On a node with several GPUs, `local_rank` (this process's rank among the node's, 0 for a
+/// single process) chooses the GPU: local_rank modulo the number of GPUs, so ranks may share one.
+pub fn open_backend(
+    problem: &Problem,
+    choice: BackendChoice,
+    kernel: KernelChoice,
+    local_rank: usize,
+    notice: &mut dyn FnMut(&str),
+) -> Result<Box<dyn Backend>> {
+    match choice {
+        BackendChoice::Cpu => open_cpu(problem),
+        BackendChoice::Cuda => open_cuda(problem, kernel, local_rank),
+        BackendChoice::Hip => open_hip(problem, kernel, local_rank),
+        BackendChoice::Auto => {
+            let mut reasons = Vec::new();
+            for (name, open) in [("cuda", open_cuda as OpenFn), ("hip", open_hip as OpenFn)] {
+                match open(problem, kernel, local_rank) {
+                    Ok(b) => return Ok(b),
+                    Err(e) => reasons.push(format!("{name}: {e:#}")),
+                }
+            }
+            notice(&format!("no GPU backend available ({}); running on the CPU", reasons.join("; ")));
+            open_cpu(problem)
+        }
+    }
+}
+
+type OpenFn = fn(&Problem, KernelChoice, usize) -> Result<Box<dyn Backend>>;
+
+fn open_cpu(problem: &Problem) -> Result<Box<dyn Backend>> {
+    crate::resources::check_host_memory(problem.layout, cpu_bytes_per_point(problem.layout), "the CPU backend")?;
+    Ok(Box::new(crate::backend::cpu::CpuSolver::<f32>::new(problem)?))
+}
+
+#[cfg(feature = "cuda")]
+fn open_cuda(problem: &Problem, kernel: KernelChoice, local_rank: usize) -> Result<Box<dyn Backend>> {
+    crate::backend::gpu::open_cuda_on(problem, kernel, local_rank)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn open_cuda(_: &Problem, _: KernelChoice, _: usize) -> Result<Box<dyn Backend>> {
+    anyhow::bail!("this build has no CUDA support (build with --features cuda)")
+}
+
+#[cfg(feature = "hip")]
+fn open_hip(problem: &Problem, kernel: KernelChoice, local_rank: usize) -> Result<Box<dyn Backend>> {
+    crate::backend::gpu::open_hip_on(problem, kernel, local_rank)
+}
+
+#[cfg(not(feature = "hip"))]
+fn open_hip(_: &Problem, _: KernelChoice, _: usize) -> Result<Box<dyn Backend>> {
+    anyhow::bail!("this build has no HIP support (build with --features hip)")
+}
+
+/// Host bytes per interior point the CPU backend needs on top of the problem: three padded f32
+/// fields (p^n, p^{n-1}, c^2 dt^2) plus the f64 and f32 dense copies made while building them.
+fn cpu_bytes_per_point(layout: Layout) -> f64 {
+    let padded = layout.len() as f64 / layout.points().max(1) as f64;
+    3.0 * 4.0 * padded + 8.0 + 4.0
+}

@@ -50,6 +50,23 @@ pub struct Tuning {
     pub halo_ring: u32,
 }
 
+/// Environment variables that set one field of the launch shape each, for experiments
+/// ([`Tuning::from_environment`]); setting any means the user chose the shape, so the tuning cache
+/// is not read.
+pub const LAUNCH_VARIABLES: [&str; 11] = [
+    "SEISMIC_BLOCK_X",
+    "SEISMIC_BLOCK_Y",
+    "SEISMIC_VEC",
+    "SEISMIC_WINDOW",
+    "SEISMIC_STAGES",
+    "SEISMIC_MIN_BLOCKS",
+    "SEISMIC_UNROLL_Z",
+    "SEISMIC_ROWS",
+    "SEISMIC_ORDER",
+    "SEISMIC_TILE_RING",
+    "SEISMIC_HALO_RING",
+];
+
 fn one_row() -> u32 {
     1
 }
@@ -59,46 +76,50 @@ fn thirty_two() -> u32 {
 }
 
 impl Tuning {
-    /// The default shape (measured best on an H200, kernels/NOTES.md), overridable for experiments
-    /// with SEISMIC_BLOCK_X, SEISMIC_BLOCK_Y, SEISMIC_VEC, SEISMIC_WINDOW, SEISMIC_STAGES,
-    /// SEISMIC_MIN_BLOCKS, SEISMIC_UNROLL_Z, SEISMIC_ROWS (1 gives the one-row kernel, 8 rows of
-    /// threads), SEISMIC_ORDER, SEISMIC_TILE_RING and SEISMIC_HALO_RING.
+    /// The default shape (measured best on an H200, kernels/NOTES.md).
     pub fn for_radius(radius: usize) -> Tuning {
-        Self::defaults(radius, true)
+        Self::defaults(radius, true, |_| None)
     }
 
-    /// As [`Tuning::for_radius`], but with the asynchronous ring off unless SEISMIC_STAGES asks for
-    /// it and one row per thread unless SEISMIC_ROWS does: for devices where `cp_async16` is a plain
-    /// copy (HIP).
+    /// As [`Tuning::for_radius`], but with the asynchronous ring off and one row per thread: for
+    /// devices where `cp_async16` is a plain copy (HIP).
     pub fn for_radius_without_ring(radius: usize) -> Tuning {
-        Self::defaults(radius, false)
+        Self::defaults(radius, false, |_| None)
     }
 
-    fn defaults(radius: usize, ring: bool) -> Tuning {
+    /// The defaults ([`Tuning::for_radius`], or without the ring) with the [`LAUNCH_VARIABLES`]
+    /// set in the environment applied, each in place of its field's default (fields derived from
+    /// it follow: SEISMIC_VEC=2 also turns the ring off); None when none is set.
+    pub fn from_environment(radius: usize, ring: bool) -> Option<Tuning> {
         let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u32>().ok());
+        LAUNCH_VARIABLES.iter().any(|k| std::env::var_os(k).is_some()).then(|| Self::defaults(radius, ring, env))
+    }
+
+    /// The default shape at `radius`, each field `var` names replaced by its value.
+    fn defaults(radius: usize, ring: bool, var: impl Fn(&str) -> Option<u32>) -> Tuning {
         let r = radius as u32;
-        let vec = env("SEISMIC_VEC").unwrap_or(4);
-        let stages = env("SEISMIC_STAGES").unwrap_or(if ring && vec == 4 { 2 } else { 0 });
+        let vec = var("SEISMIC_VEC").unwrap_or(4);
+        let stages = var("SEISMIC_STAGES").unwrap_or(if ring && vec == 4 { 2 } else { 0 });
         // Two rows per thread in 6 rows of threads where measured faster (R = 2: 86% of 3R1W
         // against 76%; R = 4: 82.5% against 79%; the autotuner's winners at R = 3, 5, 6 have two
         // rows too, 8-18% faster than one); R = 1 and 8 keep one (kernels/NOTES.md).
         // Not where the ring is a plain copy: a 64 KiB LDS would not hold the doubled ring.
-        let rows = env("SEISMIC_ROWS").unwrap_or(if ring && stages > 0 && (2..=6).contains(&r) { 2 } else { 1 });
+        let rows = var("SEISMIC_ROWS").unwrap_or(if ring && stages > 0 && (2..=6).contains(&r) { 2 } else { 1 });
         Tuning {
-            block_x: env("SEISMIC_BLOCK_X").unwrap_or(32),
-            block_y: env("SEISMIC_BLOCK_Y").unwrap_or(if rows > 1 { 6 } else { 8 }).max(r),
+            block_x: var("SEISMIC_BLOCK_X").unwrap_or(32),
+            block_y: var("SEISMIC_BLOCK_Y").unwrap_or(if rows > 1 { 6 } else { 8 }).max(r),
             vec,
-            window: env("SEISMIC_WINDOW").unwrap_or(0),
+            window: var("SEISMIC_WINDOW").unwrap_or(0),
             stages,
-            min_blocks: env("SEISMIC_MIN_BLOCKS").unwrap_or(2),
-            unroll_z: env("SEISMIC_UNROLL_Z").unwrap_or(if r <= 4 { 2 * r + 1 } else { 1 }),
+            min_blocks: var("SEISMIC_MIN_BLOCKS").unwrap_or(2),
+            unroll_z: var("SEISMIC_UNROLL_Z").unwrap_or(if r <= 4 { 2 * r + 1 } else { 1 }),
             rows,
-            order: env("SEISMIC_ORDER").unwrap_or(3),
-            tile_ring: env("SEISMIC_TILE_RING").unwrap_or(0),
+            order: var("SEISMIC_ORDER").unwrap_or(3),
+            tile_ring: var("SEISMIC_TILE_RING").unwrap_or(0),
             // Halos through the ring where measured faster (H100, 512^3: R = 4 Laplacian-only 77.0
             // -> 87.7% of copy, fused R = 4, 5, 7 +1.4 to +5.8 points); not at R = 6, where the
             // default shape then spills and loses 10 points (kernels/NOTES.md, session 5).
-            halo_ring: env("SEISMIC_HALO_RING").unwrap_or((stages > 0 && r != 6) as u32),
+            halo_ring: var("SEISMIC_HALO_RING").unwrap_or((stages > 0 && r != 6) as u32),
         }
     }
 
@@ -226,6 +247,7 @@ impl Tuning {
     }
 
     /// Points of x a fused block covers.
+    #[cfg_attr(not(any(feature = "cuda", feature = "hip")), allow(dead_code))]
     pub(crate) fn fused_tile_x(&self) -> usize {
         (self.block_x * self.vec) as usize
     }
@@ -288,5 +310,44 @@ mod tests {
         assert_eq!(ring.for_laplacian(4).stages, ring.stages);
         let none = Tuning::for_radius_without_ring(4);
         assert_eq!(none.for_laplacian(4), none);
+    }
+
+    fn tuning(block_y: u32, stages: u32, rows: u32) -> Tuning {
+        Tuning {
+            block_x: 32,
+            block_y,
+            vec: 4,
+            window: 0,
+            stages,
+            min_blocks: 2,
+            unroll_z: 1,
+            rows,
+            order: 0,
+            tile_ring: 0,
+            halo_ring: 0,
+        }
+    }
+
+    #[test]
+    fn rows_need_the_asynchronous_ring() {
+        assert_eq!(tuning(8, 0, 2).effective(4).rows, 1);
+        assert_eq!(tuning(8, 2, 2).effective(4).rows, 2);
+    }
+
+    #[test]
+    fn rows_are_lowered_until_the_tile_fits() {
+        for r in 1..=8usize {
+            for rows in 1..=4 {
+                let t = tuning(8.max(r as u32), 2, rows).effective(r);
+                assert!(t.rows >= 1 && t.rows <= rows);
+                assert!(t.check(r).is_ok(), "R = {r}, rows {rows} -> {t:?}");
+                let static_tile = 2 * (t.fused_tile_y() + 2 * r as u32) * (32 + 2 * (r as u32).div_ceil(4)) * 16;
+                assert!(static_tile <= 48 << 10 && t.fused_tile_y() <= 32, "R = {r}: {t:?}");
+            }
+        }
+        // 8 rows of threads x 4 rows = 32 rows at R = 4 fit: 2 x 40 x 34 x 16 B = 43.5 KB.
+        assert_eq!(tuning(8, 2, 4).effective(4).rows, 4);
+        // At R = 8 that tile would take 55 KB of static shared memory.
+        assert!(tuning(8, 2, 4).effective(8).rows < 4);
     }
 }

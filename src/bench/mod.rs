@@ -9,6 +9,8 @@
 //! writes p^{n+1}, so it is compared with the 3-read-1-write ceiling; the Laplacian-only operator
 //! reads one field and writes one, so with the copy ceiling.
 
+#[cfg(any(feature = "cuda", feature = "hip"))]
+pub mod interior;
 pub mod plot;
 #[cfg(any(feature = "cuda", feature = "hip"))]
 pub mod sweep;
@@ -109,6 +111,7 @@ pub struct Ceilings {
     pub repetitions: usize,
 }
 
+#[cfg(any(feature = "cuda", feature = "hip"))]
 impl From<crate::backend::gpu::Ceiling> for Ceilings {
     fn from(c: crate::backend::gpu::Ceiling) -> Ceilings {
         Ceilings {

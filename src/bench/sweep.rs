@@ -11,7 +11,6 @@ use crate::backend::gpu::autotune::{self, ShapeClass};
 use crate::backend::gpu::{self, GpuRuntime, GpuSolver, Operator, Tuning};
 use crate::config::KernelChoice;
 use anyhow::Result;
-use rayon::prelude::*;
 use std::time::{Duration, Instant};
 
 /// How a sweep chooses each case's launch shape.
@@ -34,9 +33,21 @@ pub struct Settings {
     pub ceiling_reps: usize,
     /// Timed steps per autotuner candidate.
     pub tune_reps: usize,
-    /// The backend's default launch shape for a radius (`Tuning::for_radius` on CUDA,
-    /// `hip::tuning` on HIP).
-    pub default_tuning: fn(usize) -> Tuning,
+    /// Whether the backend's default launch shape has the asynchronous ring (true on CUDA,
+    /// false on HIP: `Tuning::for_radius_without_ring`).
+    pub ring: bool,
+}
+
+impl Settings {
+    /// The backend's default launch shape for a radius, with the launch variables set in the
+    /// environment applied (`Tuning::from_environment`).
+    pub fn default_tuning(&self, radius: usize) -> Tuning {
+        Tuning::from_environment(radius, self.ring).unwrap_or(if self.ring {
+            Tuning::for_radius(radius)
+        } else {
+            Tuning::for_radius_without_ring(radius)
+        })
+    }
 }
 
 fn operator(op: OperatorKind) -> Operator {
@@ -94,21 +105,6 @@ fn time_real_step<Rt: GpuRuntime>(
     Ok((s.tuning(), median(seconds[3..].to_vec())))
 }
 
-/// Random values in [-1, 1) for `len` points, filled in parallel (the largest grids have 2^30).
-fn random_field(len: usize, seed: u64) -> Vec<f32> {
-    let mut v = vec![0.0f32; len];
-    v.par_chunks_mut(1 << 20).enumerate().for_each(|(i, c)| {
-        let mut x = (seed ^ (i as u64).wrapping_mul(0xD1B5_4A32_D192_ED03)).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        for e in c {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            *e = ((x >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0;
-        }
-    });
-    v
-}
-
 /// A solver for the synthetic problem of this grid and radius, its wavefields filled with noise.
 fn open_solver<Rt: GpuRuntime>(
     open: &mut impl FnMut() -> Result<Rt>,
@@ -117,10 +113,10 @@ fn open_solver<Rt: GpuRuntime>(
     kernel: KernelChoice,
     tuning: Tuning,
 ) -> Result<GpuSolver<Rt>> {
-    let problem = gpu::synthetic_problem(shape, radius);
+    let problem = crate::problem::Problem::homogeneous_interior(shape, radius);
     let mut s = GpuSolver::new(open()?, &problem, kernel, tuning)?;
     let points = problem.layout.points();
-    s.set_state(&random_field(points, 1), &random_field(points, 2))?;
+    s.set_state(&crate::numerics::noise(points, 1), &crate::numerics::noise(points, 2))?;
     Ok(s)
 }
 
@@ -246,7 +242,7 @@ pub fn run<Rt: GpuRuntime>(mut open: impl FnMut() -> Result<Rt>, spec: &SweepSpe
     for (shape, radius) in spec.cases() {
         let label = super::shape_label(shape);
         let class = ShapeClass::of(shape);
-        let default = (set.default_tuning)(radius);
+        let default = set.default_tuning(radius);
         if let TuningMode::Search { budget } = set.tuning
             && !searched.contains(&(radius, class))
         {
@@ -281,7 +277,7 @@ pub fn run<Rt: GpuRuntime>(mut open: impl FnMut() -> Result<Rt>, spec: &SweepSpe
             if set.tuning == TuningMode::Default {
                 return (default, "default");
             }
-            let (t, entry) = autotune::tuning_or(&device, op, radius, shape, default);
+            let (t, entry) = autotune::tuning_or(&device, op, radius, shape, set.ring);
             let source = match entry {
                 Some(e) if found.contains(&(op, radius, e.class)) => "tuned",
                 Some(_) => "cached",
@@ -398,18 +394,6 @@ mod tests {
         assert!(!p.source.taps.is_empty());
     }
 
-    #[test]
-    fn random_fields_are_deterministic_bounded_and_not_constant() {
-        let a = random_field(3 << 20, 1);
-        assert_eq!(a, random_field(3 << 20, 1));
-        assert_ne!(a, random_field(3 << 20, 2));
-        assert!(a.iter().all(|v| (-1.0..1.0).contains(v)));
-        let mean = a.iter().map(|&v| v as f64).sum::<f64>() / a.len() as f64;
-        assert!(mean.abs() < 0.01, "{mean}");
-        // Chunks differ from each other.
-        assert_ne!(a[..64], a[1 << 20..(1 << 20) + 64]);
-    }
-
     /// A tiny sweep with a search: every case timed, numbers plausible, the winner cached and found.
     #[cfg(feature = "cuda")]
     #[test]
@@ -432,7 +416,7 @@ mod tests {
             ceiling_bytes: 64 << 20,
             ceiling_reps: 5,
             tune_reps: 3,
-            default_tuning: Tuning::for_radius,
+            ring: true,
         };
         let rep = run(|| CudaRuntime::new(0), &spec, &set).unwrap();
         assert!(rep.skipped.is_empty(), "{:?}", rep.skipped);

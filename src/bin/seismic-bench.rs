@@ -140,7 +140,7 @@ fn sweep(cli: &Cli, spec: &SweepSpec, budget: f64) -> Result<bench::Report> {
         ceiling_bytes: 1 << 30,
         ceiling_reps: 20,
         tune_reps: 10,
-        default_tuning: seismic_run::backend::gpu::Tuning::for_radius,
+        ring: true,
     };
     match cli.backend {
         #[cfg(feature = "cuda")]
@@ -152,7 +152,7 @@ fn sweep(cli: &Cli, spec: &SweepSpec, budget: f64) -> Result<bench::Report> {
         #[cfg(feature = "hip")]
         BackendChoice::Hip => {
             use seismic_run::backend::gpu::hip;
-            let settings = Settings { default_tuning: hip::tuning, ..settings };
+            let settings = Settings { ring: false, ..settings };
             bench::sweep::run(|| hip::HipRuntime::new(0), spec, &settings)
         }
         #[cfg(not(feature = "hip"))]

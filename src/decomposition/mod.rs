@@ -72,6 +72,34 @@ impl SubDomain {
         CpuSolver::with_isa_at(&self.problem, crate::backend::cpu::Isa::detect(), self.first, global_nz)
     }
 
+    /// Bytes the CPU backend holds for this subdomain: three padded f32 fields (p^n, p^{n-1},
+    /// c^2 dt^2) and the CPML memory variables (psi and zeta per layer point of each axis).
+    pub fn cpu_bytes(&self) -> u64 {
+        let p = &self.problem;
+        let slabs: u64 = p.boundary.slabs(p.shape()).iter().map(|s| 2 * s.len() as u64).sum();
+        4 * (3 * p.layout.len() as u64 + slabs)
+    }
+
+    /// Errors when [`cpu_bytes`](Self::cpu_bytes) exceeds `available` bytes (this rank's share of
+    /// its host), naming both, the slab and how many ranks would fit.
+    pub fn check_fits(&self, d: &Decomposition, grid: [usize; 3], available: u64) -> Result<()> {
+        let need = self.cpu_bytes();
+        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+        let fit = (need as f64 * d.ranks() as f64 / available.max(1) as f64).ceil() as usize;
+        ensure!(
+            need <= available,
+            "grid.shape = {grid:?} over {} ranks: rank {} holds {} z-planes (halo included) and needs about {:.2} GiB, \
+             but has {:.2} GiB (its share of the host's available memory): use at least {} ranks, or hosts with more memory",
+            d.ranks(),
+            self.rank,
+            self.planes(),
+            gib(need),
+            gib(available),
+            fit.max(d.ranks() + 1)
+        );
+        Ok(())
+    }
+
     /// [`cpu_solver`](Self::cpu_solver), boxed as a backend.
     pub fn cpu_backend(&self, global_nz: usize) -> Result<Box<dyn Backend>> {
         Ok(Box::new(self.cpu_solver(global_nz)?))
@@ -223,6 +251,21 @@ mod tests {
         assert!(e.contains("rank 0 owns 1 z-planes, fewer than the 4 halo planes"), "{e}");
         let e = Decomposition::with_planes(&problem(31, "cpml"), &[3, 25]).unwrap_err().to_string();
         assert!(e.contains("do not add up to grid.shape[2] = 31"), "{e}");
+    }
+
+    #[test]
+    fn the_memory_check_per_rank_accepts_n_ranks_and_refuses_fewer() {
+        let p = problem(62, "cpml");
+        let one = Decomposition::even(&p, 1).unwrap().subdomain(&p, 0);
+        let budget = one.cpu_bytes() * 6 / 10;
+        let d2 = Decomposition::even(&p, 2).unwrap();
+        for r in 0..2 {
+            d2.subdomain(&p, r).check_fits(&d2, p.shape(), budget).unwrap();
+        }
+        let d1 = Decomposition::even(&p, 1).unwrap();
+        let e = one.check_fits(&d1, p.shape(), budget).unwrap_err().to_string();
+        assert!(e.contains("grid.shape = [12, 10, 62] over 1 ranks: rank 0 holds 62 z-planes"), "{e}");
+        assert!(e.contains("use at least 2 ranks"), "{e}");
     }
 
     #[test]

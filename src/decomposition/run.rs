@@ -5,8 +5,9 @@
 use super::{Decomposition, Exchange, SubDomain};
 use crate::backend::Backend;
 use crate::grid::Section;
+use crate::output::plan::OutputPlan;
 use crate::problem::Problem;
-use crate::solver::{BlowUp, OutputPlan, PROGRESS_INTERVAL, RunRecord, SnapshotSink};
+use crate::solver::{BlowUp, PROGRESS_INTERVAL, RunRecord, SnapshotSink};
 use anyhow::{Context, Result, ensure};
 use std::time::Instant;
 

@@ -21,8 +21,10 @@
 
 use super::safe::TempFile;
 use crate::backend::DeviceInfo;
+use crate::grid::Section;
+use crate::output::plan::OutputPlan;
 use crate::problem::{Positioning, Problem};
-use crate::solver::{OutputPlan, RunRecord, Section, SnapshotSink, StepStats};
+use crate::solver::{RunRecord, SnapshotSink, StepStats};
 use anyhow::{Result, anyhow, bail};
 use rust_hdf5::{H5Dataset, H5File, H5Group, VarLenUnicode};
 use std::path::{Path, PathBuf};
@@ -59,6 +61,23 @@ pub struct Written {
     pub path: PathBuf,
 }
 
+/// A result file fully written under its temporary name, to be synced and renamed.
+pub struct Commit {
+    tmp: TempFile,
+    path: PathBuf,
+}
+
+impl Commit {
+    /// Syncs the file and renames it to its destination (dropping a `Commit` removes the file).
+    pub fn commit(self) -> Result<Written> {
+        let path = self.path;
+        match self.tmp.commit() {
+            Ok(path) => Ok(Written { path }),
+            Err(e) => Err(disk_full_hint(e, &path).context(format!("writing {}", path.display()))),
+        }
+    }
+}
+
 enum Message {
     Snapshot { index: usize, step: usize, field: Vec<f32> },
     Finish(Box<(RunRecord, StepStats)>),
@@ -68,7 +87,7 @@ enum Message {
 pub struct Hdf5Writer<'scope> {
     messages: Option<SyncSender<Message>>,
     free: Receiver<Vec<f32>>,
-    thread: Option<ScopedJoinHandle<'scope, Result<Written>>>,
+    thread: Option<ScopedJoinHandle<'scope, Result<Commit>>>,
 }
 
 impl<'scope> Hdf5Writer<'scope> {
@@ -108,8 +127,8 @@ impl<'scope> Hdf5Writer<'scope> {
                 }
             };
             let _ = ready_tx.send(Ok(()));
-            match write_file(file, problem, plan, &meta, inbox, free_tx).and_then(|()| tmp.commit()) {
-                Ok(path) => Ok(Written { path }),
+            match write_file(file, problem, plan, &meta, inbox, free_tx) {
+                Ok(()) => Ok(Commit { tmp, path }),
                 // Dropping the temporary file removed it.
                 Err(e) => Err(disk_full_hint(e, &path).context(format!("writing {}", path.display()))),
             }
@@ -129,7 +148,14 @@ impl<'scope> Hdf5Writer<'scope> {
     }
 
     /// Hands over traces and statistics, waits for the file to be complete and renamed.
-    pub fn finish(mut self, record: RunRecord, stats: StepStats) -> Result<Written> {
+    pub fn finish(self, record: RunRecord, stats: StepStats) -> Result<Written> {
+        self.finish_unsynced(record, stats)?.commit()
+    }
+
+    /// Hands over traces and statistics and waits for them to be written, but not for the file to
+    /// be synced and renamed: [`Commit::commit`] does that, on any thread (a survey syncs one
+    /// shot's file while the next shot runs).
+    pub fn finish_unsynced(mut self, record: RunRecord, stats: StepStats) -> Result<Commit> {
         let tx = self.messages.take().expect("not finished twice");
         if tx.send(Message::Finish(Box::new((record, stats)))).is_err() {
             return Err(self.thread_error());
@@ -180,7 +206,7 @@ fn disk_full_hint(e: anyhow::Error, path: &Path) -> anyhow::Error {
     });
     if full {
         let dir = super::safe::parent_dir(path);
-        let free = crate::solver::free_disk_bytes(&dir).map(|b| format!(" ({b} bytes free)")).unwrap_or_default();
+        let free = crate::resources::free_disk_bytes(&dir).map(|b| format!(" ({b} bytes free)")).unwrap_or_default();
         e.context(format!("the file system holding {} is full{free}", dir.display()))
     } else {
         e

@@ -4,6 +4,7 @@
 //! replacement of every output file ([`safe`]).
 
 pub mod hdf5;
+pub mod plan;
 pub mod plot;
 pub mod progress;
 pub mod result;

@@ -109,7 +109,7 @@ fn section_shape(axes: &str, [nx, ny, nz]: [usize; 3]) -> Option<(Vec<usize>, Op
 /// dimensions fails with a message rather than an aborted allocation.
 fn check_read_size(what: &str, elements: usize, copies: usize) -> Result<()> {
     let bytes = elements as f64 * 4.0 * copies as f64;
-    if let Some(available) = crate::solver::available_host_memory() {
+    if let Some(available) = crate::resources::available_host_memory() {
         ensure!(
             bytes <= available as f64,
             "{what}: {elements} values need about {:.1} GiB of host memory, only {:.1} GiB is available",

@@ -3,7 +3,7 @@
 //! fastest as JSON in [`cache_dir`]`/tuning-<device>.json`. [`tuning_for`] is what `open_cuda` and
 //! `open_hip` use: the cached winner for the problem's radius and shape class when there is one,
 //! else [`Tuning::for_radius`]. `SEISMIC_NO_TUNING=1` (or [`disable`], the CLI's `--no-tuning`)
-//! turns the cache off, and the explicit overrides of [`Tuning::for_radius`] (SEISMIC_BLOCK_Y...)
+//! turns the cache off, and the launch variables of [`Tuning::from_environment`] (SEISMIC_BLOCK_Y...)
 //! win over it. The search covers every knob `Tuning` has: block columns and rows, vector width,
 //! z-window (the wave-filling automatic choice first), cp.async ring depth, blocks per SM, z
 //! unrolling, rows per thread and grid-index order.
@@ -13,8 +13,12 @@
 //! (seed 002), the depth how long the windows can be. A winner is reused for a nearby class (at most
 //! two steps away) of the same radius, and dropped when the kernels' source changes.
 
-use super::{GpuRuntime, GpuSolver, Operator, Tuning, cache_dir, hex, median, noise, sources, synthetic_problem};
+use super::ceiling::median;
+use super::sources::{self, cache_dir, hex};
+use super::{GpuRuntime, GpuSolver, Operator, Tuning};
 use crate::config::KernelChoice;
+use crate::numerics::noise;
+use crate::problem::Problem;
 use anyhow::{Context, Result, ensure};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -29,27 +33,12 @@ pub fn disable() {
     DISABLED.store(true, Ordering::Relaxed);
 }
 
-/// The variables of [`Tuning::for_radius`]: setting any of them means the user chose the launch shape.
-const OVERRIDES: [&str; 11] = [
-    "SEISMIC_BLOCK_X",
-    "SEISMIC_BLOCK_Y",
-    "SEISMIC_VEC",
-    "SEISMIC_WINDOW",
-    "SEISMIC_STAGES",
-    "SEISMIC_MIN_BLOCKS",
-    "SEISMIC_UNROLL_Z",
-    "SEISMIC_ROWS",
-    "SEISMIC_ORDER",
-    "SEISMIC_TILE_RING",
-    "SEISMIC_HALO_RING",
-];
-
 /// Whether [`tuning_for`] consults the cache: not after [`disable`], not with SEISMIC_NO_TUNING set
-/// (to anything but "0" or ""), and not when one of the overrides of [`Tuning::for_radius`]
-/// (SEISMIC_BLOCK_X ... SEISMIC_ORDER) is set.
+/// (to anything but "0" or ""), and not when one of the launch variables
+/// ([`LAUNCH_VARIABLES`](crate::backend::tuning::LAUNCH_VARIABLES)) is set.
 pub fn enabled() -> bool {
     let set = |k: &str| std::env::var(k).map(|v| !v.is_empty() && v != "0").unwrap_or(false);
-    let overridden = OVERRIDES.iter().any(|k| std::env::var_os(k).is_some());
+    let overridden = crate::backend::tuning::LAUNCH_VARIABLES.iter().any(|k| std::env::var_os(k).is_some());
     !DISABLED.load(Ordering::Relaxed) && !set("SEISMIC_NO_TUNING") && !overridden
 }
 
@@ -206,26 +195,32 @@ impl TuningCache {
     }
 }
 
-/// The tuning a run of this radius and shape uses on `device`: the cached winner when the cache is
-/// enabled and holds a valid one, else [`Tuning::for_radius`].
+/// The tuning a run of this radius and shape uses on `device`: the launch variables set in the
+/// environment ([`Tuning::from_environment`]), else the cached winner when the cache is enabled and
+/// holds a valid one, else [`Tuning::for_radius`].
 pub fn tuning_for(device: &str, radius: usize, shape: [usize; 3]) -> (Tuning, Option<TunedEntry>) {
-    tuning_or(device, Operator::Fused, radius, shape, Tuning::for_radius(radius))
+    tuning_or(device, Operator::Fused, radius, shape, true)
 }
 
-/// [`tuning_for`] for operator `op` with the vendor's own default (the HIP backend's differs).
+/// [`tuning_for`] for operator `op`; `ring` false for the vendor whose default has the
+/// asynchronous ring off ([`Tuning::for_radius_without_ring`], HIP).
 pub fn tuning_or(
     device: &str,
     op: Operator,
     radius: usize,
     shape: [usize; 3],
-    default: Tuning,
+    ring: bool,
 ) -> (Tuning, Option<TunedEntry>) {
+    if let Some(t) = Tuning::from_environment(radius, ring) {
+        return (t, None);
+    }
     if enabled()
         && let Some(e) = TuningCache::load(device).lookup(op, radius, shape, &kernels_hash())
         && e.tuning().check(radius).is_ok()
     {
         return (e.tuning(), Some(e.clone()));
     }
+    let default = if ring { Tuning::for_radius(radius) } else { Tuning::for_radius_without_ring(radius) };
     (default, None)
 }
 
@@ -361,7 +356,7 @@ pub fn search<Rt: GpuRuntime>(
     ensure!(op != Operator::ThreePass, "the autotuner tunes the fused kernel's operators, not the three-pass step");
     let start = Instant::now();
     let tshape = search_shape(shape, radius);
-    let problem = synthetic_problem(tshape, radius);
+    let problem = Problem::homogeneous_interior(tshape, radius);
     let points = problem.layout.points();
     let (cur, prev) = (noise(points, 11), noise(points, 12));
     let launches = launch_candidates(radius, default);

@@ -4,9 +4,11 @@
 
 use super::{DevicePtr, GpuRuntime};
 use anyhow::{Context, Result, anyhow, bail};
+use cudarc::driver::safe::{self, CudaContext, CudaEvent, CudaStream};
 use cudarc::driver::{result as cu, sys};
-use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys};
+use cudarc::nvrtc::{Ptx, result as nvrtc, sys as nvrtc_sys};
 use std::ffi::{CString, c_void};
+use std::sync::Arc;
 
 /// Runs `f`, turning a panic of cudarc's loader (a missing library or symbol) into an error.
 fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> Result<T> {
@@ -20,32 +22,32 @@ fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> Result<T> {
     })
 }
 
-/// One CUDA device: its primary context and one stream on which all work is ordered.
+/// Number of CUDA devices (an error when the driver cannot be loaded).
+pub fn device_count() -> Result<usize> {
+    // SAFETY: only tries to open the library.
+    if !guarded("loading libcuda", || unsafe { sys::is_culib_present() })? {
+        bail!("no CUDA driver found (libcuda.so)");
+    }
+    guarded("no CUDA driver found (libcuda.so)", cu::init)?.context("cuInit failed")?;
+    Ok(cu::device::get_count().context("cuDeviceGetCount failed")?.max(0) as usize)
+}
+
+/// One CUDA device: its primary context and one stream on which all work is ordered, both owned
+/// through cudarc's safe layer (released when the last user drops them).
 pub struct CudaRuntime {
-    device: sys::CUdevice,
-    context: sys::CUcontext,
-    stream: sys::CUstream,
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
     name: String,
     arch: String,
     multiprocessors: u32,
 }
 
-pub struct CudaModule(sys::CUmodule);
+/// A loaded module (unloaded when the last holder drops it).
+pub type CudaModule = Arc<safe::CudaModule>;
 
-/// A kernel of a loaded [`CudaModule`] (valid while the module is).
+/// A kernel of a loaded [`CudaModule`], valid while the module is (the solver keeps it).
 #[derive(Clone, Copy, Debug)]
 pub struct CudaFunction(sys::CUfunction);
-
-pub struct CudaEvent(sys::CUevent);
-
-impl Drop for CudaEvent {
-    fn drop(&mut self) {
-        // SAFETY: created by event::create and destroyed once.
-        unsafe {
-            let _ = cu::event::destroy(self.0);
-        }
-    }
-}
 
 impl CudaRuntime {
     /// Opens device `ordinal`: loads the driver, retains the primary context, makes a stream.
@@ -66,37 +68,17 @@ impl CudaRuntime {
         if ordinal >= count as usize {
             bail!("CUDA device {ordinal} does not exist ({count} found)");
         }
-        let device = cu::device::get(ordinal as i32).context("cuDeviceGet failed")?;
-        // SAFETY: device comes from device::get.
-        unsafe {
-            let context = cu::primary_ctx::retain(device).context("cannot retain the primary CUDA context")?;
-            cu::ctx::set_current(context).context("cuCtxSetCurrent failed")?;
-            let attr = |a| cu::device::get_attribute(device, a);
-            use sys::CUdevice_attribute::*;
-            let major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
-            let minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
-            let multiprocessors = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
-            let name = cu::device::get_name(device)?;
-            let stream = cu::stream::create(cu::stream::StreamKind::NonBlocking).context("cuStreamCreate failed")?;
-            Ok(CudaRuntime { device, context, stream, name, arch: format!("sm_{major}{minor}"), multiprocessors })
-        }
+        let ctx = CudaContext::new(ordinal).context("cannot retain the primary CUDA context")?;
+        let (major, minor) = ctx.compute_capability()?;
+        use sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT;
+        let multiprocessors = ctx.attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
+        let name = ctx.name()?;
+        let stream = ctx.new_stream().context("cuStreamCreate failed")?;
+        Ok(CudaRuntime { ctx, stream, name, arch: format!("sm_{major}{minor}"), multiprocessors })
     }
 
     fn bind(&self) -> Result<()> {
-        // SAFETY: the context is retained for the runtime's lifetime.
-        unsafe { cu::ctx::set_current(self.context) }.context("cuCtxSetCurrent failed")
-    }
-}
-
-impl Drop for CudaRuntime {
-    fn drop(&mut self) {
-        // SAFETY: stream and context were created in new() and are released once.
-        unsafe {
-            let _ = cu::ctx::set_current(self.context);
-            let _ = cu::stream::synchronize(self.stream);
-            let _ = cu::stream::destroy(self.stream);
-            let _ = cu::primary_ctx::release(self.device);
-        }
+        self.ctx.bind_to_thread().context("cuCtxSetCurrent failed")
     }
 }
 
@@ -136,7 +118,7 @@ impl GpuRuntime for CudaRuntime {
         let _ = self.bind();
         // SAFETY: the caller frees each allocation once, after the work using it.
         unsafe {
-            let _ = cu::stream::synchronize(self.stream);
+            let _ = cu::stream::synchronize(self.stream.cu_stream());
             let _ = cu::free_sync(ptr);
         }
     }
@@ -144,7 +126,7 @@ impl GpuRuntime for CudaRuntime {
     fn zero(&self, ptr: DevicePtr, bytes: usize) -> Result<()> {
         self.bind()?;
         // SAFETY: the caller passes a live allocation of at least `bytes`.
-        unsafe { cu::memset_d8_async(ptr, 0, bytes, self.stream) }?;
+        unsafe { cu::memset_d8_async(ptr, 0, bytes, self.stream.cu_stream()) }?;
         Ok(())
     }
 
@@ -152,7 +134,7 @@ impl GpuRuntime for CudaRuntime {
         self.bind()?;
         // SAFETY: ordered after the stream's work, synchronous; the caller passes a large enough buffer.
         unsafe {
-            cu::stream::synchronize(self.stream)?;
+            cu::stream::synchronize(self.stream.cu_stream())?;
             cu::memcpy_htod_sync(dst, src)?;
         }
         Ok(())
@@ -162,7 +144,7 @@ impl GpuRuntime for CudaRuntime {
         self.bind()?;
         // SAFETY: as upload.
         unsafe {
-            cu::stream::synchronize(self.stream)?;
+            cu::stream::synchronize(self.stream.cu_stream())?;
             cu::memcpy_dtoh_sync(dst, src)?;
         }
         Ok(())
@@ -212,17 +194,13 @@ impl GpuRuntime for CudaRuntime {
     }
 
     fn load_module(&self, image: &[u8]) -> Result<CudaModule> {
-        self.bind()?;
-        // SAFETY: image is a CUBIN produced by compile() (or read back from the cache).
-        let m = unsafe { cu::module::load_data(image.as_ptr() as *const c_void) }.context("cuModuleLoadData failed")?;
-        Ok(CudaModule(m))
+        // A CUBIN produced by compile() (or read back from the cache).
+        self.ctx.load_module(Ptx::from_binary(image.to_vec())).context("cuModuleLoadData failed")
     }
 
     fn function(&self, module: &CudaModule, name: &str) -> Result<CudaFunction> {
-        // SAFETY: module is loaded.
-        unsafe { cu::module::get_function(module.0, CString::new(name)?) }
-            .map(CudaFunction)
-            .map_err(|e| anyhow!("kernel {name} not found in module: {e}"))
+        let f = module.load_function(name).map_err(|e| anyhow!("kernel {name} not found in module: {e}"))?;
+        Ok(CudaFunction(f.cu_function()))
     }
 
     unsafe fn launch(
@@ -240,7 +218,7 @@ impl GpuRuntime for CudaRuntime {
                 (grid[0], grid[1], grid[2]),
                 (block[0], block[1], block[2]),
                 shared_bytes,
-                self.stream,
+                self.stream.cu_stream(),
                 args,
             )
         }
@@ -248,19 +226,15 @@ impl GpuRuntime for CudaRuntime {
     }
 
     fn event(&self) -> Result<CudaEvent> {
-        self.bind()?;
-        Ok(CudaEvent(cu::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)?))
+        Ok(self.ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))?)
     }
 
     fn record(&self, event: &CudaEvent) -> Result<()> {
-        // SAFETY: event is live; the stream belongs to this runtime.
-        unsafe { cu::event::record(event.0, self.stream) }?;
-        Ok(())
+        Ok(event.record(&self.stream)?)
     }
 
     fn elapsed_ms(&self, start: &CudaEvent, end: &CudaEvent) -> Result<f32> {
-        // SAFETY: both events are live and were recorded on this runtime's stream.
-        Ok(unsafe { cu::event::elapsed(start.0, end.0) }?)
+        Ok(start.elapsed_ms(end)?)
     }
 
     fn allow_dynamic_shared(&self, f: CudaFunction, bytes: u32) -> Result<()> {
@@ -298,18 +272,6 @@ impl GpuRuntime for CudaRuntime {
     }
 
     fn synchronize(&self) -> Result<()> {
-        self.bind()?;
-        // SAFETY: the stream is live.
-        unsafe { cu::stream::synchronize(self.stream) }
-            .context("CUDA stream synchronisation failed (a kernel faulted?)")
-    }
-}
-
-impl Drop for CudaModule {
-    fn drop(&mut self) {
-        // SAFETY: loaded by load_module, unloaded once.
-        unsafe {
-            let _ = cu::module::unload(self.0);
-        }
+        self.stream.synchronize().context("CUDA stream synchronisation failed (a kernel faulted?)")
     }
 }

@@ -4,7 +4,8 @@
 //! writes (`.vgpr_count`, `.sgpr_count`, `.group_segment_fixed_size`, spill counts, ...) is read
 //! back per kernel. Occupancy is estimated from those numbers (see [`waves_per_simd`]).
 
-use super::super::{Tuning, kernel_options, sources};
+use super::super::Tuning;
+use super::super::sources::{self, kernel_options};
 use anyhow::{Context, Result, bail, ensure};
 use rayon::prelude::*;
 use std::fmt::Write as _;

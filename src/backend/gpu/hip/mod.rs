@@ -52,7 +52,8 @@ pub fn compile_for(arch: &str, source: &str, name: &str, options: &[String]) -> 
 }
 
 /// The launch shape on AMD: [`Tuning::for_radius`] (measured best on NVIDIA), except that the
-/// shared-memory ring of asynchronous copies is off unless SEISMIC_STAGES asks for it. On AMD the
+/// shared-memory ring of asynchronous copies is off (SEISMIC_STAGES can turn it on for
+/// experiments, `Tuning::from_environment`). On AMD the
 /// kernels' `cp_async16` is a plain load and store through registers, so the ring only adds LDS:
 /// at R = 4 it would take a workgroup from 17 KiB to 53 KiB of the CU's 64 KiB, one workgroup
 /// (one wave per SIMD) per CU.

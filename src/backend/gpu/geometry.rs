@@ -1,0 +1,148 @@
+//! Launch geometry of the fused kernel: how many z-planes a block marches (the z-window) and how
+//! blocks are laid out over the grid, from the tuning and the blocks the device runs at once.
+
+use crate::backend::tuning::Tuning;
+use crate::grid::Layout;
+
+/// (R = 4, with the L2 hints) 512^3 runs at 92.0 / 93.0 / 92.4% of 3R1W with 4 / 6 / 8 planes and
+/// 1024^3 at 90.1 / 90.1 / 89.7%, while on an H200 4 planes lose 17% against 12 at 512^3. 8 planes
+/// are within 0.6 points of the best on the H100; the autotuner finds each GPU's own.
+pub const FUSED_SHORTEST: usize = 8;
+/// The Laplacian-only operator moves half the bytes per point and gains from longer windows
+/// (H100, R = 4: 76.8% of copy at 12 planes, 74.9% at 8, 71.1% at 4; 1024^3 76.3 / 72.9 / 69.9).
+pub const LAPLACIAN_SHORTEST: usize = 12;
+
+/// z-planes per block of the fused kernel for `tiles` xy tiles over `nz` planes when `slots` blocks
+/// run at once. Blocks all take about the same time, so a launch runs in waves of `slots` blocks;
+/// the window minimises waves x (window + priming), `priming` standing for the queue's 2R planes
+/// every block loads first, among windows of `shortest` to 48 planes (ties: the shortest).
+/// Measured on an H200 (kernels/NOTES.md): filling the last wave is what counts on small grids
+/// (256^3: 77% of 3R1W with 6 chunks in one wave, 63-71% with 1.3-2.7 waves), while windows past
+/// ~48 planes lose on every grid (1024^3: 81.5% at 40 planes, 79.4% at 128, 77% at 342), as
+/// neighbouring blocks drift apart and stop sharing their halo rows in L2.
+pub fn best_window(tiles: usize, nz: usize, slots: usize, priming: usize, shortest: usize) -> u32 {
+    let (tiles, nz, slots) = (tiles.max(1), nz.max(1), slots.max(1));
+    let mut best = (usize::MAX, nz.min(48));
+    for chunks in (1..=nz).rev() {
+        let w = nz.div_ceil(chunks);
+        if w < shortest.min(nz) || w > 48 || (chunks < nz && nz.div_ceil(chunks + 1) == w) {
+            continue; // out of range, or a window already costed
+        }
+        let cost = (tiles * nz.div_ceil(w)).div_ceil(slots) * (w + priming);
+        if cost < best.0 {
+            best = (cost, w);
+        }
+    }
+    best.1 as u32
+}
+
+/// Elements added after each field beyond `Layout::len`, so that tiles of up to 32 rows overhanging
+/// the last plane still read inside the allocation.
+pub fn field_extra(layout: &Layout) -> usize {
+    64 * layout.pitch + 4096
+}
+
+/// The fused kernel's launch geometry on one device for one grid.
+#[derive(Clone, Copy, Debug)]
+pub struct LaunchGeometry {
+    pub shape: [usize; 3],
+    pub radius: usize,
+    pub tuning: Tuning,
+    /// Fused blocks the device runs at once.
+    pub resident_blocks: u32,
+    /// Blocks per band of the banded grid-index order: half the resident blocks.
+    pub band_blocks: u32,
+}
+
+impl LaunchGeometry {
+    pub fn new(shape: [usize; 3], radius: usize, tuning: Tuning, resident_blocks: u32) -> Self {
+        let resident_blocks = resident_blocks.max(1);
+        LaunchGeometry { shape, radius, tuning, resident_blocks, band_blocks: (resident_blocks / 2).max(1) }
+    }
+
+    /// The automatic z-window: [`best_window`] for the blocks that fit on the device at once;
+    /// with banded order (3) the planes a chunk primes with come from L2 (its band's previous
+    /// chunk ran alongside), so priming costs nothing and windows down to `shortest_banded` planes
+    /// are allowed ([`FUSED_SHORTEST`], [`LAPLACIAN_SHORTEST`]).
+    pub fn auto_window(&self, shortest_banded: usize) -> u32 {
+        let t = &self.tuning;
+        let [nx, ny, nz] = self.shape;
+        let tiles = nx.div_ceil(t.fused_tile_x()) * ny.div_ceil(t.fused_tile_y() as usize);
+        // The tile ring copies R + stages whole tiles (halos included) before a chunk's first plane,
+        // through the ring's few slots, so its chunks must be longer (H100, R = 7, 512^3: 48.9% of
+        // 3R1W with 4-plane windows, 86.7% with the tuner's 64).
+        let shortest_banded = if t.tile_ring == 1 { shortest_banded.max(4 * self.radius) } else { shortest_banded };
+        if t.order == 3 {
+            best_window(tiles, nz, self.resident_blocks as usize, 0, shortest_banded)
+        } else {
+            best_window(tiles, nz, self.resident_blocks as usize, self.radius, 16)
+        }
+    }
+
+    /// `window`, lengthened where needed to keep the grid's z dimension within the 65535 blocks
+    /// every GPU allows (only extremely deep grids need it; past the whole depth a longer window
+    /// changes nothing, so the search stops there).
+    pub fn guarded_window(&self, window: u32) -> u32 {
+        let nz = self.shape[2] as u32;
+        let mut w = window.max(1);
+        while self.fused_grid(w)[2] > 65535 && w < nz {
+            w = w.saturating_mul(2).min(nz);
+        }
+        w
+    }
+
+    /// The fused kernel's grid: x tiles, y tiles (swapped with grid-index order 2), z-chunks; with
+    /// order 3, x tiles, tile rows per band, z-chunks x bands (bands of about half the blocks that
+    /// fit on the device at once, so that two chunks of a band run together).
+    pub fn fused_grid(&self, window: u32) -> [u32; 3] {
+        let [nx, ny, nz] = self.shape;
+        let tx = nx.div_ceil(self.tuning.fused_tile_x()) as u32;
+        let ty = ny.div_ceil(self.tuning.fused_tile_y() as usize) as u32;
+        let tz = (nz as u32).div_ceil(window);
+        match self.tuning.order {
+            2 => [ty, tx, tz],
+            3 => {
+                // One band when the whole plane's tiles fit at once (then order 3 is order 0).
+                let band = if tx * ty <= self.resident_blocks { ty } else { (self.band_blocks / tx).clamp(1, ty) };
+                [tx, band, tz * ty.div_ceil(band)]
+            }
+            _ => [tx, ty, tz],
+        }
+    }
+
+    /// Blocks in x and y of the three-pass kernels (32 x block_y threads, VEC points each in x).
+    pub fn grid_xy(&self) -> (u32, u32) {
+        let [nx, ny, _] = self.shape;
+        (nx.div_ceil(self.tuning.tile_x()) as u32, ny.div_ceil(self.tuning.block_y as usize) as u32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::best_window;
+
+    #[test]
+    fn windows_fill_whole_waves() {
+        // 256^3 in 128 x 12 tiles: 44 tiles, 264 resident blocks: 6 chunks of 43 planes, one wave.
+        assert_eq!(best_window(44, 256, 264, 4, 16), 43);
+        assert_eq!(best_window(44, 256, 264, 0, 8), 43);
+        // 512^3: 172 tiles; 12 chunks of 43 planes fill 7.8 of 8 waves.
+        assert_eq!(best_window(172, 512, 264, 4, 16), 43);
+        // Free priming (banded order): the shortest window that fills its waves as well.
+        assert_eq!(best_window(172, 512, 264, 0, 8), 8);
+        assert_eq!(best_window(688, 1024, 264, 0, 8), 8);
+        // 2048 x 2048 x 64: 2736 tiles, 2 chunks of 32 (21 waves of 36) beat 1 of 64 (11 of 68).
+        assert_eq!(best_window(2736, 64, 264, 4, 16), 32);
+        // Shallow grids: the whole depth.
+        assert_eq!(best_window(1, 8, 1000, 4, 16), 8);
+        assert_eq!(best_window(10, 12, 1, 4, 16), 12);
+        // Deep columns on one slot: the longest window allowed.
+        assert_eq!(best_window(10, 100, 1, 4, 16), 34);
+        for nz in 1..200 {
+            for (priming, shortest) in [(4, 16), (0, 8)] {
+                let w = best_window(100, nz, 264, priming, shortest) as usize;
+                assert!(w >= shortest.min(nz) && w <= 48.min(nz), "nz {nz}: {w}");
+            }
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! The kernels as typed calls. Each kernel has one parameter struct here whose fields are the
+//! kernel's parameters, in its order and with its types (device pointers as [`DevicePtr`], `int` as
+//! `i32`, `i64`/`u64` as themselves), and whose `launch` is the one place that kernel is enqueued;
+//! the structs passed by value ([`StencilWeights`], [`AxisWeights`], [`SlabGeom`]) have their sizes,
+//! alignments and field offsets asserted here and their sizes and alignments in kernels/ (NVRTC has
+//! no offsetof; the same fields in the same order then lie at the same offsets). [`Kernels`] holds a step's functions.
+
+use super::runtime::{DevicePtr, GpuRuntime};
+use anyhow::Result;
+use std::ffi::c_void;
+use std::mem::{align_of, offset_of, size_of};
+
+/// Stencil weights by value (prelude.h's `StencilWeights`): index 0 of each axis unused, the three
+/// centres summed in `centre`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StencilWeights {
+    pub cx: [f32; 9],
+    pub cy: [f32; 9],
+    pub cz: [f32; 9],
+    pub centre: f32,
+}
+const _: () = assert!(
+    size_of::<StencilWeights>() == 112
+        && align_of::<StencilWeights>() == 4
+        && offset_of!(StencilWeights, centre) == 108
+);
+
+/// One axis's first- and second-derivative weights (prelude.h's `AxisWeights`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AxisWeights {
+    pub c1: [f32; 9],
+    pub c2: [f32; 9],
+}
+const _: () =
+    assert!(size_of::<AxisWeights>() == 72 && align_of::<AxisWeights>() == 4 && offset_of!(AxisWeights, c2) == 36);
+
+/// A CPML axis's slab geometry (cpml.cu's `SlabGeom`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SlabGeom {
+    pub width: i32,
+    /// Grid shape (nx, ny, nz).
+    pub n: [i32; 3],
+    /// Slab extent: the grid shape with 2 * width along the axis.
+    pub e: [i32; 3],
+    /// 0: both layers; 1: the high layer only (the free surface's axis).
+    pub half_first: i32,
+    pub pitch: i64,
+    pub plane: i64,
+}
+const _: () = assert!(
+    size_of::<SlabGeom>() == 48
+        && align_of::<SlabGeom>() == 8
+        && offset_of!(SlabGeom, e) == 16
+        && offset_of!(SlabGeom, half_first) == 28
+        && offset_of!(SlabGeom, pitch) == 32
+        && offset_of!(SlabGeom, plane) == 40
+);
+
+/// Grid, block and dynamic shared memory of one launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Launch {
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared: u32,
+}
+
+impl Launch {
+    /// A one-dimensional launch of `blocks` blocks of `threads` threads.
+    pub fn linear(blocks: u32, threads: u32) -> Launch {
+        Launch { grid: [blocks.max(1), 1, 1], block: [threads, 1, 1], shared: 0 }
+    }
+}
+
+/// A kernel's parameter struct and its launch: the field list is the kernel's parameter list.
+macro_rules! kernel_params {
+    ($(#[$doc:meta])* $name:ident { $($field:ident: $ty:ty),* $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug)]
+        pub struct $name {
+            $(pub $field: $ty),*
+        }
+
+        impl $name {
+            /// Enqueues the kernel `f` (a function of this signature) on the runtime's stream.
+            pub fn launch<Rt: GpuRuntime>(&self, rt: &Rt, f: Rt::Function, l: Launch) -> Result<()> {
+                let $name { $($field),* } = *self;
+                // SAFETY: the fields are the kernel's parameters in number, order and type, and
+                // live until the launch has copied them.
+                unsafe {
+                    rt.launch(f, l.grid, l.block, l.shared, &mut [$((&$field) as *const $ty as *mut c_void),*])
+                }
+            }
+        }
+    };
+}
+
+kernel_params!(
+    /// `fused_step` (fused.cu and fused_ring.cu, `FUSED_STEP_PARAMS`): the leapfrog update, or
+    /// out = L p when built with LAPLACIAN_ONLY.
+    FusedStep {
+        cur: DevicePtr,
+        out: DevicePtr,
+        vel: DevicePtr,
+        gx: DevicePtr,
+        gy: DevicePtr,
+        gz: DevicePtr,
+        w: StencilWeights,
+        nx: i32,
+        ny: i32,
+        nz: i32,
+        pitch: i64,
+        plane: i64,
+        window: i32,
+    }
+);
+
+kernel_params!(
+    /// `pass_x` (pass_x.cu): lap = the x part of L p.
+    PassX { cur: DevicePtr, lap: DevicePtr, w: StencilWeights, nx: i32, ny: i32, nz: i32, pitch: i64, plane: i64 }
+);
+
+kernel_params!(
+    /// `pass_y` and `pass_z` (pass_y.cu, pass_z.cu): lap += that axis's part of L p, `window`
+    /// points along the axis per block.
+    PassWindowed {
+        cur: DevicePtr,
+        lap: DevicePtr,
+        w: StencilWeights,
+        nx: i32,
+        ny: i32,
+        nz: i32,
+        pitch: i64,
+        plane: i64,
+        window: i32,
+    }
+);
+
+kernel_params!(
+    /// `update` (update.cu): the leapfrog update from a computed Laplacian.
+    Update {
+        cur: DevicePtr,
+        out: DevicePtr,
+        vel: DevicePtr,
+        lap: DevicePtr,
+        gx: DevicePtr,
+        gy: DevicePtr,
+        gz: DevicePtr,
+        nx: i32,
+        ny: i32,
+        nz: i32,
+        pitch: i64,
+        plane: i64,
+    }
+);
+
+kernel_params!(
+    /// `cpml_x`, `cpml_y`, `cpml_z` (cpml.cu, `CPML_PARAMS`): one axis's memory variables and the
+    /// correction of p^{n+1} in its layers.
+    CpmlAxis {
+        cur: DevicePtr,
+        out: DevicePtr,
+        vel: DevicePtr,
+        psi_in: DevicePtr,
+        psi_out: DevicePtr,
+        zeta: DevicePtr,
+        a: DevicePtr,
+        b: DevicePtr,
+        w: AxisWeights,
+        g: SlabGeom,
+    }
+);
+
+kernel_params!(
+    /// `free_surface` (free_surface.cu): p = 0 on z = 0, mirrored with opposite sign above.
+    FreeSurface { cur: DevicePtr, nx: i32, ny: i32, pitch: i64, plane: i64 }
+);
+
+kernel_params!(
+    /// `inject_source` (sources.cu): field[offsets[t]] += weights[t] * samples[step].
+    InjectSource {
+        field: DevicePtr,
+        offsets: DevicePtr,
+        weights: DevicePtr,
+        ntaps: i32,
+        samples: DevicePtr,
+        nsamples: i32,
+        step: i32,
+    }
+);
+
+kernel_params!(
+    /// `record_receivers` (sources.cu): traces[r][step] = sum of the receiver's weighted taps.
+    RecordReceivers {
+        field: DevicePtr,
+        offsets: DevicePtr,
+        weights: DevicePtr,
+        first: DevicePtr,
+        nrec: i32,
+        traces: DevicePtr,
+        steps: i32,
+        step: i32,
+    }
+);
+
+kernel_params!(
+    /// `extract_section` (section.cu): an n0 x n1 plane with strides s0, s1 gathered densely.
+    ExtractSection { field: DevicePtr, out: DevicePtr, n0: i32, n1: i32, s0: i64, s1: i64 }
+);
+
+kernel_params!(
+    /// `finite_check` (finite_check.cu): sets *flag when any of n values is NaN or infinite.
+    FiniteCheck { field: DevicePtr, n: u64, flag: DevicePtr }
+);
+
+kernel_params!(
+    /// `stream_copy`, `stream_copy_x4` (stream.cu): b = a over n float4.
+    StreamCopy { a: DevicePtr, b: DevicePtr, n: u64 }
+);
+
+kernel_params!(
+    /// `stream_3r1w`, `stream_3r1w_x4` (stream.cu): d = a + b + c over n float4.
+    StreamThreeReadOneWrite { a: DevicePtr, b: DevicePtr, c: DevicePtr, d: DevicePtr, n: u64 }
+);
+
+kernel_params!(
+    /// `stream_fill` (stream.cu): deterministic values from `seed` over n float4.
+    StreamFill { a: DevicePtr, n: u64, seed: f32 }
+);
+
+/// The functions of a step's module.
+pub struct Kernels<F> {
+    pub fused: F,
+    pub pass_x: F,
+    pub pass_y: F,
+    pub pass_z: F,
+    pub update: F,
+    /// cpml_x, cpml_y, cpml_z.
+    pub cpml: [F; 3],
+    pub free_surface: F,
+    pub inject: F,
+    pub record: F,
+    pub section: F,
+    pub finite_check: F,
+}
+
+impl<F: Copy> Kernels<F> {
+    /// Looks every kernel of a step up in `module` (built from `sources::step`).
+    pub fn load<Rt: GpuRuntime<Function = F>>(rt: &Rt, module: &Rt::Module) -> Result<Self> {
+        let f = |n: &str| rt.function(module, n);
+        Ok(Kernels {
+            fused: f("fused_step")?,
+            pass_x: f("pass_x")?,
+            pass_y: f("pass_y")?,
+            pass_z: f("pass_z")?,
+            update: f("update")?,
+            cpml: [f("cpml_x")?, f("cpml_y")?, f("cpml_z")?],
+            free_surface: f("free_surface")?,
+            inject: f("inject_source")?,
+            record: f("record_receivers")?,
+            section: f("extract_section")?,
+            finite_check: f("finite_check")?,
+        })
+    }
+}

@@ -1,0 +1,140 @@
+//! What a GPU vendor's runtime provides ([`GpuRuntime`]): memory, run-time compilation, launches
+//! and events on one in-order stream, byte-oriented so that CUDA and HIP implement it the same way,
+//! and [`DeviceBuffer`], device memory that frees itself.
+
+use anyhow::Result;
+use std::ffi::c_void;
+use std::rc::Rc;
+
+/// A device address.
+pub type DevicePtr = u64;
+
+/// What a GPU vendor's runtime provides to [`GpuSolver`]. All work goes to one in-order stream.
+pub trait GpuRuntime {
+    type Module;
+    type Function: Copy;
+    type Event;
+
+    /// "cuda" or "hip".
+    fn vendor(&self) -> &'static str;
+    fn device_name(&self) -> String;
+    /// Compilation target, e.g. "sm_90" or "gfx90a".
+    fn arch(&self) -> String;
+    fn multiprocessors(&self) -> u32;
+    /// (free, total) device memory in bytes.
+    fn mem_info(&self) -> Result<(usize, usize)>;
+    fn alloc(&self, bytes: usize) -> Result<DevicePtr>;
+    /// # Safety
+    /// `ptr` comes from `alloc` and is freed once; no queued work still uses it after this call.
+    unsafe fn free(&self, ptr: DevicePtr);
+    /// Enqueues a zero fill of `bytes` bytes.
+    fn zero(&self, ptr: DevicePtr, bytes: usize) -> Result<()>;
+    /// Copies host bytes to the device after the stream's queued work (returns when done).
+    fn upload(&self, dst: DevicePtr, src: &[u8]) -> Result<()>;
+    /// Copies device bytes to the host after the stream's queued work (returns when done).
+    fn download(&self, src: DevicePtr, dst: &mut [u8]) -> Result<()>;
+    /// Compiler flags the runtime adds itself (part of the kernel cache key).
+    fn compiler_flags(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Compiles one source into a loadable binary image for this device.
+    fn compile(&self, source: &str, name: &str, options: &[String]) -> Result<Vec<u8>>;
+    fn load_module(&self, image: &[u8]) -> Result<Self::Module>;
+    fn function(&self, module: &Self::Module, name: &str) -> Result<Self::Function>;
+    /// Enqueues a kernel; `args[i]` points at the value of the kernel's i-th parameter.
+    ///
+    /// # Safety
+    /// The arguments must match the kernel's parameter list in number, order and type.
+    unsafe fn launch(
+        &self,
+        f: Self::Function,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_bytes: u32,
+        args: &mut [*mut c_void],
+    ) -> Result<()>;
+    fn event(&self) -> Result<Self::Event>;
+    fn record(&self, event: &Self::Event) -> Result<()>;
+    /// Milliseconds between two recorded events (both must have completed).
+    fn elapsed_ms(&self, start: &Self::Event, end: &Self::Event) -> Result<f32>;
+    fn synchronize(&self) -> Result<()>;
+    /// Lets a kernel use `bytes` of dynamic shared memory (beyond the default 48 KB where needed).
+    fn allow_dynamic_shared(&self, f: Self::Function, bytes: u32) -> Result<()> {
+        let _ = (f, bytes);
+        Ok(())
+    }
+    /// Blocks of `threads` threads and `shared_bytes` of dynamic shared memory that fit on one
+    /// multiprocessor at once (None when the runtime cannot tell).
+    fn resident_blocks(&self, f: Self::Function, threads: u32, shared_bytes: u32) -> Option<u32> {
+        let _ = (f, threads, shared_bytes);
+        None
+    }
+    /// Compiler resources of a kernel (registers, spills, shared memory), for reports.
+    fn function_info(&self, f: Self::Function) -> String {
+        let _ = f;
+        String::new()
+    }
+}
+
+/// Device memory owned by its holder and freed on drop. Whoever drops buffers that queued work may
+/// still use must drain the stream first ([`GpuSolver`](super::GpuSolver)'s `Drop` does).
+pub struct DeviceBuffer<Rt: GpuRuntime> {
+    ptr: DevicePtr,
+    bytes: usize,
+    rt: Rc<Rt>,
+}
+
+impl<Rt: GpuRuntime> DeviceBuffer<Rt> {
+    /// `bytes` of device memory, zero-filled (the fill is queued on the stream).
+    pub fn zeroed(rt: &Rc<Rt>, bytes: usize) -> Result<Self> {
+        let b = DeviceBuffer { ptr: rt.alloc(bytes)?, bytes, rt: rt.clone() };
+        rt.zero(b.ptr, bytes)?;
+        Ok(b)
+    }
+
+    /// Device memory holding a copy of `data`.
+    pub fn from_slice<T: Copy>(rt: &Rc<Rt>, data: &[T]) -> Result<Self> {
+        let bytes = as_bytes(data);
+        let b = DeviceBuffer { ptr: rt.alloc(bytes.len())?, bytes: bytes.len(), rt: rt.clone() };
+        rt.upload(b.ptr, bytes)?;
+        Ok(b)
+    }
+
+    /// The device address of the first byte.
+    pub fn ptr(&self) -> DevicePtr {
+        self.ptr
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Copies `data` to the start of the buffer after the queued work.
+    pub fn upload<T: Copy>(&self, data: &[T]) -> Result<()> {
+        let bytes = as_bytes(data);
+        anyhow::ensure!(bytes.len() <= self.bytes, "upload of {} bytes into a buffer of {}", bytes.len(), self.bytes);
+        self.rt.upload(self.ptr, bytes)
+    }
+
+    /// Queues a zero fill of the whole buffer.
+    pub fn zero(&self) -> Result<()> {
+        self.rt.zero(self.ptr, self.bytes)
+    }
+}
+
+impl<Rt: GpuRuntime> Drop for DeviceBuffer<Rt> {
+    fn drop(&mut self) {
+        // SAFETY: allocated by this buffer and freed once; see the type's docs for queued work.
+        unsafe { self.rt.free(self.ptr) };
+    }
+}
+
+pub fn as_bytes<T: Copy>(v: &[T]) -> &[u8] {
+    // SAFETY: plain-old-data slices (f32, u32, u64) viewed as bytes.
+    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
+}
+
+pub fn as_bytes_mut<T: Copy>(v: &mut [T]) -> &mut [u8] {
+    // SAFETY: as as_bytes; every bit pattern is a valid f32.
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, std::mem::size_of_val(v)) }
+}

@@ -1,0 +1,743 @@
+//! [`GpuSolver`]: a [`Problem`]'s state on one device, over any [`GpuRuntime`]. Every buffer is
+//! allocated when it opens and owned by it ([`DeviceBuffer`]); each [`Backend::step`] only enqueues
+//! kernels (free surface, the interior as one fused kernel or three passes plus an update, the CPML
+//! layers, source, receivers), in the order of `backend`'s module docs. The host waits only for
+//! snapshots, traces, step timings and the blow-up check.
+
+use super::geometry::{FUSED_SHORTEST, LAPLACIAN_SHORTEST, LaunchGeometry, field_extra};
+use super::kernels::{
+    AxisWeights, CpmlAxis, ExtractSection, FiniteCheck, FreeSurface, FusedStep, InjectSource, Kernels, Launch,
+    PassWindowed, PassX, RecordReceivers, SlabGeom, StencilWeights, Update,
+};
+use super::runtime::{DeviceBuffer, DevicePtr, GpuRuntime, as_bytes_mut};
+use super::sources::{self, kernel_options, load_kernels};
+use crate::backend::tuning::Tuning;
+use crate::backend::{Backend, DeviceInfo};
+use crate::boundary::BoundaryKind;
+use crate::config::KernelChoice;
+use crate::grid::{Layout, Section, for_each_section};
+use crate::problem::{Problem, Receiver, Tap};
+use anyhow::{Context, Result, bail, ensure};
+use serde::{Deserialize, Serialize};
+use std::rc::Rc;
+
+/// Which interior operator to time (see [`GpuSolver::time_interior`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Operator {
+    /// The fused leapfrog step (one pass).
+    #[default]
+    Fused,
+    /// x, y, z passes into a scratch Laplacian, then the update.
+    ThreePass,
+    /// out = L p only, by the fused kernel compiled with LAPLACIAN_ONLY.
+    Laplacian,
+}
+
+impl Operator {
+    /// Theoretical bytes per application (the effective-bandwidth numerator).
+    pub fn bytes(&self, shape: [usize; 3], radius: usize) -> u64 {
+        crate::problem::step_bytes(shape, radius, *self != Operator::Laplacian)
+    }
+}
+
+/// Device bytes a problem needs with this kernel (estimated before anything is allocated).
+pub fn estimate_bytes(problem: &Problem, kernel: KernelChoice) -> u64 {
+    let l = &problem.layout;
+    let field = (l.len() + field_extra(l)) as u64 * 4;
+    let fields = if kernel == KernelChoice::ThreePass { 4 } else { 3 };
+    let shape = problem.shape();
+    let slabs: u64 = if problem.boundary.kind == BoundaryKind::Cpml {
+        problem.boundary.slabs(shape).iter().map(|s| s.len() as u64 * 12).sum()
+    } else {
+        0
+    };
+    let traces = (problem.receivers.len() * problem.steps) as u64 * 4;
+    fields * field + slabs + traces + (1 << 20)
+}
+
+/// Memory kept free beside a run's buffers (the runtime's own, the kernels' modules).
+pub const MEMORY_MARGIN: u64 = 128 << 20;
+
+/// Errors, before anything is allocated, when `problem` with `kernel` needs more than `free` bytes
+/// of `device` (of `total`) less [`MEMORY_MARGIN`], naming the grid, the need and the memory.
+pub fn check_fits(problem: &Problem, kernel: KernelChoice, device: &str, free: u64, total: u64) -> Result<()> {
+    let need = estimate_bytes(problem, kernel);
+    if need + MEMORY_MARGIN > free {
+        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+        let [nx, ny, nz] = problem.shape();
+        bail!(
+            "grid.shape = [{nx}, {ny}, {nz}] (radius {}, {} kernel, {} receivers x {} steps) needs {:.2} GiB of GPU \
+             memory, but {device} has only {:.2} GiB free of {:.2} GiB: use a smaller grid, fewer receivers or steps, \
+             or the CPU backend",
+            problem.stencil.radius,
+            kernel_name(kernel),
+            problem.receivers.len(),
+            problem.steps,
+            gib(need),
+            gib(free),
+            gib(total)
+        );
+    }
+    Ok(())
+}
+
+pub(crate) fn kernel_name(k: KernelChoice) -> &'static str {
+    match k {
+        KernelChoice::Fused => "fused",
+        KernelChoice::ThreePass => "three-pass",
+    }
+}
+
+/// One axis's CPML state on the device. psi is double-buffered: a step reads the previous psi
+/// from `psi[0]` and writes the new one to `psi[1]` (cpml.cu recomputes the neighbours' new psi
+/// from the old), then the two swap.
+struct CpmlAxisDev<Rt: GpuRuntime> {
+    axis: usize,
+    geom: SlabGeom,
+    psi: [DeviceBuffer<Rt>; 2],
+    zeta: DeviceBuffer<Rt>,
+    a: DeviceBuffer<Rt>,
+    b: DeviceBuffer<Rt>,
+}
+
+/// The source's taps on the device: offsets into the padded field, weights (with c^2 dt^2 of the
+/// tap folded in) and the wavelet's samples.
+struct SourceTable<Rt: GpuRuntime> {
+    offsets: DeviceBuffer<Rt>,
+    weights: DeviceBuffer<Rt>,
+    samples: DeviceBuffer<Rt>,
+    taps: usize,
+    nsamples: usize,
+}
+
+impl<Rt: GpuRuntime> SourceTable<Rt> {
+    /// None for a source without taps or samples.
+    fn new(rt: &Rc<Rt>, problem: &Problem) -> Result<Option<Self>> {
+        let (layout, src) = (&problem.layout, &problem.source);
+        if src.taps.is_empty() || src.samples.is_empty() {
+            return Ok(None);
+        }
+        let offs: Vec<u64> = src.taps.iter().map(|t| tap_offset(layout, t)).collect();
+        // As the CPU reference rounds them: the tap weight and c^2 dt^2 to f32 first, then the product.
+        let w: Vec<f32> = src
+            .taps
+            .iter()
+            .map(|t| (t.weight as f32 as f64 * problem.vel2dt2_at(t.point) as f32 as f64) as f32)
+            .collect();
+        let samples: Vec<f32> = src.samples.iter().map(|&v| v as f32).collect();
+        Ok(Some(SourceTable {
+            offsets: DeviceBuffer::from_slice(rt, &offs)?,
+            weights: DeviceBuffer::from_slice(rt, &w)?,
+            samples: DeviceBuffer::from_slice(rt, &samples)?,
+            taps: offs.len(),
+            nsamples: samples.len(),
+        }))
+    }
+}
+
+/// The receivers' taps on the device (receiver r owns taps first[r]..first[r + 1]) and their
+/// traces, (receivers, steps) row-major.
+struct ReceiverTable<Rt: GpuRuntime> {
+    offsets: DeviceBuffer<Rt>,
+    weights: DeviceBuffer<Rt>,
+    first: DeviceBuffer<Rt>,
+    traces: DeviceBuffer<Rt>,
+    count: usize,
+}
+
+impl<Rt: GpuRuntime> ReceiverTable<Rt> {
+    /// None without receivers; traces of `steps` samples each, zeroed.
+    fn new(rt: &Rc<Rt>, layout: &Layout, receivers: &[Receiver], steps: usize) -> Result<Option<Self>> {
+        if receivers.is_empty() {
+            return Ok(None);
+        }
+        let mut offs = Vec::new();
+        let mut w = Vec::new();
+        let mut first = vec![0u32];
+        for rcv in receivers {
+            for t in &rcv.taps {
+                offs.push(tap_offset(layout, t));
+                w.push(t.weight as f32);
+            }
+            first.push(offs.len() as u32);
+        }
+        Ok(Some(ReceiverTable {
+            offsets: DeviceBuffer::from_slice(rt, &offs)?,
+            weights: DeviceBuffer::from_slice(rt, &w)?,
+            first: DeviceBuffer::from_slice(rt, &first)?,
+            traces: DeviceBuffer::zeroed(rt, receivers.len() * steps * 4)?,
+            count: receivers.len(),
+        }))
+    }
+}
+
+fn tap_offset(layout: &Layout, t: &Tap) -> u64 {
+    layout.index(t.point[0] as isize, t.point[1] as isize, t.point[2] as isize) as u64
+}
+
+/// The device address of a buffer that may be absent (kernels test such pointers for null).
+fn ptr_or_null<Rt: GpuRuntime>(b: &Option<DeviceBuffer<Rt>>) -> DevicePtr {
+    b.as_ref().map_or(0, DeviceBuffer::ptr)
+}
+
+/// The GPU solver over any [`GpuRuntime`]: every buffer allocated once, steps only enqueue.
+pub struct GpuSolver<Rt: GpuRuntime> {
+    kernel: KernelChoice,
+    layout: Layout,
+    radius: usize,
+    /// The launch shape and the fused grid's geometry (its tuning's window is the initial one).
+    geometry: LaunchGeometry,
+    window: u32,
+    /// z-planes per block of the Laplacian-only operator (its own automatic choice).
+    laplacian_window: u32,
+    free_surface: bool,
+    weights: StencilWeights,
+    axis_weights: [AxisWeights; 3],
+    /// Elements of each field buffer (the padded layout plus [`field_extra`]).
+    field_len: usize,
+    /// p^n, p^{n-1} (overwritten by p^{n+1}), c^2 dt^2.
+    cur: DeviceBuffer<Rt>,
+    prev: DeviceBuffer<Rt>,
+    vel: DeviceBuffer<Rt>,
+    /// The three-pass Laplacian, or the Laplacian-only operator's output.
+    lap: Option<DeviceBuffer<Rt>>,
+    /// Sponge factors per axis (sponge runs only).
+    damp: [Option<DeviceBuffer<Rt>>; 3],
+    cpml: Vec<CpmlAxisDev<Rt>>,
+    source: Option<SourceTable<Rt>>,
+    receivers: Option<ReceiverTable<Rt>>,
+    trace_steps: usize,
+    steps_done: usize,
+    events: Vec<Rt::Event>,
+    /// Host copy of the interior z-planes for snapshots (sized at the first one, then reused).
+    snapshot_staging: Vec<f32>,
+    /// Device buffer plane snapshots are gathered into (allocated at the first, grown as needed).
+    section_staging: Option<DeviceBuffer<Rt>>,
+    /// The blow-up check's flag, one u32 (allocated at the first check).
+    finite_flag: Option<DeviceBuffer<Rt>>,
+    /// The Laplacian-only build (loaded at its first timing) and its dynamic shared memory.
+    laplacian: Option<(Rt::Module, Rt::Function, u32)>,
+    f: Kernels<Rt::Function>,
+    /// Keeps the functions in `f` valid.
+    _module: Rt::Module,
+    rt: Rc<Rt>,
+}
+
+impl<Rt: GpuRuntime> Drop for GpuSolver<Rt> {
+    fn drop(&mut self) {
+        // The buffers free themselves after this, once no queued kernel can still use them.
+        let _ = self.rt.synchronize();
+    }
+}
+
+impl<Rt: GpuRuntime> GpuSolver<Rt> {
+    /// Allocates and uploads everything the problem needs; errors (before allocating) if it does
+    /// not fit in the device's free memory.
+    pub fn new(rt: Rt, problem: &Problem, kernel: KernelChoice, tuning: Tuning) -> Result<Self> {
+        let layout = problem.layout;
+        let shape = problem.shape();
+        let r = problem.stencil.radius;
+        ensure!(layout.halo == r, "layout halo must equal the stencil radius");
+        let tuning = tuning.effective(r);
+        tuning.check(r)?;
+        ensure!(
+            shape.iter().all(|&n| n < i32::MAX as usize / 2),
+            "grid {shape:?} is too large for 32-bit indices along an axis"
+        );
+        let (free, total) = rt.mem_info()?;
+        check_fits(problem, kernel, &rt.device_name(), free as u64, total as u64)?;
+        let rt = Rc::new(rt);
+        let b = &problem.boundary;
+        let sponge = b.kind == BoundaryKind::Sponge;
+        let module = load_kernels(&*rt, &sources::step(&tuning), &kernel_options(r, &tuning, sponge, false))?;
+        let f = Kernels::load(&*rt, &module)?;
+        rt.allow_dynamic_shared(f.fused, tuning.dynamic_shared_bytes(r, false))?;
+
+        // Weights exactly as the CPU reference rounds them.
+        let c2: [Vec<f32>; 3] = std::array::from_fn(|a| {
+            problem.stencil.second_scaled(problem.spacing[a]).into_iter().map(|c| c as f32).collect()
+        });
+        let mut weights =
+            StencilWeights { centre: (0..3).map(|a| c2[a][0] as f64).sum::<f64>() as f32, ..Default::default() };
+        // Index 0 stays unused per axis: the kernels take the centres summed in `centre`.
+        weights.cx[1..=r].copy_from_slice(&c2[0][1..=r]);
+        weights.cy[1..=r].copy_from_slice(&c2[1][1..=r]);
+        weights.cz[1..=r].copy_from_slice(&c2[2][1..=r]);
+        let axis_weights = std::array::from_fn(|a| {
+            let mut w = AxisWeights::default();
+            for (c1, first) in w.c1.iter_mut().zip(&problem.stencil.first) {
+                *c1 = (first / problem.spacing[a]) as f32;
+            }
+            w.c2[..=r].copy_from_slice(&c2[a][..=r]);
+            w
+        });
+
+        let per_sm =
+            rt.resident_blocks(f.fused, tuning.block_x * tuning.block_y, tuning.dynamic_shared_bytes(r, false));
+        let geometry =
+            LaunchGeometry::new(shape, r, tuning, rt.multiprocessors() * per_sm.unwrap_or(tuning.min_blocks).max(1));
+
+        let field_len = layout.len() + field_extra(&layout);
+        let field = || DeviceBuffer::zeroed(&rt, field_len * 4);
+        let (cur, prev, vel) = (field()?, field()?, field()?);
+        let lap = if kernel == KernelChoice::ThreePass { Some(field()?) } else { None };
+        let vel2dt2: Vec<f32> = problem.vel2dt2().into_iter().map(|v| v as f32).collect();
+        let mut padded = vec![0.0f32; layout.len()];
+        layout.scatter(&vel2dt2, &mut padded);
+        drop(vel2dt2);
+        vel.upload(&padded)?;
+
+        let mut damp = [None, None, None];
+        if sponge {
+            // Padded with ones so that lanes and rows past the grid read defined values.
+            for (a, profile) in b.profiles.iter().enumerate() {
+                let mut g: Vec<f32> = profile.damp.iter().map(|&v| v as f32).collect();
+                g.resize(shape[a] + 256, 1.0);
+                damp[a] = Some(DeviceBuffer::from_slice(&rt, &g)?);
+            }
+        }
+        let mut cpml = Vec::new();
+        if b.kind == BoundaryKind::Cpml {
+            for slab in b.slabs(shape) {
+                if slab.is_empty() {
+                    continue;
+                }
+                let a = slab.axis;
+                let e = slab.extent();
+                // The top layer of a free surface's axis has a = 0: psi and zeta stay zero there.
+                let half_first = (a == 2 && b.free_surface) as i32;
+                let geom = SlabGeom {
+                    width: slab.width as i32,
+                    n: shape.map(|n| n as i32),
+                    e: e.map(|n| n as i32),
+                    half_first,
+                    pitch: layout.pitch as i64,
+                    plane: layout.plane as i64,
+                };
+                let pa: Vec<f32> = b.profiles[a].a.iter().map(|&v| v as f32).collect();
+                let pb: Vec<f32> = b.profiles[a].b.iter().map(|&v| v as f32).collect();
+                let slab_bytes = slab.len() * 4;
+                cpml.push(CpmlAxisDev {
+                    axis: a,
+                    geom,
+                    psi: [DeviceBuffer::zeroed(&rt, slab_bytes)?, DeviceBuffer::zeroed(&rt, slab_bytes)?],
+                    zeta: DeviceBuffer::zeroed(&rt, slab_bytes)?,
+                    a: DeviceBuffer::from_slice(&rt, &pa)?,
+                    b: DeviceBuffer::from_slice(&rt, &pb)?,
+                });
+            }
+        }
+        let source = SourceTable::new(&rt, problem)?;
+        let receivers = ReceiverTable::new(&rt, &layout, &problem.receivers, problem.steps)?;
+        let events = (0..=problem.steps).map(|_| rt.event()).collect::<Result<_>>()?;
+
+        let mut s = GpuSolver {
+            kernel,
+            layout,
+            radius: r,
+            geometry,
+            window: 0,
+            laplacian_window: 0,
+            free_surface: b.free_surface,
+            weights,
+            axis_weights,
+            field_len,
+            cur,
+            prev,
+            vel,
+            lap,
+            damp,
+            cpml,
+            source,
+            receivers,
+            trace_steps: problem.steps,
+            steps_done: 0,
+            events,
+            snapshot_staging: Vec::new(),
+            section_staging: None,
+            finite_flag: None,
+            laplacian: None,
+            f,
+            _module: module,
+            rt,
+        };
+        s.set_window(s.choose_window(FUSED_SHORTEST));
+        // Always automatic: a tuned window is the full step's (H100, 512^3: the tuner's 4 planes
+        // gave the Laplacian-only operator 73.4% of copy, 12 and 16 planes 90.6% and 89.4%).
+        s.laplacian_window = s.geometry.guarded_window(s.geometry.auto_window(LAPLACIAN_SHORTEST));
+        s.rt.synchronize()?;
+        Ok(s)
+    }
+
+    /// z-planes per fused block: the tuning's window, or where it is 0 the automatic one.
+    fn choose_window(&self, shortest_banded: usize) -> u32 {
+        let t = &self.geometry.tuning;
+        if t.window > 0 { t.window } else { self.geometry.auto_window(shortest_banded) }
+    }
+
+    /// Compiler resources of the interior kernels, for reports.
+    pub fn kernel_info(&self) -> String {
+        let mut parts = vec![format!("fused: {}", self.rt.function_info(self.f.fused))];
+        if let Some((_, f, _)) = &self.laplacian {
+            parts.push(format!("laplacian: {}", self.rt.function_info(*f)));
+        }
+        if self.kernel == KernelChoice::ThreePass {
+            for (n, f) in [("pass_x", self.f.pass_x), ("pass_z", self.f.pass_z), ("update", self.f.update)] {
+                parts.push(format!("{n}: {}", self.rt.function_info(f)));
+            }
+        }
+        parts.join("; ")
+    }
+
+    pub fn runtime(&self) -> &Rt {
+        &self.rt
+    }
+
+    /// Grid shape (nx, ny, nz) and stencil radius.
+    pub fn shape(&self) -> [usize; 3] {
+        self.geometry.shape
+    }
+
+    pub fn radius(&self) -> usize {
+        self.radius
+    }
+
+    pub fn tuning(&self) -> Tuning {
+        Tuning { window: self.window, ..self.geometry.tuning }
+    }
+
+    /// The launch shape `op` runs with: the Laplacian-only operator has its own ring depth and
+    /// z-window.
+    pub fn operator_tuning(&self, op: Operator) -> Tuning {
+        match op {
+            Operator::Laplacian => {
+                Tuning { window: self.laplacian_window, ..self.geometry.tuning.for_laplacian(self.radius) }
+            }
+            _ => self.tuning(),
+        }
+    }
+
+    /// The z-windows of the fused step and of the Laplacian-only operator.
+    pub fn windows(&self) -> (u32, u32) {
+        (self.window, self.laplacian_window)
+    }
+
+    /// Sets both z-windows as [`Self::windows`] returned them.
+    pub fn restore_windows(&mut self, (fused, laplacian): (u32, u32)) {
+        (self.window, self.laplacian_window) = (fused, laplacian);
+    }
+
+    fn origin(&self, p: DevicePtr) -> DevicePtr {
+        p + self.layout.origin() as u64 * 4
+    }
+
+    /// Sets p^n and p^{n-1} from dense (nz, ny, nx) arrays (tests, benchmarks).
+    pub fn set_state(&mut self, current: &[f32], previous: &[f32]) -> Result<()> {
+        let mut field = vec![0.0f32; self.layout.len()];
+        self.layout.scatter(current, &mut field);
+        self.cur.upload(&field)?;
+        self.layout.scatter(previous, &mut field);
+        self.prev.upload(&field)
+    }
+
+    /// One snapshot section into `out`: a plane is gathered on the device and only its points come
+    /// down; the volume comes down whole.
+    fn snapshot_section(&mut self, section: &Section, out: &mut [f32]) -> Result<()> {
+        let Some((n0, n1, first, s0, s1)) = section.plane_lines(&self.layout) else {
+            return self.snapshot(out);
+        };
+        if self.section_staging.as_ref().is_none_or(|b| b.bytes() < n0 * n1 * 4) {
+            self.section_staging = Some(DeviceBuffer::zeroed(&self.rt, n0 * n1 * 4)?);
+        }
+        let dense = ptr_or_null(&self.section_staging);
+        let args = ExtractSection {
+            field: self.cur.ptr() + (first * 4) as DevicePtr,
+            out: dense,
+            n0: n0 as i32,
+            n1: n1 as i32,
+            s0: s0 as i64,
+            s1: s1 as i64,
+        };
+        let l = Launch { grid: [n0.div_ceil(256) as u32, n1.min(65535) as u32, 1], block: [256, 1, 1], shared: 0 };
+        args.launch(&*self.rt, self.f.section, l)?;
+        self.rt.download(dense, as_bytes_mut(out))
+    }
+
+    /// Sets the z-window of the fused step and of the Laplacian-only operator
+    /// ([`LaunchGeometry::guarded_window`]).
+    pub fn set_window(&mut self, window: u32) {
+        self.window = self.geometry.guarded_window(window);
+        self.laplacian_window = self.window;
+    }
+
+    /// Sets the z-window `op` runs with (0: its automatic choice), leaving the other operator's.
+    pub fn set_operator_window(&mut self, op: Operator, window: u32) {
+        let shortest = if op == Operator::Laplacian { LAPLACIAN_SHORTEST } else { FUSED_SHORTEST };
+        let g = &self.geometry;
+        let w = g.guarded_window(if window == 0 { g.auto_window(shortest) } else { window });
+        match op {
+            Operator::Laplacian => self.laplacian_window = w,
+            _ => self.window = w,
+        }
+    }
+
+    /// Enqueues the interior update (or L p into `out` with the Laplacian-only kernel).
+    fn launch_interior(&self, op: Operator, out: DevicePtr) -> Result<()> {
+        let [nx, ny, nz] = self.geometry.shape.map(|n| n as i32);
+        let (pitch, plane) = (self.layout.pitch as i64, self.layout.plane as i64);
+        let (cur, out, vel) = (self.origin(self.cur.ptr()), self.origin(out), self.origin(self.vel.ptr()));
+        let [gx, gy, gz] = self.damp.each_ref().map(ptr_or_null);
+        let w = self.weights;
+        let t = &self.geometry.tuning;
+        let window = if op == Operator::Laplacian { self.laplacian_window } else { self.window };
+        let fused = |f: Rt::Function, shared: u32| {
+            let l = Launch { grid: self.geometry.fused_grid(window), block: [t.block_x, t.block_y, 1], shared };
+            let window = window as i32;
+            FusedStep { cur, out, vel, gx, gy, gz, w, nx, ny, nz, pitch, plane, window }.launch(&*self.rt, f, l)
+        };
+        match op {
+            Operator::Fused => fused(self.f.fused, t.dynamic_shared_bytes(self.radius, false)),
+            Operator::Laplacian => {
+                let (_, f, shared) = self.laplacian.as_ref().context("Laplacian kernel not loaded")?;
+                fused(*f, *shared)
+            }
+            Operator::ThreePass => {
+                let lap = self.origin(self.lap.as_ref().context("three-pass scratch field not allocated")?.ptr());
+                let (bx, by) = self.geometry.grid_xy();
+                let block = [32, t.block_y, 1];
+                let at = |grid: [u32; 3]| Launch { grid, block, shared: 0 };
+                // Blocks of pass_y and pass_z march `window` points along their axis.
+                let window = 64i32;
+                let rt = &*self.rt;
+                PassX { cur, lap, w, nx, ny, nz, pitch, plane }.launch(rt, self.f.pass_x, at([bx, by, nz as u32]))?;
+                let along = |n: i32| (n as u32).div_ceil(window as u32);
+                let pass = PassWindowed { cur, lap, w, nx, ny, nz, pitch, plane, window };
+                pass.launch(rt, self.f.pass_y, at([bx, (nz as u32).div_ceil(t.block_y), along(ny)]))?;
+                pass.launch(rt, self.f.pass_z, at([bx, by, along(nz)]))?;
+                Update { cur, out, vel, lap, gx, gy, gz, nx, ny, nz, pitch, plane }.launch(
+                    rt,
+                    self.f.update,
+                    at([bx, by, nz as u32]),
+                )
+            }
+        }
+    }
+
+    /// Enqueues the CPML update of every axis after the interior's (x, then y, then z, as the CPU
+    /// reference adds them), then swaps each axis's psi buffers.
+    fn launch_cpml(&mut self) -> Result<()> {
+        let (cur, out, vel) = (self.origin(self.cur.ptr()), self.origin(self.prev.ptr()), self.origin(self.vel.ptr()));
+        for c in &mut self.cpml {
+            let g = c.geom;
+            // cpml.cu: blocks of 32 lines across the axis (x over the first other axis), y over
+            // the layers' segments of 32 points, z over the second other axis.
+            let (u, v) = match c.axis {
+                0 => (g.n[1], g.n[2]),
+                1 => (g.n[0], g.n[2]),
+                _ => (g.n[0], g.n[1]),
+            };
+            let layers = 2 - g.half_first as u32;
+            let grid = [(u as u32).div_ceil(32), layers * (g.width as u32).div_ceil(32), (v as u32).min(65535)];
+            let args = CpmlAxis {
+                cur,
+                out,
+                vel,
+                psi_in: c.psi[0].ptr(),
+                psi_out: c.psi[1].ptr(),
+                zeta: c.zeta.ptr(),
+                a: c.a.ptr(),
+                b: c.b.ptr(),
+                w: self.axis_weights[c.axis],
+                g,
+            };
+            args.launch(&*self.rt, self.f.cpml[c.axis], Launch { grid, block: [256, 1, 1], shared: 0 })?;
+            c.psi.swap(0, 1);
+        }
+        Ok(())
+    }
+
+    /// Enqueues step `n` (order of `backend`'s module docs), then swaps p^n and p^{n+1}.
+    fn enqueue_step(&mut self, n: usize) -> Result<()> {
+        let [nx, ny, _] = self.geometry.shape.map(|v| v as i32);
+        let rt = &*self.rt;
+        if self.free_surface {
+            let (pitch, plane) = (self.layout.pitch as i64, self.layout.plane as i64);
+            let l =
+                Launch { grid: [(nx as u32).div_ceil(32), (ny as u32).div_ceil(8), 1], block: [32, 8, 1], shared: 0 };
+            FreeSurface { cur: self.origin(self.cur.ptr()), nx, ny, pitch, plane }.launch(
+                rt,
+                self.f.free_surface,
+                l,
+            )?;
+        }
+        let op = if self.kernel == KernelChoice::ThreePass { Operator::ThreePass } else { Operator::Fused };
+        self.launch_interior(op, self.prev.ptr())?;
+        self.launch_cpml()?;
+        let rt = &*self.rt;
+        let step = n as i32;
+        if let Some(s) = &self.source
+            && n < s.nsamples
+        {
+            let args = InjectSource {
+                field: self.prev.ptr(),
+                offsets: s.offsets.ptr(),
+                weights: s.weights.ptr(),
+                ntaps: s.taps as i32,
+                samples: s.samples.ptr(),
+                nsamples: s.nsamples as i32,
+                step,
+            };
+            args.launch(rt, self.f.inject, Launch::linear((s.taps as u32).div_ceil(32), 32))?;
+        }
+        if let Some(r) = &self.receivers
+            && n < self.trace_steps
+        {
+            let args = RecordReceivers {
+                field: self.prev.ptr(),
+                offsets: r.offsets.ptr(),
+                weights: r.weights.ptr(),
+                first: r.first.ptr(),
+                nrec: r.count as i32,
+                traces: r.traces.ptr(),
+                steps: self.trace_steps as i32,
+                step,
+            };
+            args.launch(rt, self.f.record, Launch::linear((r.count as u32).div_ceil(128), 128))?;
+        }
+        std::mem::swap(&mut self.cur, &mut self.prev);
+        Ok(())
+    }
+
+    /// Device seconds of each of `reps` applications of an interior operator alone (no boundary,
+    /// source or receivers), after 3 untimed ones; for benchmarks. Leapfrog operators advance the
+    /// state (cur and prev swap each time) as a run does.
+    pub fn time_interior(&mut self, op: Operator, reps: usize) -> Result<Vec<f64>> {
+        if op == Operator::Laplacian && self.laplacian.is_none() {
+            let t = self.geometry.tuning.for_laplacian(self.radius);
+            let m = load_kernels(&*self.rt, &[sources::fused(&t)], &kernel_options(self.radius, &t, false, true))?;
+            let f = self.rt.function(&m, "fused_step")?;
+            let shared = t.dynamic_shared_bytes(self.radius, true);
+            self.rt.allow_dynamic_shared(f, shared)?;
+            self.laplacian = Some((m, f, shared));
+        }
+        if op != Operator::Fused && self.lap.is_none() {
+            self.lap = Some(DeviceBuffer::zeroed(&self.rt, self.field_len * 4)?);
+        }
+        let events: Vec<Rt::Event> = (0..=reps).map(|_| self.rt.event()).collect::<Result<_>>()?;
+        for i in 0..reps + 3 {
+            if i >= 3 {
+                self.rt.record(&events[i - 3])?;
+            }
+            let out = if op == Operator::Laplacian { ptr_or_null(&self.lap) } else { self.prev.ptr() };
+            self.launch_interior(op, out)?;
+            if op != Operator::Laplacian {
+                std::mem::swap(&mut self.cur, &mut self.prev);
+            }
+        }
+        self.rt.record(&events[reps])?;
+        self.rt.synchronize()?;
+        (0..reps).map(|i| Ok(self.rt.elapsed_ms(&events[i], &events[i + 1])? as f64 * 1e-3)).collect()
+    }
+}
+
+impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
+    fn info(&self) -> DeviceInfo {
+        DeviceInfo { backend: self.rt.vendor(), name: self.rt.device_name(), kernel: kernel_name(self.kernel).into() }
+    }
+
+    fn step(&mut self, n: usize) -> Result<()> {
+        let k = self.steps_done;
+        if k == 0 && !self.events.is_empty() {
+            self.rt.record(&self.events[0])?;
+        }
+        self.enqueue_step(n)?;
+        if k + 1 < self.events.len() {
+            self.rt.record(&self.events[k + 1])?;
+        }
+        self.steps_done += 1;
+        Ok(())
+    }
+
+    fn snapshot(&mut self, out: &mut [f32]) -> Result<()> {
+        ensure!(
+            out.len() == self.layout.points(),
+            "snapshot buffer has {} values, grid {}",
+            out.len(),
+            self.layout.points()
+        );
+        // Only the interior's z-planes come down, into a host buffer kept between snapshots.
+        let l = self.layout;
+        let staging = &mut self.snapshot_staging;
+        staging.resize(l.nz * l.plane, 0.0);
+        self.rt.download(self.cur.ptr() + (l.halo * l.plane * 4) as DevicePtr, as_bytes_mut(staging))?;
+        for iz in 0..l.nz {
+            for iy in 0..l.ny {
+                let src = iz * l.plane + (iy + l.halo) * l.pitch + l.x_offset;
+                let dst = (iz * l.ny + iy) * l.nx;
+                out[dst..dst + l.nx].copy_from_slice(&staging[src..src + l.nx]);
+            }
+        }
+        Ok(())
+    }
+
+    fn snapshot_sections(&mut self, sections: &[Section], out: &mut [f32]) -> Result<()> {
+        let l = self.layout;
+        for_each_section(sections, [l.nx, l.ny, l.nz], out, |s, part| self.snapshot_section(s, part))
+    }
+
+    fn traces(&mut self, steps: usize) -> Result<Vec<f32>> {
+        let Some(r) = &self.receivers else {
+            return Ok(Vec::new());
+        };
+        let mut all = vec![0.0f32; r.count * self.trace_steps];
+        self.rt.download(r.traces.ptr(), as_bytes_mut(&mut all))?;
+        let n = steps.min(self.steps_done).min(self.trace_steps);
+        Ok(all.chunks(self.trace_steps).flat_map(|t| t[..n].iter().copied()).collect())
+    }
+
+    /// One launch of finite_check over the whole current field (halo and padding hold zeros or
+    /// mirrored interior values) and a 4-byte download, which waits for the queued steps. Cost,
+    /// estimated: one field read at memory bandwidth (288 M points, 1.2 GB: about 0.4 ms on an
+    /// H100) plus the stream drain and launch latency (tens of microseconds); the solver calls it
+    /// about once a second, so well under 0.1% of a run.
+    fn field_is_finite(&mut self) -> Result<bool> {
+        match &self.finite_flag {
+            Some(flag) => flag.zero()?,
+            None => self.finite_flag = Some(DeviceBuffer::zeroed(&self.rt, 4)?),
+        }
+        let flag = ptr_or_null(&self.finite_flag);
+        let blocks = self.rt.multiprocessors() * 4;
+        let args = FiniteCheck { field: self.cur.ptr(), n: self.field_len as u64, flag };
+        args.launch(&*self.rt, self.f.finite_check, Launch::linear(blocks, 256))?;
+        let mut bad = [0u8; 4];
+        self.rt.download(flag, &mut bad)?;
+        Ok(u32::from_ne_bytes(bad) == 0)
+    }
+
+    fn step_seconds(&mut self) -> Result<Vec<f64>> {
+        self.rt.synchronize()?;
+        let n = self.steps_done.min(self.events.len().saturating_sub(1));
+        (0..n).map(|i| Ok(self.rt.elapsed_ms(&self.events[i], &self.events[i + 1])? as f64 * 1e-3)).collect()
+    }
+
+    /// Zero fills queued on the stream (no host wait) and the two small tap tables uploaded anew.
+    fn start_shot(&mut self, problem: &Problem) -> Result<()> {
+        ensure!(
+            problem.layout == self.layout && problem.steps == self.trace_steps,
+            "a shot must use the grid and steps the backend was opened with"
+        );
+        for b in [&self.cur, &self.prev] {
+            b.zero()?;
+        }
+        for c in &self.cpml {
+            for b in [&c.psi[0], &c.psi[1], &c.zeta] {
+                b.zero()?;
+            }
+        }
+        self.source = SourceTable::new(&self.rt, problem)?;
+        self.receivers = ReceiverTable::new(&self.rt, &self.layout, &problem.receivers, problem.steps)?;
+        self.steps_done = 0;
+        Ok(())
+    }
+}

@@ -1,0 +1,118 @@
+//! The kernel sources (one file per kernel, behind the prelude), the `-D` options that specialise
+//! them, and the on-disk cache of compiled modules, keyed by source, options and architecture.
+
+use super::GpuRuntime;
+use crate::backend::tuning::Tuning;
+use anyhow::Result;
+use sha2::{Digest, Sha256};
+use std::path::PathBuf;
+
+pub const PRELUDE: &str = include_str!("../../../kernels/prelude.h");
+pub const FUSED: &str = include_str!("../../../kernels/fused.cu");
+pub const FUSED_RING: &str = include_str!("../../../kernels/fused_ring.cu");
+pub const PASS_X: &str = include_str!("../../../kernels/pass_x.cu");
+pub const PASS_Y: &str = include_str!("../../../kernels/pass_y.cu");
+pub const PASS_Z: &str = include_str!("../../../kernels/pass_z.cu");
+pub const UPDATE: &str = include_str!("../../../kernels/update.cu");
+pub const CPML: &str = include_str!("../../../kernels/cpml.cu");
+pub const FREE_SURFACE: &str = include_str!("../../../kernels/free_surface.cu");
+pub const SOURCES: &str = include_str!("../../../kernels/sources.cu");
+pub const SECTION: &str = include_str!("../../../kernels/section.cu");
+pub const STREAM: &str = include_str!("../../../kernels/stream.cu");
+pub const FINITE_CHECK: &str = include_str!("../../../kernels/finite_check.cu");
+
+/// Every kernel of a step (and the run's blow-up check).
+pub const STEP: [&str; 11] =
+    [FUSED, PASS_X, PASS_Y, PASS_Z, UPDATE, CPML, FREE_SURFACE, SOURCES, SECTION, STREAM, FINITE_CHECK];
+
+/// The fused kernel's source for a tuning (both define `fused_step`).
+pub fn fused(t: &Tuning) -> &'static str {
+    if t.tile_ring == 1 { FUSED_RING } else { FUSED }
+}
+
+/// [`STEP`] with the fused kernel `t` asks for.
+pub fn step(t: &Tuning) -> [&'static str; 11] {
+    let mut s = STEP;
+    s[0] = fused(t);
+    s
+}
+
+/// The prelude followed by `parts`, as one translation unit.
+pub fn assemble(parts: &[&str]) -> String {
+    let mut s = PRELUDE.replace("#pragma once", "");
+    for p in parts {
+        s.push('\n');
+        s.push_str(p);
+    }
+    s
+}
+
+/// Where compiled kernels and device measurements are kept: $SEISMIC_CACHE_DIR, else
+/// $XDG_CACHE_HOME/seismic-run, else ~/.cache/seismic-run (else a temporary directory).
+pub fn cache_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("SEISMIC_CACHE_DIR") {
+        return PathBuf::from(d);
+    }
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
+        return PathBuf::from(d).join("seismic-run");
+    }
+    if let Some(h) = std::env::var_os("HOME") {
+        return PathBuf::from(h).join(".cache").join("seismic-run");
+    }
+    std::env::temp_dir().join("seismic-run")
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Compiles (or reads back from the disk cache) a module of `parts` with `options`.
+pub fn load_kernels<Rt: GpuRuntime>(rt: &Rt, parts: &[&str], options: &[String]) -> Result<Rt::Module> {
+    let source = assemble(parts);
+    let mut h = Sha256::new();
+    for s in [rt.vendor(), &rt.arch(), &rt.compiler_flags().join(" "), &options.join(" "), &source] {
+        h.update(s.as_bytes());
+        h.update([0u8]);
+    }
+    let key = hex(&h.finalize()[..12]);
+    let dir = cache_dir();
+    let path = dir.join(format!("{}-{}-{key}.bin", rt.vendor(), rt.arch()));
+    if let Ok(image) = std::fs::read(&path)
+        && let Ok(m) = rt.load_module(&image)
+    {
+        return Ok(m);
+    }
+    let image = rt.compile(&source, "seismic_kernels.cu", options)?;
+    // The cache is an optimisation: a read-only or missing directory only costs a recompile.
+    if std::fs::create_dir_all(&dir).is_ok() {
+        let tmp = dir.join(format!(".{key}.{}.tmp", std::process::id()));
+        if std::fs::write(&tmp, &image).is_ok() {
+            let _ = std::fs::rename(&tmp, &path);
+        }
+    }
+    rt.load_module(&image)
+}
+
+/// Compile-time parameters of a module. SEISMIC_KERNEL_DEFS adds `-D` options for experiments
+/// (e.g. "-DDEPTH=2 -DMIN_BLOCKS=3", see kernels/fused.cu).
+pub fn kernel_options(radius: usize, t: &Tuning, sponge: bool, laplacian_only: bool) -> Vec<String> {
+    let t = &t.effective(radius);
+    let mut o = vec![
+        format!("-DRADIUS={radius}"),
+        format!("-DBLOCK_X={}", t.block_x),
+        format!("-DBLOCK_Y={}", t.block_y),
+        format!("-DVEC={}", t.vec),
+        format!("-DSPONGE={}", sponge as u32),
+        format!("-DLAPLACIAN_ONLY={}", laplacian_only as u32),
+        format!("-DSTAGES={}", t.stages),
+        format!("-DMIN_BLOCKS={}", t.min_blocks),
+        format!("-DUNROLL_Z={}", t.unroll_z),
+        format!("-DROWS={}", t.rows),
+        format!("-DORDER={}", t.order),
+        format!("-DHALO_RING={}", t.halo_ring),
+    ];
+    if let Ok(extra) = std::env::var("SEISMIC_KERNEL_DEFS") {
+        o.extend(extra.split_whitespace().filter(|d| d.starts_with("-D")).map(String::from));
+    }
+    o
+}

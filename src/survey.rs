@@ -1,0 +1,288 @@
+//! Surveys: many shots over one model in one invocation. This module says what the shots are
+//! (`[survey]`: positions, and whether the receivers move with the shot), what each shot's input
+//! is (the survey's input with its own source and receivers: a shot's result file is that of a
+//! single run of it), where each shot's result goes, and which shots a process takes.
+//!
+//! Shots are handed out dynamically through claim files created atomically beside the results
+//! (`O_EXCL`): every process (an MPI rank, or any process started on the same survey) takes the
+//! next unclaimed shot when it is free, so uneven shots balance. A shot is complete once its
+//! result file exists under its final name: files are written to a temporary name, synced and
+//! renamed (`output::safe`), so a complete file is durable the moment it is reported done.
+//! `--resume` keeps the complete shots and runs the others again.
+
+use crate::config::{Config, Spread};
+use crate::output::result::ResultFile;
+use anyhow::{Context, Result, bail, ensure};
+use std::path::{Path, PathBuf};
+
+/// One shot of a survey.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Shot {
+    /// 0-based, in the order `[survey]` lists the shots.
+    pub index: usize,
+    /// Source position, m.
+    pub source: [f64; 3],
+    /// What the receivers move by (zero with a fixed spread), m.
+    pub shift: [f64; 3],
+}
+
+/// The shots of `cfg`: its `[survey]`, or the one shot at `[source] position` without one.
+pub fn shots(cfg: &Config) -> Result<Vec<Shot>> {
+    let Some(survey) = &cfg.survey else {
+        return Ok(vec![Shot { index: 0, source: cfg.source.position, shift: [0.0; 3] }]);
+    };
+    let reference = cfg.source.position;
+    Ok(survey
+        .positions()?
+        .into_iter()
+        .enumerate()
+        .map(|(index, source)| {
+            let shift = match survey.spread {
+                Spread::Fixed => [0.0; 3],
+                Spread::Moving => std::array::from_fn(|a| source[a] - reference[a]),
+            };
+            Shot { index, source, shift }
+        })
+        .collect())
+}
+
+/// The input of one shot as TOML text: the survey's input `text` with `[source] position` at the
+/// shot, every `[[receivers]]` position, line and grid moved by the shot's shift, and no
+/// `[survey]`. Its result file is then that of a single run of this text.
+pub fn shot_input(text: &str, shot: &Shot) -> Result<String> {
+    let mut doc: toml::Table = text.parse().context("the survey's input")?;
+    doc.remove("survey");
+    let source = doc.get_mut("source").and_then(|s| s.as_table_mut()).context("the input has no [source]")?;
+    source.insert("position".into(), coordinates(shot.source));
+    if shot.shift != [0.0; 3] {
+        let receivers = doc.get_mut("receivers").and_then(|r| r.as_array_mut());
+        for r in receivers.into_iter().flatten().filter_map(|r| r.as_table_mut()) {
+            for (table, key) in
+                [(None, "position"), (Some("line"), "start"), (Some("line"), "end"), (Some("grid"), "origin")]
+            {
+                let t = match table {
+                    None => Some(&mut *r),
+                    Some(name) => r.get_mut(name).and_then(|t| t.as_table_mut()),
+                };
+                if let Some(v) = t.and_then(|t| t.get_mut(key)) {
+                    let p = position_of(v).with_context(|| format!("receivers {key}"))?;
+                    *v = coordinates(std::array::from_fn(|a| p[a] + shot.shift[a]));
+                }
+            }
+        }
+    }
+    Ok(toml::to_string(&doc)?)
+}
+
+fn coordinates(p: [f64; 3]) -> toml::Value {
+    toml::Value::Array(p.iter().map(|&c| toml::Value::Float(c)).collect())
+}
+
+fn position_of(v: &toml::Value) -> Result<[f64; 3]> {
+    let a = v.as_array().context("a position is an array of 3 numbers")?;
+    ensure!(a.len() == 3, "a position is exactly 3 numbers, got {}", a.len());
+    let mut p = [0.0; 3];
+    for (c, x) in p.iter_mut().zip(a) {
+        *c = x.as_float().or_else(|| x.as_integer().map(|i| i as f64)).context("a coordinate is a number")?;
+    }
+    Ok(p)
+}
+
+/// Where a survey's files go: beside `output` (the input's `[output] path` or `--output`), named
+/// after its stem: `<stem>_shot00007.h5` per shot and `<stem>_survey.json`, the index.
+#[derive(Clone, Debug)]
+pub struct SurveyFiles {
+    dir: PathBuf,
+    stem: String,
+}
+
+impl SurveyFiles {
+    pub fn new(output: &Path) -> Result<SurveyFiles> {
+        let stem = output.file_stem().and_then(|s| s.to_str()).filter(|s| !s.is_empty());
+        let stem =
+            stem.with_context(|| format!("output path {}: no file name to name the shots by", output.display()))?;
+        Ok(SurveyFiles { dir: crate::output::safe::parent_dir(output), stem: stem.to_string() })
+    }
+
+    /// The result file of shot `i`.
+    pub fn shot(&self, i: usize) -> PathBuf {
+        self.dir.join(format!("{}_shot{i:05}.h5", self.stem))
+    }
+
+    /// The survey's index (JSON).
+    pub fn index(&self) -> PathBuf {
+        self.dir.join(format!("{}_survey.json", self.stem))
+    }
+
+    fn claim(&self, i: usize) -> PathBuf {
+        self.dir.join(format!(".{}_shot{i:05}.claim", self.stem))
+    }
+
+    /// Takes shot `i` for this process if no process has: creates its claim file, atomically.
+    pub fn try_claim(&self, i: usize, owner: &str) -> Result<bool> {
+        use std::io::Write;
+        match std::fs::OpenOptions::new().write(true).create_new(true).open(self.claim(i)) {
+            Ok(mut f) => {
+                writeln!(f, "{owner}")?;
+                Ok(true)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(e).with_context(|| format!("cannot claim shot {i}: {}", self.claim(i).display())),
+        }
+    }
+
+    /// Who claimed shot `i` (the owner written by [`Self::try_claim`]), if anyone.
+    pub fn claimed_by(&self, i: usize) -> Option<String> {
+        std::fs::read_to_string(self.claim(i)).ok().map(|s| s.trim().to_string())
+    }
+
+    /// Removes the claims of `shots` (a fresh start, or the unfinished shots before a resume).
+    pub fn release(&self, shots: impl IntoIterator<Item = usize>) -> Result<()> {
+        for i in shots {
+            match std::fs::remove_file(self.claim(i)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e).with_context(|| format!("cannot remove {}", self.claim(i).display())),
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether shot `shot`'s result file is there and complete: it opens as a result file, and its
+    /// source and receivers are the shot's (a file of another survey under the same name is not).
+    pub fn complete(&self, shot: &Shot, receivers: &[[f64; 3]]) -> bool {
+        let Ok(r) = ResultFile::open(&self.shot(shot.index)) else { return false };
+        let close = |a: [f64; 3], b: [f64; 3]| (0..3).all(|k| (a[k] - b[k]).abs() <= 1e-9 * (1.0 + b[k].abs()));
+        close(r.source_position(), shot.source)
+            && r.receivers.len() == receivers.len()
+            && r.receivers.iter().zip(receivers).all(|(a, b)| close(*a, *b))
+    }
+}
+
+/// One line of the index: a shot, its positions and its result file.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct IndexEntry {
+    pub shot: usize,
+    pub source: [f64; 3],
+    pub receiver_shift: [f64; 3],
+    pub file: String,
+    /// "complete" or "missing".
+    pub status: String,
+    /// Who ran it ("rank 1 on host", from its claim), when known.
+    pub ran_by: Option<String>,
+}
+
+/// Writes the index of `shots` (atomically): each shot's positions, file and whether it is complete.
+pub fn write_index(files: &SurveyFiles, shots: &[Shot], complete: &[bool]) -> Result<PathBuf> {
+    ensure!(shots.len() == complete.len(), "one completion flag per shot");
+    let entries: Vec<IndexEntry> = shots
+        .iter()
+        .zip(complete)
+        .map(|(s, &done)| IndexEntry {
+            shot: s.index,
+            source: s.source,
+            receiver_shift: s.shift,
+            file: files.shot(s.index).file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(),
+            status: if done { "complete" } else { "missing" }.into(),
+            ran_by: files.claimed_by(s.index),
+        })
+        .collect();
+    let json = serde_json::to_string_pretty(&serde_json::json!({ "shots": entries }))?;
+    crate::output::safe::write_file(&files.index(), json.as_bytes())
+}
+
+/// Reads an index written by [`write_index`].
+pub fn read_index(path: &Path) -> Result<Vec<IndexEntry>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let v: serde_json::Value = serde_json::from_str(&text).with_context(|| path.display().to_string())?;
+    let Some(shots) = v.get("shots") else { bail!("{}: no `shots` list", path.display()) };
+    Ok(serde_json::from_value(shots.clone())?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INPUT: &str = "[grid]\nshape = [20, 10, 12]\nspacing = [10.0, 10.0, 10.0]\n[model]\nkind = \"constant\"\n\
+                         vp = 2000.0\n[time]\nsteps = 5\n[source]\nposition = [50.0, 40.0, 30.0]\nfrequency = 10.0\n\
+                         [[receivers]]\nposition = [60.0, 40.0, 20.0]\n[[receivers]]\n\
+                         line = { start = [10.0, 40.0, 10.0], end = [90.0, 40.0, 10.0], count = 3 }\n";
+
+    fn config(survey: &str) -> Config {
+        Config::from_toml(&format!("{INPUT}[survey]\n{survey}\n")).unwrap()
+    }
+
+    #[test]
+    fn shots_from_a_list_a_line_and_a_grid() {
+        let c = config("shots = [[10.0, 40.0, 30.0], [20.0, 40.0, 30.0]]");
+        assert_eq!(
+            shots(&c).unwrap().iter().map(|s| s.source).collect::<Vec<_>>(),
+            [[10.0, 40.0, 30.0], [20.0, 40.0, 30.0]]
+        );
+        let c =
+            config("line = { start = [10.0, 40.0, 30.0], end = [110.0, 40.0, 30.0], count = 3 }\nspread = \"moving\"");
+        let s = shots(&c).unwrap();
+        assert_eq!(s.iter().map(|s| s.source[0]).collect::<Vec<_>>(), [10.0, 60.0, 110.0]);
+        assert_eq!(s[2].shift, [60.0, 0.0, 0.0], "moved from [source] position");
+        let c = config(
+            "grid = { origin = [10.0, 10.0, 30.0], step_a = [10.0, 0.0, 0.0], count_a = 2, step_b = [0.0, 20.0, 0.0], \
+             count_b = 3 }",
+        );
+        let s = shots(&c).unwrap();
+        assert_eq!(s.len(), 6);
+        assert_eq!((s[1].source, s[5].source, s[5].index), ([20.0, 10.0, 30.0], [20.0, 50.0, 30.0], 5));
+        assert_eq!(shots(&Config::from_toml(INPUT).unwrap()).unwrap().len(), 1, "no [survey]: one shot");
+    }
+
+    #[test]
+    fn bad_surveys_name_the_key() {
+        for (survey, key) in [
+            ("shots = []", "survey.shots is empty"),
+            ("shots = [[1.0, 2.0]]", "survey.shots[0]"),
+            (
+                "shots = [[1.0, 2.0, 3.0]]\nline = { start = [0.0, 0.0, 0.0], end = [1.0, 0.0, 0.0], count = 2 }",
+                "exactly one",
+            ),
+            ("line = { start = [0.0, 0.0, 0.0], end = [1.0, 0.0, 0.0], count = 0 }", "survey.line.count"),
+            ("spread = \"moving\"", "exactly one"),
+        ] {
+            let e = config(survey).check_values().unwrap_err().to_string();
+            assert!(e.contains(key), "{survey}: {e}");
+        }
+        assert!(Config::from_toml(&format!("{INPUT}[survey]\nspred = \"moving\"\n")).is_err(), "unknown keys");
+    }
+
+    #[test]
+    fn a_shot_input_moves_the_source_and_a_moving_spread() {
+        let c = config("shots = [[70.0, 40.0, 30.0]]\nspread = \"moving\"");
+        let shot = shots(&c).unwrap()[0];
+        let text = shot_input(&format!("{INPUT}[survey]\nshots = [[70.0, 40.0, 30.0]]\nspread = \"moving\"\n"), &shot)
+            .unwrap();
+        let s = Config::from_toml(&text).unwrap();
+        assert!(s.survey.is_none());
+        assert_eq!(s.source.position, [70.0, 40.0, 30.0]);
+        assert_eq!(s.receivers[0].position, Some([80.0, 40.0, 20.0]));
+        let line = s.receivers[1].line.as_ref().unwrap();
+        assert_eq!((line.start, line.end, line.count), ([30.0, 40.0, 10.0], [110.0, 40.0, 10.0], 3));
+        // A fixed spread keeps the receivers.
+        let fixed = Shot { shift: [0.0; 3], ..shot };
+        let s = Config::from_toml(&shot_input(INPUT, &fixed).unwrap()).unwrap();
+        assert_eq!(s.receivers[0].position, Some([60.0, 40.0, 20.0]));
+    }
+
+    #[test]
+    fn claims_are_taken_once_and_released() {
+        let dir = std::env::temp_dir().join(format!("seismic-survey-claims-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let files = SurveyFiles::new(&dir.join("run.h5")).unwrap();
+        assert_eq!(files.shot(7), dir.join("run_shot00007.h5"));
+        assert_eq!(files.index(), dir.join("run_survey.json"));
+        assert!(files.try_claim(3, "rank 0").unwrap());
+        assert!(!files.try_claim(3, "rank 1").unwrap());
+        assert_eq!(files.claimed_by(3).as_deref(), Some("rank 0"));
+        files.release([3, 4]).unwrap();
+        assert!(files.try_claim(3, "rank 1").unwrap());
+        files.release([3]).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

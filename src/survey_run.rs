@@ -1,0 +1,249 @@
+//! `seismic-run` on an input with `[survey]` (part of the binary; the library's `survey` module
+//! says what the shots, their inputs and their files are). The model is loaded, the problem built
+//! and the backend opened (kernels compiled, buffers allocated) once per process; each shot then
+//! moves the source and receivers, resets the fields and runs. Shots are taken dynamically by all
+//! processes of the job (`parallel::Ranks`), each writes its own result file.
+
+use super::*;
+use anyhow::bail;
+use seismic_run::output::hdf5::Commit;
+use seismic_run::parallel::Ranks;
+use seismic_run::survey::{self, Shot, SurveyFiles};
+use std::time::Instant;
+
+/// Test hook only (`tests/survey.rs`): a process that has finished this many shots kills itself
+/// with SIGKILL right after taking the next, as a lost rank or node would end.
+const TEST_KILL_AFTER: &str = "SEISMIC_TEST_KILL_AFTER_SHOTS";
+
+pub(crate) fn run(
+    args: &RunArgs,
+    text: &str,
+    cfg: &Config,
+    input_dir: &Path,
+    out_path: &Path,
+    out_key: &str,
+    want_plot: bool,
+) -> Result<()> {
+    let ranks = Ranks::init()?;
+    let shots = survey::shots(cfg)?;
+    let files = SurveyFiles::new(out_path)?;
+    let inputs: Vec<(String, Config)> = shots
+        .iter()
+        .map(|s| {
+            let t = survey::shot_input(text, s)?;
+            let mut c = Config::from_toml(&t)?;
+            // The command line's overrides (--steps, --backend, --kernel) hold for every shot.
+            (c.time, c.run) = (cfg.time.clone(), cfg.run.clone());
+            Ok((t, c))
+        })
+        .collect::<Result<_>>()
+        .context("survey")?;
+    for s in &shots {
+        let path = files.shot(s.index);
+        let key = format!("{out_key} (shot {})", s.index);
+        seismic_run::config::check_output_writable(&path, &key)?;
+        output::check_derived_paths(&path, &key, &output::derived_paths(&path, cfg.output.segy, want_plot))?;
+    }
+    let buffers = if cfg.output.snapshot_every > 0 { SNAPSHOT_BUFFERS } else { 0 };
+    resources::check_host_bytes(
+        cfg.grid.shape,
+        resources::base_host_bytes(cfg, buffers),
+        "the velocity model and snapshot buffers",
+    )?;
+
+    let vp = seismic_run::model::load(cfg, input_dir).context("model")?;
+    let mut problem = Problem::build(&inputs[0].1, vp)?;
+    for w in &problem.warnings {
+        eprintln!("warning: {w}");
+    }
+    // Every shot's source and receivers are checked before the first runs.
+    let mut receivers = Vec::with_capacity(shots.len());
+    for (s, (_, c)) in shots.iter().zip(&inputs) {
+        problem.set_shot(c).with_context(|| format!("survey shot {} at {:?} m", s.index, s.source))?;
+        receivers.push(problem.receivers.iter().map(|r| r.position).collect::<Vec<_>>());
+    }
+    let plan = OutputPlan::from_config(&inputs[0].1, &problem)?;
+    let file_bytes = resources::output_file_bytes(&problem, &plan, text.len());
+    if let Some(w) = resources::check_output_space(out_path, out_key, file_bytes * shots.len() as f64)? {
+        eprintln!("warning: {w} (all {} shots)", shots.len());
+    }
+    let mut backend =
+        seismic_run::backend::open_backend(&problem, cfg.run.backend, cfg.run.kernel, ranks.local_rank, &mut |n| {
+            eprintln!("notice: {n}")
+        })?;
+    let device = backend.info();
+    if ranks.is_root() && !args.quiet {
+        println!(
+            "seismic-run {}: survey of {} shots, {} process(es); each shot as below",
+            env!("CARGO_PKG_VERSION"),
+            shots.len(),
+            ranks.size
+        );
+        print_header(&args_input(args), &problem, &plan, &device, &files.shot(0), file_bytes);
+    }
+
+    // Which shots are left: all (a fresh start), or those not complete (--resume).
+    if ranks.is_root() {
+        prepare(&files, &shots, &receivers, args.resume)?;
+    }
+    ranks.barrier();
+    install_signal_handlers(false)?;
+
+    let label = ranks.label();
+    let start = Instant::now();
+    let (mut compute, mut overhead, mut ran) = (0.0, 0.0, 0usize);
+    let kill_after: Option<usize> = std::env::var(TEST_KILL_AFTER).ok().and_then(|v| v.parse().ok());
+    // The previous shot's file is synced and renamed, and its line printed, on its own thread
+    // while this shot runs (depth 1: at most one shot is between its last step and its report).
+    let mut pending: Option<std::thread::JoinHandle<Result<()>>> = None;
+    let settle = |pending: &mut Option<std::thread::JoinHandle<Result<()>>>| -> Result<()> {
+        match pending.take().map(|h| h.join()) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => bail!("the thread finishing a shot's files panicked"),
+            None => Ok(()),
+        }
+    };
+    // An error names its shot; under MPI it ends every rank, so none waits at the final barrier.
+    let fail = |e: anyhow::Error| -> anyhow::Error {
+        if ranks.size > 1 && e.downcast_ref::<solver::Interrupted>().is_none() {
+            eprintln!("error: {e:#} ({label})");
+            ranks.abort(1)
+        }
+        e
+    };
+    for (s, (shot_text, shot_cfg)) in shots.iter().zip(&inputs) {
+        if solver::stop_requested() {
+            settle(&mut pending).map_err(fail)?;
+            return Err(solver::Interrupted { steps_done: 0, steps: problem.steps }.into());
+        }
+        if !files.try_claim(s.index, &label)? {
+            continue;
+        }
+        if kill_after == Some(ran) {
+            settle(&mut pending).map_err(fail)?;
+            // SAFETY: raise has no preconditions; the process ends here with a shot taken and not
+            // finished, as a killed rank or a lost node leaves it.
+            unsafe { libc::raise(libc::SIGKILL) };
+        }
+        let (c, o, commit) = run_shot(s, shot_text, shot_cfg, &mut problem, backend.as_mut(), &files, &device)
+            .map_err(|e| fail(e.context(format!("survey shot {}", s.index))))?;
+        settle(&mut pending).map_err(fail)?;
+        (compute, overhead, ran) = (compute + c, overhead + o, ran + 1);
+        let rate = ran as f64 * 3600.0 / start.elapsed().as_secs_f64() * ranks.size as f64;
+        let (files, n, index, label, segy) = (files.clone(), shots.len(), s.index, label.clone(), cfg.output.segy);
+        let all: Vec<usize> = shots.iter().map(|t| t.index).collect();
+        pending = Some(std::thread::spawn(move || -> Result<()> {
+            let written = commit.commit().with_context(|| format!("survey shot {index}"))?;
+            write_derived(&written.path, segy, want_plot).with_context(|| format!("survey shot {index}"))?;
+            let done = all.iter().filter(|&&i| files.shot(i).exists()).count();
+            println!(
+                "shot {index} done ({label}): {c:.2} s steps, {o:.3} s reset and output; {done}/{n} shots, about \
+                 {rate:.0} shots/hour, {:.0} s left",
+                (n - done) as f64 * 3600.0 / rate.max(1e-9)
+            );
+            Ok(())
+        }));
+    }
+    settle(&mut pending).map_err(fail)?;
+    ranks.barrier();
+
+    if ranks.is_root() {
+        let complete: Vec<bool> = shots.iter().zip(&receivers).map(|(s, r)| files.complete(s, r)).collect();
+        let index = survey::write_index(&files, &shots, &complete)?;
+        let missing: Vec<usize> = shots.iter().zip(&complete).filter(|(_, c)| !**c).map(|(s, _)| s.index).collect();
+        ensure!(missing.is_empty(), "survey shots {missing:?} have no complete result file (see {})", index.display());
+        if !args.quiet {
+            let wall = start.elapsed().as_secs_f64();
+            println!(
+                "survey done: {} shots complete, {ran} run by this process in {wall:.2} s ({:.0} shots/hour by all {} \
+                 process(es) together)",
+                shots.len(),
+                (ran * ranks.size) as f64 * 3600.0 / wall.max(1e-9),
+                ranks.size
+            );
+            if ran > 0 {
+                println!(
+                    "  per shot here: {:.3} s steps, {:.4} s reset and output ({:.2}% of the steps)",
+                    compute / ran as f64,
+                    overhead / ran as f64,
+                    100.0 * overhead / compute.max(1e-12)
+                );
+            }
+            println!("  wrote {}", index.display());
+        }
+    }
+    Ok(())
+}
+
+fn args_input(args: &RunArgs) -> PathBuf {
+    args.input.clone().unwrap_or_default()
+}
+
+/// Before any process takes a shot: a fresh start releases every claim; a resume keeps the
+/// complete shots claimed and releases the others, naming those a stopped run had started.
+fn prepare(files: &SurveyFiles, shots: &[Shot], receivers: &[Vec<[f64; 3]>], resume: bool) -> Result<()> {
+    if !resume {
+        return files.release(shots.iter().map(|s| s.index));
+    }
+    let mut lost = Vec::new();
+    let mut complete = 0;
+    for (s, r) in shots.iter().zip(receivers) {
+        if files.complete(s, r) {
+            complete += 1;
+            // Claimed, so that no process runs it again; the claim of the run that made it stays.
+            files.try_claim(s.index, "complete before this resume")?;
+        } else {
+            if files.claimed_by(s.index).is_some() {
+                lost.push(s.index);
+            }
+            files.release([s.index])?;
+        }
+    }
+    eprintln!("resume: {complete} of {} shots complete, running the other {}", shots.len(), shots.len() - complete);
+    if !lost.is_empty() {
+        eprintln!(
+            "resume: shots {lost:?} had been started but not finished (a run stopped or a rank lost); running them again"
+        );
+    }
+    Ok(())
+}
+
+/// Runs one shot into its file, all but the sync and rename (the returned [`Commit`]): seconds in
+/// the steps, and in the rest on this thread (moving the source and receivers, resetting the
+/// fields, writing the file).
+fn run_shot(
+    shot: &Shot,
+    text: &str,
+    cfg: &Config,
+    problem: &mut Problem,
+    backend: &mut dyn seismic_run::backend::Backend,
+    files: &SurveyFiles,
+    device: &seismic_run::backend::DeviceInfo,
+) -> Result<(f64, f64, Commit)> {
+    let t0 = Instant::now();
+    problem.set_shot(cfg)?;
+    backend.start_shot(problem)?;
+    let plan = OutputPlan::from_config(cfg, problem)?;
+    let meta = RunMetadata {
+        input_toml: text.to_string(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        device: device.clone(),
+        compression: cfg.output.compression,
+    };
+    let path = files.shot(shot.index);
+    let mut steps = 0.0;
+    let commit = std::thread::scope(|scope| -> Result<_> {
+        let mut writer = Hdf5Writer::start(scope, &path, problem, &plan, meta, SNAPSHOT_BUFFERS)?;
+        let t = Instant::now();
+        let record = solver::run(problem, backend, &plan, &mut writer, &mut |_| {})?;
+        steps = t.elapsed().as_secs_f64();
+        let stats = StepStats::new(
+            &record.step_seconds,
+            problem.step_bytes(),
+            problem.full_step_bytes(),
+            problem.layout.points(),
+        );
+        writer.finish_unsynced(record, stats)
+    })?;
+    Ok((steps, t0.elapsed().as_secs_f64() - steps, commit))
+}
