@@ -244,8 +244,30 @@ mod decomposed {
     #[cfg(feature = "mpi")]
     pub fn run(args: &RunArgs, cfg: &Config, text: &str, problem: Problem, out_path: &Path) -> Result<()> {
         use mpi::traits::Communicator;
-        use seismic_run::decomposition::{self, Decomposition, Domain, mpi::MpiExchange};
         let universe = mpi::initialize().context("MPI could not be initialised (run under mpirun)")?;
+        let result = ranks_run(&universe, args, cfg, text, problem, out_path);
+        let world = universe.world();
+        match result {
+            // The other ranks would wait for this one's halos for ever: end them all.
+            Err(e) if world.size() > 1 => {
+                eprintln!("error: rank {} of {}: {e:#}", world.rank(), world.size());
+                world.abort(1)
+            }
+            r => r,
+        }
+    }
+
+    #[cfg(feature = "mpi")]
+    fn ranks_run(
+        universe: &mpi::environment::Universe,
+        args: &RunArgs,
+        cfg: &Config,
+        text: &str,
+        problem: Problem,
+        out_path: &Path,
+    ) -> Result<()> {
+        use mpi::traits::Communicator;
+        use seismic_run::decomposition::{self, Decomposition, Domain, mpi::MpiExchange};
         let mut exchange = MpiExchange::new(universe.world());
         let (rank, ranks) = (exchange.rank(), exchange.size());
         anyhow::ensure!(
