@@ -143,3 +143,43 @@ fn cuts_through_the_cpml_z_layers_take_2r_halo_planes_and_stay_exact() {
     let d = Decomposition::even(&problem, 2).unwrap();
     assert_same("R = 3, even split", &single(&cfg, &problem), &decomposed(&cfg, &problem, &d));
 }
+
+/// Two subdomains on one GPU through the host-staged planes (the in-process exchange) equal the
+/// single-GPU run bit for bit: R = 4 under a free surface, CPML layers of 4 points (the layers the
+/// GPU places at a subdomain's cut faces, with zero coefficients there, lie in its ghost planes).
+#[cfg(feature = "cuda")]
+#[test]
+#[ignore = "needs a GPU"]
+fn two_subdomains_on_one_gpu_equal_the_single_gpu_run_bit_for_bit() {
+    use seismic_run::backend::gpu;
+    use seismic_run::config::KernelChoice;
+    let (cfg, problem) = setup(4, true, 15, 4);
+    let plan = OutputPlan::from_config(&cfg, &problem).unwrap();
+    let mut single = gpu::open_cuda(&problem, KernelChoice::Fused).unwrap();
+    let mut sink = Keep(Vec::new(), plan.snapshot_len(problem.shape()));
+    let record = solver::run(&problem, single.as_mut(), &plan, &mut sink, &mut |_| {}).unwrap();
+    let want = (record.traces, sink.0);
+    for counts in [vec![23, 25], vec![15, 14, 19]] {
+        let d = Decomposition::with_planes(&problem, &counts).unwrap();
+        let mut domains: Vec<Domain> = (0..d.ranks())
+            .map(|r| {
+                let sub = d.subdomain(&problem, r);
+                let backend = gpu::open_cuda(&sub.problem, KernelChoice::Fused).unwrap();
+                Domain { sub, backend }
+            })
+            .collect();
+        let mut sink = Keep(Vec::new(), plan.snapshot_len(problem.shape()));
+        let out = decomposition::run(
+            &problem,
+            &d,
+            &mut domains,
+            &mut InProcess::default(),
+            &plan,
+            Some(&mut sink),
+            &mut |_| {},
+        )
+        .unwrap()
+        .unwrap();
+        assert_same(&format!("GPU, slabs {counts:?} (halo {})", d.halo), &want, &(out.record.traces, sink.0));
+    }
+}

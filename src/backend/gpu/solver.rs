@@ -9,7 +9,7 @@ use super::kernels::{
     AxisWeights, CpmlAxis, ExtractSection, FiniteCheck, FreeSurface, FusedStep, InjectSource, Kernels, Launch,
     PassWindowed, PassX, RecordReceivers, SlabGeom, StencilWeights, Update,
 };
-use super::runtime::{DeviceBuffer, DevicePtr, GpuRuntime, as_bytes_mut};
+use super::runtime::{DeviceBuffer, DevicePtr, GpuRuntime, as_bytes, as_bytes_mut};
 use super::sources::{self, kernel_options, load_kernels};
 use crate::backend::tuning::Tuning;
 use crate::backend::{Backend, DeviceInfo};
@@ -557,8 +557,31 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         Ok(())
     }
 
-    /// Enqueues step `n` (order of `backend`'s module docs), then swaps p^n and p^{n+1}.
-    fn enqueue_step(&mut self, n: usize) -> Result<()> {
+    /// Step 6 of step `n`: one sample per receiver from `field` (p^{n+1}).
+    fn enqueue_record(&self, field: DevicePtr, n: usize) -> Result<()> {
+        let rt = &*self.rt;
+        let step = n as i32;
+        if let Some(r) = &self.receivers
+            && n < self.trace_steps
+        {
+            let args = RecordReceivers {
+                field,
+                offsets: r.offsets.ptr(),
+                weights: r.weights.ptr(),
+                first: r.first.ptr(),
+                nrec: r.count as i32,
+                traces: r.traces.ptr(),
+                steps: self.trace_steps as i32,
+                step,
+            };
+            args.launch(rt, self.f.record, Launch::linear((r.count as u32).div_ceil(128), 128))?;
+        }
+        Ok(())
+    }
+
+    /// Enqueues step `n` (order of `backend`'s module docs; the receivers only with `record`),
+    /// then swaps p^n and p^{n+1}.
+    fn enqueue_step(&mut self, n: usize, record: bool) -> Result<()> {
         let [nx, ny, _] = self.geometry.shape.map(|v| v as i32);
         let rt = &*self.rt;
         if self.free_surface {
@@ -590,20 +613,8 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             };
             args.launch(rt, self.f.inject, Launch::linear((s.taps as u32).div_ceil(32), 32))?;
         }
-        if let Some(r) = &self.receivers
-            && n < self.trace_steps
-        {
-            let args = RecordReceivers {
-                field: self.prev.ptr(),
-                offsets: r.offsets.ptr(),
-                weights: r.weights.ptr(),
-                first: r.first.ptr(),
-                nrec: r.count as i32,
-                traces: r.traces.ptr(),
-                steps: self.trace_steps as i32,
-                step,
-            };
-            args.launch(rt, self.f.record, Launch::linear((r.count as u32).div_ceil(128), 128))?;
+        if record {
+            self.enqueue_record(self.prev.ptr(), n)?;
         }
         std::mem::swap(&mut self.cur, &mut self.prev);
         Ok(())
@@ -651,7 +662,7 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
         if k == 0 && !self.events.is_empty() {
             self.rt.record(&self.events[0])?;
         }
-        self.enqueue_step(n)?;
+        self.enqueue_step(n, true)?;
         if k + 1 < self.events.len() {
             self.rt.record(&self.events[k + 1])?;
         }
@@ -719,6 +730,67 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
         self.rt.synchronize()?;
         let n = self.steps_done.min(self.events.len().saturating_sub(1));
         (0..n).map(|i| Ok(self.rt.elapsed_ms(&self.events[i], &self.events[i + 1])? as f64 * 1e-3)).collect()
+    }
+
+    fn step_field(&mut self, n: usize) -> Result<()> {
+        let k = self.steps_done;
+        if k == 0 && !self.events.is_empty() {
+            self.rt.record(&self.events[0])?;
+        }
+        self.enqueue_step(n, false)?;
+        if k + 1 < self.events.len() {
+            self.rt.record(&self.events[k + 1])?;
+        }
+        self.steps_done += 1;
+        Ok(())
+    }
+
+    fn record_receivers(&mut self) -> Result<()> {
+        let n = self.steps_done.checked_sub(1).context("no step to record")?;
+        self.enqueue_record(self.cur.ptr(), n)
+    }
+
+    /// Host-staged: the planes come down whole (row padding included) and their rows are packed.
+    fn planes_out(&mut self, z0: usize, planes: usize, buf: &mut [f32]) -> Result<()> {
+        let l = self.layout;
+        ensure!(
+            z0 + planes <= l.nz && buf.len() == planes * l.nx * l.ny,
+            "halo planes {z0}..{} of {}",
+            z0 + planes,
+            l.nz
+        );
+        let staging = &mut self.snapshot_staging;
+        staging.resize(planes * l.plane, 0.0);
+        self.rt.download(self.cur.ptr() + ((l.halo + z0) * l.plane * 4) as DevicePtr, as_bytes_mut(staging))?;
+        for (k, chunk) in buf.chunks_exact_mut(l.nx * l.ny).enumerate() {
+            for (iy, row) in chunk.chunks_exact_mut(l.nx).enumerate() {
+                let src = k * l.plane + (iy + l.halo) * l.pitch + l.x_offset;
+                row.copy_from_slice(&staging[src..src + l.nx]);
+            }
+        }
+        Ok(())
+    }
+
+    /// Host-staged: whole planes go up, their halo rows and row padding zero as they always are.
+    fn planes_in(&mut self, z0: usize, planes: usize, buf: &[f32]) -> Result<()> {
+        let l = self.layout;
+        ensure!(
+            z0 + planes <= l.nz && buf.len() == planes * l.nx * l.ny,
+            "halo planes {z0}..{} of {}",
+            z0 + planes,
+            l.nz
+        );
+        let staging = &mut self.snapshot_staging;
+        staging.clear();
+        staging.resize(planes * l.plane, 0.0);
+        for (k, chunk) in buf.chunks_exact(l.nx * l.ny).enumerate() {
+            for (iy, row) in chunk.chunks_exact(l.nx).enumerate() {
+                let dst = k * l.plane + (iy + l.halo) * l.pitch + l.x_offset;
+                staging[dst..dst + l.nx].copy_from_slice(row);
+            }
+        }
+        let bytes: &[u8] = as_bytes(staging);
+        self.rt.upload(self.cur.ptr() + ((l.halo + z0) * l.plane * 4) as DevicePtr, bytes)
     }
 
     /// Zero fills queued on the stream (no host wait) and the two small tap tables uploaded anew.
