@@ -271,18 +271,36 @@ mod decomposed {
         let mut exchange = MpiExchange::new(universe.world());
         let (rank, ranks) = (exchange.rank(), exchange.size());
         anyhow::ensure!(
-            cfg.run.backend == BackendChoice::Cpu,
-            "run.decomposition = \"z\" runs on the CPU backend only for now: set run.backend = \"cpu\""
+            cfg.run.backend != BackendChoice::Auto,
+            "run.decomposition = \"z\" needs run.backend set: \"cpu\", \"cuda\" or \"hip\" (every rank the same)"
         );
         let d = Decomposition::even(&problem, ranks)?;
         let sub = d.subdomain(&problem, rank);
-        if let Some(avail) = seismic_run::resources::available_host_memory() {
+        if cfg.run.backend != BackendChoice::Cpu {
+            d.check_gpu(&problem)?;
+        }
+        let node = universe.world().split_shared(0);
+        if cfg.run.backend == BackendChoice::Cpu
+            && let Some(avail) = seismic_run::resources::available_host_memory()
+        {
             // The ranks of one host share its memory.
-            let local = universe.world().split_shared(0).size().max(1) as u64;
-            sub.check_fits(&d, problem.shape(), avail / local)?;
+            sub.check_fits(&d, problem.shape(), avail / node.size().max(1) as u64)?;
         }
         let plan = OutputPlan::from_config(cfg, &problem)?;
-        let backend = sub.cpu_backend(problem.layout.nz)?;
+        // GPUs: the node-local rank picks the device (modulo the devices present; several ranks
+        // may share one), whose free memory the backend checks the slab against.
+        let backend = match cfg.run.backend {
+            #[cfg(feature = "cuda")]
+            BackendChoice::Cuda => {
+                seismic_run::backend::gpu::open_cuda_on(&sub.problem, cfg.run.kernel, node.rank() as usize)?
+            }
+            #[cfg(feature = "hip")]
+            BackendChoice::Hip => {
+                seismic_run::backend::gpu::open_hip_on(&sub.problem, cfg.run.kernel, node.rank() as usize)?
+            }
+            BackendChoice::Cpu => sub.cpu_backend(problem.layout.nz)?,
+            other => anyhow::bail!("run.backend = {other:?}: this build has no such backend"),
+        };
         let device = backend.info();
         let quiet = args.quiet || rank != 0;
         if !quiet {

@@ -132,6 +132,8 @@ fn cuts_through_the_cpml_z_layers_take_2r_halo_planes_and_stay_exact() {
     for radius in [1, 2] {
         let (cfg, problem) = setup(radius, false, 24, 5);
         let d = Decomposition::with_planes(&problem, &[4, 40, 4]).unwrap();
+        let e = d.check_gpu(&problem).unwrap_err().to_string();
+        assert!(e.contains("every cut outside the CPML z layers"), "{e}");
         assert_eq!(d.halo, 2 * radius, "R = {radius}");
         assert_same(
             &format!("R = {radius}, cuts in the z layers"),
@@ -161,6 +163,7 @@ fn two_subdomains_on_one_gpu_equal_the_single_gpu_run_bit_for_bit() {
     let want = (record.traces, sink.0);
     for counts in [vec![23, 25], vec![15, 14, 19]] {
         let d = Decomposition::with_planes(&problem, &counts).unwrap();
+        d.check_gpu(&problem).unwrap();
         let mut domains: Vec<Domain> = (0..d.ranks())
             .map(|r| {
                 let sub = d.subdomain(&problem, r);

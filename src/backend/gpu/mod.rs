@@ -61,7 +61,7 @@ pub fn open_hip(problem: &Problem, kernel: KernelChoice) -> Result<Box<dyn Backe
 #[cfg(feature = "hip")]
 pub fn open_hip_on(problem: &Problem, kernel: KernelChoice, local_rank: usize) -> Result<Box<dyn Backend>> {
     let count = hip::result::device_count().map_err(|e| anyhow::anyhow!("hipGetDeviceCount: {e}"))?;
-    let rt = hip::HipRuntime::new(local_rank % (count.max(1) as usize))?;
+    let rt = hip::HipRuntime::new((local_rank % count.max(1) as usize) as i32)?;
     let r = problem.stencil.radius;
     let (tuning, _) = autotune::tuning_or(&rt.device_name(), Operator::Fused, r, problem.shape(), false);
     Ok(Box::new(GpuSolver::new(rt, problem, kernel, tuning)?))
