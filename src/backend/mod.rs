@@ -14,6 +14,7 @@
 //! 7. swap p^n and p^{n+1}.
 
 pub mod cpu;
+pub mod cpu_half;
 pub mod tuning;
 
 use anyhow::Result;
