@@ -473,7 +473,20 @@ impl Problem {
             ));
         }
         let precision = cfg.run.precision;
-        Ok(Problem { layout, spacing, origin, stencil, dt, steps, vp, boundary, source, receivers, warnings, precision })
+        Ok(Problem {
+            layout,
+            spacing,
+            origin,
+            stencil,
+            dt,
+            steps,
+            vp,
+            boundary,
+            source,
+            receivers,
+            warnings,
+            precision,
+        })
     }
 }
 

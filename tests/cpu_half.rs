@@ -103,7 +103,10 @@ fn f16_error_growth_with_steps() {
     for w in 0..windows {
         let range = w * len..(w + 1) * len;
         let sq = |a: &[Vec<f64>], b: &[Vec<f64>]| -> f64 {
-            a.iter().zip(b).flat_map(|(x, y)| x[range.clone()].iter().zip(&y[range.clone()]).map(|(u, v)| (u - v).powi(2))).sum()
+            a.iter()
+                .zip(b)
+                .flat_map(|(x, y)| x[range.clone()].iter().zip(&y[range.clone()]).map(|(u, v)| (u - v).powi(2)))
+                .sum()
         };
         let zero: Vec<Vec<f64>> = f32_traces.iter().map(|t| vec![0.0; t.len()]).collect();
         let (err, own) = (sq(&half, &f32_traces).sqrt(), sq(&zero, &f32_traces).sqrt());

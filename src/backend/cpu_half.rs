@@ -101,13 +101,11 @@ impl CpuHalfSolver {
             problem.stencil.second_scaled(problem.spacing[a]).into_iter().map(|v| v as f32).collect()
         });
         let centre = (0..3).map(|a| c2[a][0] as f64).sum::<f64>() as f32;
-        let c1 = std::array::from_fn(|a| problem.stencil.first.iter().map(|c| (c / problem.spacing[a]) as f32).collect());
+        let c1 =
+            std::array::from_fn(|a| problem.stencil.first.iter().map(|c| (c / problem.spacing[a]) as f32).collect());
         let mut vel = vec![0.0f32; layout.len()];
-        let dense: Vec<f32> = problem
-            .vel2dt2()
-            .into_iter()
-            .map(|v| if storage.vel { round_f16(v as f32) } else { v as f32 })
-            .collect();
+        let dense: Vec<f32> =
+            problem.vel2dt2().into_iter().map(|v| if storage.vel { round_f16(v as f32) } else { v as f32 }).collect();
         layout.scatter(&dense, &mut vel);
         let b = &problem.boundary;
         let damp = (b.kind == BoundaryKind::Sponge)
@@ -135,10 +133,8 @@ impl CpuHalfSolver {
         let mut vel32 = vec![0.0f32; layout.len()];
         let dense32: Vec<f32> = problem.vel2dt2().into_iter().map(|v| v as f32).collect();
         layout.scatter(&dense32, &mut vel32);
-        let src_taps = taps(&problem.source.taps)
-            .into_iter()
-            .map(|(o, w)| (o, (w as f64 * vel32[o] as f64) as f32))
-            .collect();
+        let src_taps =
+            taps(&problem.source.taps).into_iter().map(|(o, w)| (o, (w as f64 * vel32[o] as f64) as f32)).collect();
         let scale = problem.field_scale();
         Ok(CpuHalfSolver {
             layout,
@@ -383,7 +379,11 @@ impl Backend for CpuHalfSolver {
 
     fn traces(&mut self, steps: usize) -> Result<Vec<f32>> {
         let scale = self.scale;
-        Ok(self.traces.iter().flat_map(|t| t[..steps.min(t.len())].iter().map(move |&v| (v as f64 / scale) as f32)).collect())
+        Ok(self
+            .traces
+            .iter()
+            .flat_map(|t| t[..steps.min(t.len())].iter().map(move |&v| (v as f64 / scale) as f32))
+            .collect())
     }
 
     /// f16 overflows to infinity: a blown-up run shows here as in f32.
