@@ -244,40 +244,62 @@ impl CpuHalfSolver {
     /// with `increment`, d^{n+1} = p^{n+1} - p^n over d^n (p^{n-1} = p^n - d^n). One task per z-plane.
     fn interior(&self, target: &mut [f32], increment: bool) {
         let l = self.layout;
+        let origin = l.index(0, 0, 0);
+        #[cfg(target_arch = "x86_64")]
+        let fma = std::arch::is_x86_feature_detected!("fma");
+        target[origin..origin + l.nz * l.plane].par_chunks_mut(l.plane).enumerate().for_each(|(iz, plane)| {
+            #[cfg(target_arch = "x86_64")]
+            if fma {
+                // SAFETY: the CPU has FMA (checked above).
+                unsafe { self.interior_plane_fma(plane, iz, increment) };
+                return;
+            }
+            self.interior_plane(plane, iz, increment)
+        });
+    }
+
+    /// [`Self::interior_plane`] with hardware fused multiply-adds (the same bits: FMA is exactly
+    /// rounded either way, this only avoids the software fallback).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "fma")]
+    unsafe fn interior_plane_fma(&self, plane: &mut [f32], iz: usize, increment: bool) {
+        self.interior_plane(plane, iz, increment)
+    }
+
+    /// The interior update of z-plane iz; `plane` is that plane of the target, from its row 0.
+    #[inline(always)]
+    fn interior_plane(&self, plane: &mut [f32], iz: usize, increment: bool) {
+        let l = self.layout;
         let r = self.radius;
         let (cur, vel, damp) = (&self.cur, &self.vel, self.damp.as_ref());
         let (c2, centre) = (&self.c2, self.centre);
-        let origin = l.index(0, 0, 0);
-        let planes = &mut target[origin..origin + l.nz * l.plane];
-        planes.par_chunks_mut(l.plane).enumerate().for_each(|(iz, plane)| {
-            for iy in 0..l.ny {
-                let row = l.row(iy, iz);
-                let out = &mut plane[row - origin - iz * l.plane..][..l.nx];
-                for (ix, o) in out.iter_mut().enumerate() {
-                    let i = row + ix;
-                    // The order of cpu.rs `laplacian_chunk`: centre, then x, y, z, k ascending.
-                    let mut lap = centre * cur[i];
-                    for (axis, s) in [1, l.pitch, l.plane].into_iter().enumerate() {
-                        for k in 1..=r {
-                            lap = c2[axis][k].mul_add(cur[i - k * s] + cur[i + k * s], lap);
-                        }
+        for iy in 0..l.ny {
+            let row = l.row(iy, iz);
+            let out = &mut plane[iy * l.pitch..][..l.nx];
+            for (ix, o) in out.iter_mut().enumerate() {
+                let i = row + ix;
+                // The order of cpu.rs `laplacian_chunk`: centre, then x, y, z, k ascending.
+                let mut lap = centre * cur[i];
+                for (axis, s) in [1, l.pitch, l.plane].into_iter().enumerate() {
+                    for k in 1..=r {
+                        lap = c2[axis][k].mul_add(cur[i - k * s] + cur[i + k * s], lap);
                     }
-                    let v = match (damp, increment) {
-                        (Some(g), false) => {
-                            let gi = g[0][ix] * (g[1][iy] * g[2][iz]);
-                            gi * (2.0 * cur[i] - gi * *o + vel[i] * lap)
-                        }
-                        (Some(g), true) => {
-                            let gi = g[0][ix] * (g[1][iy] * g[2][iz]);
-                            gi * (2.0 * cur[i] - gi * (cur[i] - *o) + vel[i] * lap) - cur[i]
-                        }
-                        (None, false) => 2.0 * cur[i] - *o + vel[i] * lap,
-                        (None, true) => *o + vel[i] * lap,
-                    };
-                    *o = round_f16(v);
                 }
+                let v = match (damp, increment) {
+                    (Some(g), false) => {
+                        let gi = g[0][ix] * (g[1][iy] * g[2][iz]);
+                        gi * (2.0 * cur[i] - gi * *o + vel[i] * lap)
+                    }
+                    (Some(g), true) => {
+                        let gi = g[0][ix] * (g[1][iy] * g[2][iz]);
+                        gi * (2.0 * cur[i] - gi * (cur[i] - *o) + vel[i] * lap) - cur[i]
+                    }
+                    (None, false) => 2.0 * cur[i] - *o + vel[i] * lap,
+                    (None, true) => *o + vel[i] * lap,
+                };
+                *o = round_f16(v);
             }
-        });
+        }
     }
 
     /// One axis's CPML update over both of its layers: psi <- b psi + a dp/dx_i, then
@@ -297,21 +319,22 @@ impl CpuHalfSolver {
         let cur = &self.cur;
         let in_layer = |q: usize| q < w || q + w >= na;
         let same_layer = |q: usize, t: usize| (q < w) == (t < w);
-        let each = |f: &mut dyn FnMut(usize, usize, usize, usize)| {
-            for iz in 0..l.nz {
-                for iy in 0..l.ny {
-                    for ix in 0..l.nx {
-                        let q = [ix, iy, iz][axis];
-                        if in_layer(q) {
-                            f(l.row(iy, iz) + ix, (iz * l.ny + iy) * l.nx + ix, q, 0);
-                        }
+        // Only the layer points along the axis: both layers, or the one layer of a thin axis.
+        let layer_idx: Vec<usize> = (0..na).filter(|&q| in_layer(q)).collect();
+        let full = |a: usize| -> Vec<usize> { if a == axis { layer_idx.clone() } else { (0..n[a]).collect() } };
+        let (xs, ys, zs) = (full(0), full(1), full(2));
+        let each = |f: &mut dyn FnMut(usize, usize, usize)| {
+            for &iz in &zs {
+                for &iy in &ys {
+                    for &ix in &xs {
+                        f(l.row(iy, iz) + ix, (iz * l.ny + iy) * l.nx + ix, [ix, iy, iz][axis]);
                     }
                 }
             }
         };
         let psi_old = &c.psi[axis];
         let psi_new = &mut c.psi_new;
-        each(&mut |i, d, q, _| {
+        each(&mut |i, d, q| {
             let mut dp = 0.0f32;
             for k in 1..=r {
                 dp += c1[k] * (cur[i + k * s] - cur[i - k * s]);
@@ -322,7 +345,7 @@ impl CpuHalfSolver {
         let psi = &c.psi[axis];
         let zeta = &mut c.zeta[axis];
         let vel = &self.vel;
-        each(&mut |i, d, q, _| {
+        each(&mut |i, d, q| {
             let mut dpsi = 0.0f32;
             let mut d2 = c2[0] * cur[i];
             for k in 1..=r {
