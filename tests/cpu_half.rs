@@ -185,3 +185,28 @@ fn f16_storage_variants() {
         }
     }
 }
+
+/// The f16 scale is a power of two that brings the source's largest one-step contribution to
+/// within a factor sqrt(2) of 1, and f16 counts 10 bytes a point (five 2-byte fields) against 16.
+#[test]
+fn f16_scale_and_bytes() {
+    let mut p = heterogeneous(0.1, 4);
+    assert_eq!(p.field_scale(), 1.0, "f32 is not scaled");
+    let f32_bytes = p.step_bytes();
+    p.precision = Precision::F16;
+    let scale = p.field_scale();
+    assert_eq!(scale.log2().fract(), 0.0, "scale {scale} is not a power of two");
+    let v = p.vel2dt2();
+    let [nx, ny, _] = p.shape();
+    let smax = p.source.samples.iter().fold(0.0f64, |m, s| m.max(s.abs()));
+    let peak = p
+        .source
+        .taps
+        .iter()
+        .map(|t| (t.weight * v[(t.point[2] * ny + t.point[1]) * nx + t.point[0]] * smax).abs())
+        .fold(0.0, f64::max);
+    let scaled = peak * scale;
+    assert!((0.70..=1.42).contains(&scaled), "scaled peak contribution {scaled}");
+    let points = p.shape().iter().product::<usize>() as u64;
+    assert_eq!(p.step_bytes(), (f32_bytes + 4 * points) / 2);
+}
