@@ -520,6 +520,8 @@ pub struct RunConfig {
     /// "z": under mpirun, the grid split into z-slabs, one per rank (build with `--features mpi`).
     #[serde(default)]
     pub decomposition: Option<Decompose>,
+    #[serde(default)]
+    pub precision: Precision,
 }
 
 #[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
@@ -527,6 +529,33 @@ pub struct RunConfig {
 pub enum Decompose {
     /// Slabs along z.
     Z,
+}
+
+/// How the wavefields and c^2 dt^2 are stored: f32, or f16 (arithmetic stays f32; values are
+/// scaled into f16's range, see `Problem::field_scale`).
+#[derive(Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    #[default]
+    F32,
+    F16,
+}
+
+impl Precision {
+    /// Bytes of one stored value of a wavefield or of c^2 dt^2.
+    pub fn bytes(self) -> u64 {
+        match self {
+            Precision::F32 => 4,
+            Precision::F16 => 2,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::F16 => "f16",
+        }
+    }
 }
 
 #[derive(Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]

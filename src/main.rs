@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result, ensure};
 use clap::{Args, Parser, Subcommand};
-use seismic_run::config::{BackendChoice, Config, KernelChoice};
+use seismic_run::config::{BackendChoice, Config, KernelChoice, Precision};
 use seismic_run::output::hdf5::{Hdf5Writer, RunMetadata};
 use seismic_run::output::plan::OutputPlan;
 use seismic_run::output::result::{self, ResultFile};
@@ -83,6 +83,10 @@ pub(crate) struct RunArgs {
     /// backend has one kernel and ignores it.
     #[arg(long, value_enum)]
     kernel: Option<KernelChoice>,
+    /// Storage of the wavefields: f32, or f16 (f32 arithmetic; README "Precision"). Overrides
+    /// [run] precision.
+    #[arg(long, value_enum)]
+    precision: Option<Precision>,
     /// Result file (HDF5). Overrides [output] path; relative paths are taken from the current
     /// directory.
     #[arg(long, short, value_name = "PATH")]
@@ -271,6 +275,10 @@ mod decomposed {
         let mut exchange = MpiExchange::new(universe.world());
         let (rank, ranks) = (exchange.rank(), exchange.size());
         anyhow::ensure!(
+            cfg.run.precision == seismic_run::config::Precision::F32,
+            "run.decomposition = \"z\" runs in f32 only: drop run.precision = \"f16\" (or --precision f16)"
+        );
+        anyhow::ensure!(
             cfg.run.backend != BackendChoice::Auto,
             "run.decomposition = \"z\" needs run.backend set: \"cpu\", \"cuda\" or \"hip\" (every rank the same)"
         );
@@ -375,6 +383,9 @@ fn run(args: &RunArgs) -> Result<()> {
     }
     if let Some(k) = args.kernel {
         cfg.run.kernel = k;
+    }
+    if let Some(p) = args.precision {
+        cfg.run.precision = p;
     }
     if let Some(n) = args.steps {
         cfg.time.steps = Some(n);
@@ -505,7 +516,13 @@ fn print_header(
         b.width,
         if b.free_surface { ", free surface at z = 0" } else { "" }
     );
-    println!("  backend   {}: {}, kernel {}", device.backend, device.name, device.kernel);
+    println!(
+        "  backend   {}: {}, kernel {}, {} storage",
+        device.backend,
+        device.name,
+        device.kernel,
+        problem.precision.name()
+    );
     println!(
         "  output    {} (about {:.3} GiB: {} receivers, {} snapshots of {})",
         out.display(),

@@ -5,7 +5,7 @@
 //! each applies them in the same order every step (see `backend::Backend::step`).
 
 use crate::boundary::{Boundary, BoundaryKind};
-use crate::config::{self, Config, Injection};
+use crate::config::{self, Config, Injection, Precision};
 use crate::grid::Layout;
 use crate::numerics::{Ricker, Stencil, stencil::MAX_RADIUS};
 use anyhow::{Result, bail, ensure};
@@ -149,6 +149,8 @@ pub struct Problem {
     pub receivers: Vec<Receiver>,
     /// Things the user should know (dispersion, ...); the CLI prints them.
     pub warnings: Vec<String>,
+    /// Storage of the wavefields and c^2 dt^2 (`run.precision`).
+    pub precision: Precision,
 }
 
 /// Points per minimum wavelength under which numerical dispersion shows.
@@ -187,6 +189,7 @@ impl Problem {
             },
             receivers: vec![],
             warnings: vec![],
+            precision: Precision::F32,
         }
     }
 
@@ -209,9 +212,15 @@ impl Problem {
 
     /// Theoretical bytes one time step must move (the seeds' effective-bandwidth numerator): p^n
     /// read once with the stencil's face halos, p^{n-1} and c^2 dt^2 read once, p^{n+1} written
-    /// once; f32. Boundary-layer work is not counted, so GB/s computed from it is a lower bound.
+    /// once; f32. In f16 (2 bytes a value) the second time level is the increment d^n, read and
+    /// written, besides p^{n+1}: five fields instead of four. Boundary-layer work is not counted,
+    /// so GB/s computed from it is a lower bound.
     pub fn step_bytes(&self) -> u64 {
-        step_bytes(self.shape(), self.stencil.radius, true)
+        let f32_bytes = step_bytes(self.shape(), self.stencil.radius, true);
+        match self.precision {
+            Precision::F32 => f32_bytes,
+            Precision::F16 => (f32_bytes + 4 * self.shape().iter().map(|&n| n as u64).product::<u64>()) / 2,
+        }
     }
 
     /// The bytes a full step must move at the least: [`step_bytes`](Self::step_bytes) plus, for each
@@ -219,7 +228,34 @@ impl Problem {
     /// once ([`full_step_bytes`]). Sources, receivers and the free surface are not counted.
     pub fn full_step_bytes(&self) -> u64 {
         let cpml_width = if self.boundary.kind == BoundaryKind::Cpml { self.boundary.width } else { 0 };
-        full_step_bytes(self.shape(), self.stencil.radius, cpml_width, self.boundary.free_surface)
+        let f32_bytes = full_step_bytes(self.shape(), self.stencil.radius, cpml_width, self.boundary.free_surface);
+        // psi and zeta stay f32 in either precision.
+        f32_bytes - step_bytes(self.shape(), self.stencil.radius, true) + self.step_bytes()
+    }
+
+    /// The factor the wavefield is stored multiplied by: 1 in f32; in f16 the power of two that
+    /// brings the largest value the source adds to one point in one step to about 1, so that the
+    /// field near the source (tens to thousands of such steps accumulated) stays below f16's
+    /// largest value (65504) and the far field stays above its smallest normal value (6.1e-5).
+    /// A power of two, so scaling is exact and divides back out of traces and snapshots exactly.
+    pub fn field_scale(&self) -> f64 {
+        if self.precision == Precision::F32 {
+            return 1.0;
+        }
+        let v = self.vel2dt2();
+        let smax = self.source.samples.iter().fold(0.0f64, |m, s| m.max(s.abs()));
+        let l = self.layout;
+        let [nx, ny] = [l.nx, l.ny];
+        let peak = self
+            .source
+            .taps
+            .iter()
+            .map(|t| {
+                let [x, y, z] = t.point;
+                (t.weight * v[(z * ny + y) * nx + x] * smax).abs()
+            })
+            .fold(0.0f64, f64::max);
+        if peak > 0.0 && peak.is_finite() { (-peak.log2().round()).exp2() } else { 1.0 }
     }
 
     /// c^2 dt^2 per point, dense (nz, ny, nx): the factor of the Laplacian in the update.
@@ -353,7 +389,21 @@ impl Problem {
                 wavelet.max_frequency()
             ));
         }
-        Ok(Problem { layout, spacing, origin, stencil, dt, steps, vp, boundary, source, receivers, warnings })
+        let precision = cfg.run.precision;
+        Ok(Problem {
+            layout,
+            spacing,
+            origin,
+            stencil,
+            dt,
+            steps,
+            vp,
+            boundary,
+            source,
+            receivers,
+            warnings,
+            precision,
+        })
     }
 }
 

@@ -14,6 +14,7 @@
 //! 7. swap p^n and p^{n+1}.
 
 pub mod cpu;
+pub mod cpu_half;
 pub mod tuning;
 
 use anyhow::{Result, bail};
@@ -128,6 +129,16 @@ pub fn open_backend(
 type OpenFn = fn(&Problem, KernelChoice, usize) -> Result<Box<dyn Backend>>;
 
 fn open_cpu(problem: &Problem) -> Result<Box<dyn Backend>> {
+    if problem.precision == crate::config::Precision::F16 {
+        // f32 values, p^n, p^{n-1}, c^2 dt^2 and psi (twice) and zeta for all three axes.
+        let padded = problem.layout.len() as f64 / problem.layout.points().max(1) as f64;
+        crate::resources::check_host_memory(
+            problem.layout,
+            3.0 * 4.0 * padded + 28.0 + 12.0,
+            "the CPU backend (f16 reference)",
+        )?;
+        return Ok(Box::new(crate::backend::cpu_half::CpuHalfSolver::new(problem)?));
+    }
     crate::resources::check_host_memory(problem.layout, cpu_bytes_per_point(problem.layout), "the CPU backend")?;
     Ok(Box::new(crate::backend::cpu::CpuSolver::<f32>::new(problem)?))
 }

@@ -235,6 +235,7 @@ impl Decomposition {
             source,
             receivers: rec,
             warnings: Vec::new(),
+            precision: problem.precision,
         };
         SubDomain { rank, owned: (z0, z1), first, problem: sub, receivers }
     }

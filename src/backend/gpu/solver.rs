@@ -14,7 +14,7 @@ use super::sources::{self, kernel_options, load_kernels};
 use crate::backend::tuning::Tuning;
 use crate::backend::{Backend, DeviceInfo};
 use crate::boundary::BoundaryKind;
-use crate::config::KernelChoice;
+use crate::config::{KernelChoice, Precision};
 use crate::grid::{Layout, Section, for_each_section};
 use crate::problem::{Problem, Receiver, Tap};
 use anyhow::{Context, Result, bail, ensure};
@@ -239,6 +239,12 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let shape = problem.shape();
         let r = problem.stencil.radius;
         ensure!(layout.halo == r, "layout halo must equal the stencil radius");
+        // Before anything is compiled or allocated: the kernels store f32 only.
+        ensure!(
+            problem.precision == Precision::F32,
+            "run.precision = \"f16\" runs on the CPU reference only (the GPU kernels store f32): \
+             use --backend cpu, or run.precision = \"f32\" on the GPU"
+        );
         let tuning = tuning.effective(r);
         tuning.check(r)?;
         ensure!(

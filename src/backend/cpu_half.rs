@@ -1,0 +1,429 @@
+//! The CPU reference of `run.precision = "f16"`: the wavefields and c^2 dt^2 stored in half
+//! precision, arithmetic in f32. The two time levels are p^n and the increment
+//! d^n = p^n - p^{n-1} (not p^{n-1}): a step computes d^{n+1} = g (2 p^n - g (p^n - d^n) + c^2 dt^2
+//! L p^n) - p^n (d^n + c^2 dt^2 L p^n without a sponge), adds the CPML corrections and the source
+//! to it, and sets p^{n+1} = p^n + d^{n+1}. An f16 rounding of p^{n-1} acts like a velocity error
+//! of 2^-12 p / dt, amplified by 1 / (w dt) over an oscillation; a rounding of d^n or p^{n+1} is
+//! not amplified (README "Precision" has the measurements: 10 to 50 times less error).
+//!
+//! Every stored value is rounded to the nearest f16 (ties to even) where a kernel would store it:
+//! d^{n+1} after the interior update, after each axis's CPML correction (x, then y, then z) and
+//! after the source injection, then p^{n+1}. The f32 expressions and their order are the f32
+//! reference's (cpu.rs). The field is held scaled by [`Problem::field_scale`] (a power of two, so
+//! exact); traces and snapshots divide it back out. Values are kept as f32 numbers that f16
+//! represents exactly (the results of 16-bit storage without a conversion on every read). This
+//! path is simple and separate from the tuned f32 sweep: one task per z-plane for the interior,
+//! the CPML layers in sequence, memory variables f32 over the whole grid.
+
+use super::{Backend, DeviceInfo};
+use crate::boundary::BoundaryKind;
+use crate::grid::{Layout, Section, for_each_section};
+use crate::problem::Problem;
+use anyhow::{Result, ensure};
+use half::f16;
+use rayon::prelude::*;
+use std::time::Instant;
+
+/// x rounded to the nearest f16 (ties to even), back in f32: one 16-bit store and load.
+#[inline(always)]
+pub fn round_f16(x: f32) -> f32 {
+    f16::from_f32(x).to_f32()
+}
+
+/// The storage variants of the f16 mode, for the measurements that chose the default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HalfStorage {
+    /// c^2 dt^2 rounded to f16 too (else f32).
+    pub vel: bool,
+    /// The second time level stored as the increment d^n = p^n - p^{n-1} instead of p^{n-1}.
+    pub increment: bool,
+}
+
+impl Default for HalfStorage {
+    fn default() -> Self {
+        HalfStorage { vel: VEL_F16, increment: INCREMENT }
+    }
+}
+
+/// Whether the f16 mode stores d^n (else p^{n-1}; README "Precision" has the measurements).
+pub const INCREMENT: bool = true;
+
+/// Whether c^2 dt^2 is stored in f16 in the f16 mode (README "Precision" has the measurements).
+pub const VEL_F16: bool = true;
+
+struct CpmlState {
+    width: usize,
+    /// (a, b) per axis over that axis's grid index.
+    coef: [(Vec<f32>, Vec<f32>); 3],
+    /// psi and zeta per axis, dense (nz, ny, nx); only layer points are used.
+    psi: [Vec<f32>; 3],
+    zeta: [Vec<f32>; 3],
+    /// New psi of the current step (psi is double-buffered, as on the GPU).
+    psi_new: Vec<f32>,
+}
+
+pub struct CpuHalfSolver {
+    layout: Layout,
+    radius: usize,
+    scale: f64,
+    /// Second-derivative weights per axis scaled by 1/h^2 (index 0: the centre weight).
+    c2: [Vec<f32>; 3],
+    centre: f32,
+    c1: [Vec<f32>; 3],
+    vel: Vec<f32>,
+    damp: Option<[Vec<f32>; 3]>,
+    cpml: Option<CpmlState>,
+    free_surface: bool,
+    cur: Vec<f32>,
+    prev: Vec<f32>,
+    /// With `increment`: d^n = p^n - p^{n-1} (then `prev` only receives p^{n+1}).
+    inc: Option<Vec<f32>>,
+    src_taps: Vec<(usize, f32)>,
+    src_samples: Vec<f32>,
+    rec_taps: Vec<Vec<(usize, f32)>>,
+    /// Traces as recorded (scaled).
+    traces: Vec<Vec<f32>>,
+    seconds: Vec<f64>,
+    storage: HalfStorage,
+}
+
+impl CpuHalfSolver {
+    pub fn new(problem: &Problem) -> Result<Self> {
+        Self::with_storage(problem, HalfStorage::default())
+    }
+
+    pub fn with_storage(problem: &Problem, storage: HalfStorage) -> Result<Self> {
+        let layout = problem.layout;
+        let shape = problem.shape();
+        let r = problem.stencil.radius;
+        ensure!(layout.halo == r, "layout halo must equal the stencil radius");
+        ensure!((1..=8).contains(&r), "stencil radius {r} outside 1..=8");
+        let c2: [Vec<f32>; 3] = std::array::from_fn(|a| {
+            problem.stencil.second_scaled(problem.spacing[a]).into_iter().map(|v| v as f32).collect()
+        });
+        let centre = (0..3).map(|a| c2[a][0] as f64).sum::<f64>() as f32;
+        let c1 =
+            std::array::from_fn(|a| problem.stencil.first.iter().map(|c| (c / problem.spacing[a]) as f32).collect());
+        let mut vel = vec![0.0f32; layout.len()];
+        let dense: Vec<f32> =
+            problem.vel2dt2().into_iter().map(|v| if storage.vel { round_f16(v as f32) } else { v as f32 }).collect();
+        layout.scatter(&dense, &mut vel);
+        let b = &problem.boundary;
+        let damp = (b.kind == BoundaryKind::Sponge)
+            .then(|| std::array::from_fn(|a| b.profiles[a].damp.iter().map(|&g| g as f32).collect()));
+        let n = shape.iter().product::<usize>();
+        let cpml = (b.kind == BoundaryKind::Cpml).then(|| CpmlState {
+            width: b.width,
+            coef: std::array::from_fn(|a| {
+                let p = &b.profiles[a];
+                (p.a.iter().map(|&v| v as f32).collect(), p.b.iter().map(|&v| v as f32).collect())
+            }),
+            psi: std::array::from_fn(|_| vec![0.0; n]),
+            zeta: std::array::from_fn(|_| vec![0.0; n]),
+            psi_new: vec![0.0; n],
+        });
+        let taps = |t: &[crate::problem::Tap]| -> Vec<(usize, f32)> {
+            t.iter()
+                .map(|t| {
+                    let [x, y, z] = t.point;
+                    (layout.index(x as isize, y as isize, z as isize), t.weight as f32)
+                })
+                .collect()
+        };
+        // The source weight times c^2 dt^2 as the f32 reference forms it (from the f32 c^2 dt^2).
+        let mut vel32 = vec![0.0f32; layout.len()];
+        let dense32: Vec<f32> = problem.vel2dt2().into_iter().map(|v| v as f32).collect();
+        layout.scatter(&dense32, &mut vel32);
+        let src_taps =
+            taps(&problem.source.taps).into_iter().map(|(o, w)| (o, (w as f64 * vel32[o] as f64) as f32)).collect();
+        let scale = problem.field_scale();
+        Ok(CpuHalfSolver {
+            layout,
+            radius: r,
+            scale,
+            c2,
+            centre,
+            c1,
+            vel,
+            damp,
+            cpml,
+            free_surface: b.free_surface,
+            cur: vec![0.0; layout.len()],
+            prev: vec![0.0; layout.len()],
+            inc: storage.increment.then(|| vec![0.0; layout.len()]),
+            storage,
+            src_taps,
+            // Scaling by a power of two is exact: the f32 samples times the scale.
+            src_samples: problem.source.samples.iter().map(|&s| (s as f32 as f64 * scale) as f32).collect(),
+            rec_taps: problem.receivers.iter().map(|r| taps(&r.taps)).collect(),
+            traces: (0..problem.receivers.len()).map(|_| Vec::with_capacity(problem.steps)).collect(),
+            seconds: Vec::with_capacity(problem.steps),
+        })
+    }
+
+    /// The factor the stored field carries ([`Problem::field_scale`]).
+    pub fn scale(&self) -> f64 {
+        self.scale
+    }
+
+    /// The current wavefield p^n, padded layout, scaled.
+    pub fn field(&self) -> &[f32] {
+        &self.cur
+    }
+
+    /// Receiver traces in physical units.
+    pub fn traces_f64(&self) -> Vec<Vec<f64>> {
+        self.traces.iter().map(|t| t.iter().map(|&v| v as f64 / self.scale).collect()).collect()
+    }
+
+    /// Advances one step (the order of `backend`'s module docs, with the f16 stores of the module docs).
+    pub fn advance(&mut self, n: usize) {
+        let start = Instant::now();
+        let l = self.layout;
+        if self.free_surface {
+            // Negation is exact: the mirror needs no rounding.
+            for iy in 0..l.ny {
+                let row0 = l.row(iy, 0);
+                self.cur[row0..row0 + l.nx].fill(0.0);
+                for k in 1..=self.radius {
+                    let (src, dst) = (l.row(iy, k), l.index(0, iy as isize, -(k as isize)));
+                    for ix in 0..l.nx {
+                        self.cur[dst + ix] = -self.cur[src + ix];
+                    }
+                }
+            }
+        }
+        // What the step writes: p^{n+1} over p^{n-1}, or with the increment d^{n+1} over d^n.
+        let mut target = self.inc.take().unwrap_or_else(|| std::mem::take(&mut self.prev));
+        let increment = !self.prev.is_empty();
+        if increment && self.free_surface {
+            // d^n = p^n - p^{n-1} = 0 on the surface, as the mirror made p^n (and p^{n-1} before).
+            for iy in 0..l.ny {
+                let row0 = l.row(iy, 0);
+                target[row0..row0 + l.nx].fill(0.0);
+            }
+        }
+        self.interior(&mut target, increment);
+        if self.cpml.is_some() {
+            for axis in 0..3 {
+                self.cpml_axis(axis, &mut target);
+            }
+        }
+        if let Some(&s) = self.src_samples.get(n) {
+            for &(o, w) in &self.src_taps {
+                target[o] = round_f16(target[o] + w * s);
+            }
+        }
+        if increment {
+            // p^{n+1} = p^n + d^{n+1}, over p^{n-1}.
+            let origin = l.index(0, 0, 0);
+            let (cur, d) = (&self.cur, &target);
+            self.prev[origin..origin + l.nz * l.plane].par_chunks_mut(l.plane).enumerate().for_each(|(iz, plane)| {
+                for iy in 0..l.ny {
+                    let at = iy * l.pitch;
+                    let row = l.row(iy, iz);
+                    for ix in 0..l.nx {
+                        plane[at + ix] = round_f16(cur[row + ix] + d[row + ix]);
+                    }
+                }
+            });
+            self.inc = Some(target);
+        } else {
+            self.prev = target;
+        }
+        for (taps, trace) in self.rec_taps.iter().zip(self.traces.iter_mut()) {
+            let mut v = 0.0f32;
+            for &(o, w) in taps {
+                v += w * self.prev[o];
+            }
+            trace.push(v);
+        }
+        std::mem::swap(&mut self.cur, &mut self.prev);
+        self.seconds.push(start.elapsed().as_secs_f64());
+    }
+
+    /// p^{n+1} = g (2 p^n - g p^{n-1} + c^2 dt^2 L p^n), rounded to f16, over p^{n-1} in `target`;
+    /// with `increment`, d^{n+1} = p^{n+1} - p^n over d^n (p^{n-1} = p^n - d^n). One task per z-plane.
+    fn interior(&self, target: &mut [f32], increment: bool) {
+        let l = self.layout;
+        let origin = l.index(0, 0, 0);
+        #[cfg(target_arch = "x86_64")]
+        let fma = std::arch::is_x86_feature_detected!("fma");
+        target[origin..origin + l.nz * l.plane].par_chunks_mut(l.plane).enumerate().for_each(|(iz, plane)| {
+            #[cfg(target_arch = "x86_64")]
+            if fma {
+                // SAFETY: the CPU has FMA (checked above).
+                unsafe { self.interior_plane_fma(plane, iz, increment) };
+                return;
+            }
+            self.interior_plane(plane, iz, increment)
+        });
+    }
+
+    /// [`Self::interior_plane`] with hardware fused multiply-adds (the same bits: FMA is exactly
+    /// rounded either way, this only avoids the software fallback).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "fma")]
+    unsafe fn interior_plane_fma(&self, plane: &mut [f32], iz: usize, increment: bool) {
+        self.interior_plane(plane, iz, increment)
+    }
+
+    /// The interior update of z-plane iz; `plane` is that plane of the target, from its row 0.
+    #[inline(always)]
+    fn interior_plane(&self, plane: &mut [f32], iz: usize, increment: bool) {
+        let l = self.layout;
+        let r = self.radius;
+        let (cur, vel, damp) = (&self.cur, &self.vel, self.damp.as_ref());
+        let (c2, centre) = (&self.c2, self.centre);
+        for iy in 0..l.ny {
+            let row = l.row(iy, iz);
+            let out = &mut plane[iy * l.pitch..][..l.nx];
+            for (ix, o) in out.iter_mut().enumerate() {
+                let i = row + ix;
+                // The order of cpu.rs `laplacian_chunk`: centre, then x, y, z, k ascending.
+                let mut lap = centre * cur[i];
+                for (axis, s) in [1, l.pitch, l.plane].into_iter().enumerate() {
+                    for k in 1..=r {
+                        lap = c2[axis][k].mul_add(cur[i - k * s] + cur[i + k * s], lap);
+                    }
+                }
+                let v = match (damp, increment) {
+                    (Some(g), false) => {
+                        let gi = g[0][ix] * (g[1][iy] * g[2][iz]);
+                        gi * (2.0 * cur[i] - gi * *o + vel[i] * lap)
+                    }
+                    (Some(g), true) => {
+                        let gi = g[0][ix] * (g[1][iy] * g[2][iz]);
+                        gi * (2.0 * cur[i] - gi * (cur[i] - *o) + vel[i] * lap) - cur[i]
+                    }
+                    (None, false) => 2.0 * cur[i] - *o + vel[i] * lap,
+                    (None, true) => *o + vel[i] * lap,
+                };
+                *o = round_f16(v);
+            }
+        }
+    }
+
+    /// One axis's CPML update over both of its layers: psi <- b psi + a dp/dx_i, then
+    /// zeta <- b zeta + a (d2p/dx_i2 + dpsi/dx_i) and p^{n+1} += c^2 dt^2 (dpsi/dx_i + zeta),
+    /// rounded to f16; psi's neighbours only within the point's own layer.
+    fn cpml_axis(&mut self, axis: usize, out: &mut [f32]) {
+        let l = self.layout;
+        let r = self.radius;
+        let c = self.cpml.as_mut().expect("CPML state");
+        let w = c.width;
+        let n = [l.nx, l.ny, l.nz];
+        let na = n[axis];
+        let s = [1, l.pitch, l.plane][axis];
+        let ds = [1, l.nx, l.nx * l.ny][axis];
+        let (a, b) = (&c.coef[axis].0, &c.coef[axis].1);
+        let (c1, c2) = (&self.c1[axis], &self.c2[axis]);
+        let cur = &self.cur;
+        let in_layer = |q: usize| q < w || q + w >= na;
+        let same_layer = |q: usize, t: usize| (q < w) == (t < w);
+        // Only the layer points along the axis: both layers, or the one layer of a thin axis.
+        let layer_idx: Vec<usize> = (0..na).filter(|&q| in_layer(q)).collect();
+        let full = |a: usize| -> Vec<usize> { if a == axis { layer_idx.clone() } else { (0..n[a]).collect() } };
+        let (xs, ys, zs) = (full(0), full(1), full(2));
+        let each = |f: &mut dyn FnMut(usize, usize, usize)| {
+            for &iz in &zs {
+                for &iy in &ys {
+                    for &ix in &xs {
+                        f(l.row(iy, iz) + ix, (iz * l.ny + iy) * l.nx + ix, [ix, iy, iz][axis]);
+                    }
+                }
+            }
+        };
+        let psi_old = &c.psi[axis];
+        let psi_new = &mut c.psi_new;
+        each(&mut |i, d, q| {
+            let mut dp = 0.0f32;
+            for k in 1..=r {
+                dp += c1[k] * (cur[i + k * s] - cur[i - k * s]);
+            }
+            psi_new[d] = b[q] * psi_old[d] + a[q] * dp;
+        });
+        std::mem::swap(&mut c.psi[axis], &mut c.psi_new);
+        let psi = &c.psi[axis];
+        let zeta = &mut c.zeta[axis];
+        let vel = &self.vel;
+        each(&mut |i, d, q| {
+            let mut dpsi = 0.0f32;
+            let mut d2 = c2[0] * cur[i];
+            for k in 1..=r {
+                if q + k < na && in_layer(q + k) && same_layer(q + k, q) {
+                    dpsi += c1[k] * psi[d + k * ds];
+                }
+                if q >= k && in_layer(q - k) && same_layer(q - k, q) {
+                    dpsi -= c1[k] * psi[d - k * ds];
+                }
+                d2 += c2[k] * (cur[i - k * s] + cur[i + k * s]);
+            }
+            let z = b[q] * zeta[d] + a[q] * (d2 + dpsi);
+            zeta[d] = z;
+            out[i] = round_f16(out[i] + vel[i] * (dpsi + z));
+        });
+    }
+}
+
+impl Backend for CpuHalfSolver {
+    /// The reference path: built anew for the shot (its scale depends on the source).
+    fn start_shot(&mut self, problem: &Problem) -> Result<()> {
+        ensure!(problem.layout == self.layout, "a shot must use the grid the backend was opened with");
+        *self = Self::with_storage(problem, self.storage)?;
+        Ok(())
+    }
+
+    fn info(&self) -> DeviceInfo {
+        DeviceInfo {
+            backend: "cpu",
+            name: format!("CPU (rayon, {} threads, f16 storage reference)", rayon::current_num_threads()),
+            kernel: "rayon-f16".into(),
+        }
+    }
+
+    fn step(&mut self, n: usize) -> Result<()> {
+        self.advance(n);
+        Ok(())
+    }
+
+    fn snapshot(&mut self, out: &mut [f32]) -> Result<()> {
+        let l = self.layout;
+        for iz in 0..l.nz {
+            for iy in 0..l.ny {
+                let (src, dst) = (l.row(iy, iz), (iz * l.ny + iy) * l.nx);
+                for ix in 0..l.nx {
+                    out[dst + ix] = (self.cur[src + ix] as f64 / self.scale) as f32;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn snapshot_sections(&mut self, sections: &[Section], out: &mut [f32]) -> Result<()> {
+        let l = self.layout;
+        let scale = self.scale;
+        for_each_section(sections, [l.nx, l.ny, l.nz], out, |s, part| {
+            s.copy_from(&l, |i| (self.cur[i] as f64 / scale) as f32, part);
+            Ok(())
+        })
+    }
+
+    fn traces(&mut self, steps: usize) -> Result<Vec<f32>> {
+        let scale = self.scale;
+        Ok(self
+            .traces
+            .iter()
+            .flat_map(|t| t[..steps.min(t.len())].iter().map(move |&v| (v as f64 / scale) as f32))
+            .collect())
+    }
+
+    /// f16 overflows to infinity: a blown-up run shows here as in f32.
+    fn field_is_finite(&mut self) -> Result<bool> {
+        Ok(self.cur.par_iter().all(|v| v.is_finite()))
+    }
+
+    fn step_seconds(&mut self) -> Result<Vec<f64>> {
+        Ok(self.seconds.clone())
+    }
+}
