@@ -2,6 +2,8 @@
 //! the single-domain run's traces and snapshots bit for bit, for every stencil radius, with CPML
 //! and a free surface, a source on a cut, receivers and snapshot planes straddling cuts.
 
+mod process;
+
 use seismic_run::backend::Backend;
 use seismic_run::backend::cpu::CpuSolver;
 use seismic_run::config::Config;
@@ -185,4 +187,22 @@ fn two_subdomains_on_one_gpu_equal_the_single_gpu_run_bit_for_bit() {
         .unwrap();
         assert_same(&format!("GPU, slabs {counts:?} (halo {})", d.halo), &want, &(out.record.traces, sink.0));
     }
+}
+
+/// Without the `mpi` feature, `[run] decomposition = "z"` is an error that names the build option,
+/// and no file is written.
+#[cfg(not(feature = "mpi"))]
+#[test]
+fn decomposition_without_the_mpi_feature_is_a_clear_error() {
+    let dir = process::scratch("decomposition", "no_mpi");
+    let input = dir.join("in.toml");
+    let toml = "[grid]\nshape = [12, 12, 12]\nspacing = [10.0, 10.0, 10.0]\n[model]\nkind = \"constant\"\nvp = 2000.0\n\
+                [time]\nsteps = 3\n[source]\nposition = [60.0, 60.0, 60.0]\nfrequency = 10.0\n\
+                [boundary]\nkind = \"none\"\n[run]\nbackend = \"cpu\"\ndecomposition = \"z\"\n";
+    std::fs::write(&input, toml).unwrap();
+    let out = process::seismic_run().arg(&input).arg("-o").arg(dir.join("out.h5")).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("run.decomposition = \"z\" needs a build with `--features mpi`"), "{err}");
+    assert!(!dir.join("out.h5").exists());
 }

@@ -58,17 +58,17 @@ fn datasets(path: &Path) -> Vec<(String, Vec<u32>)> {
         .collect()
 }
 
-#[test]
-fn two_and_three_mpi_ranks_write_the_single_rank_result_bit_for_bit() {
-    let dir = scratch("decomposition_mpi", "ranks");
-    std::fs::write(dir.join("single.toml"), INPUT).unwrap();
-    std::fs::write(dir.join("split.toml"), INPUT.replace("[run]\n", "[run]\ndecomposition = \"z\"\n")).unwrap();
+/// The single-rank run of `input` against the same under mpirun with each of `ranks`.
+fn compare(name: &str, input: &str, ranks: &[usize]) {
+    let dir = scratch("decomposition_mpi", name);
+    std::fs::write(dir.join("single.toml"), input).unwrap();
+    std::fs::write(dir.join("split.toml"), input.replace("[run]\n", "[run]\ndecomposition = \"z\"\n")).unwrap();
     let single = dir.join("single.h5");
     let out = seismic_run().arg(dir.join("single.toml")).arg("-q").arg("-o").arg(&single).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let want = datasets(&single);
     assert!(want[0].1.iter().any(|&b| b != 0), "the traces recorded the wave");
-    for ranks in [2, 3] {
+    for &ranks in ranks {
         let h5 = dir.join(format!("split{ranks}.h5"));
         let bin = seismic_run().get_program().to_owned();
         let out = Command::new("mpirun")
@@ -78,7 +78,6 @@ fn two_and_three_mpi_ranks_write_the_single_rank_result_bit_for_bit() {
             .arg("-q")
             .arg("-o")
             .arg(&h5)
-            .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
             .output()
             .expect("mpirun (openmpi-bin) runs");
         assert!(out.status.success(), "{ranks} ranks: {}", String::from_utf8_lossy(&out.stderr));
@@ -88,4 +87,17 @@ fn two_and_three_mpi_ranks_write_the_single_rank_result_bit_for_bit() {
             assert!(first.is_none(), "{ranks} ranks: {name} differs first at value {first:?}");
         }
     }
+}
+
+#[test]
+fn two_and_three_mpi_ranks_write_the_single_rank_result_bit_for_bit() {
+    compare("cpu", INPUT, &[2, 3]);
+}
+
+/// Two ranks sharing one GPU (host-staged halos) write the single-GPU result bit for bit.
+#[cfg(feature = "cuda")]
+#[test]
+#[ignore = "needs a GPU"]
+fn two_mpi_ranks_on_one_gpu_write_the_single_gpu_result_bit_for_bit() {
+    compare("cuda", &INPUT.replace("backend = \"cpu\"", "backend = \"cuda\""), &[2]);
 }
