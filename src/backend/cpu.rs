@@ -891,16 +891,13 @@ impl<T: Real> Backend for CpuSolver<T> {
     }
 
     fn snapshot(&mut self, out: &mut [f32]) -> Result<()> {
-        let l = self.layout;
-        for iz in 0..l.nz {
-            for iy in 0..l.ny {
-                let src = l.row(iy, iz);
-                let dst = (iz * l.ny + iy) * l.nx;
-                for ix in 0..l.nx {
-                    out[dst + ix] = self.cur[src + ix].f64() as f32;
-                }
-            }
-        }
+        ensure!(
+            out.len() == self.layout.points(),
+            "snapshot buffer has {} values, grid {}",
+            out.len(),
+            self.layout.points()
+        );
+        Section::Volume.copy_from(&self.layout, |i| self.cur[i].f64() as f32, out);
         Ok(())
     }
 

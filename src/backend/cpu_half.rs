@@ -388,15 +388,13 @@ impl Backend for CpuHalfSolver {
     }
 
     fn snapshot(&mut self, out: &mut [f32]) -> Result<()> {
-        let l = self.layout;
-        for iz in 0..l.nz {
-            for iy in 0..l.ny {
-                let (src, dst) = (l.row(iy, iz), (iz * l.ny + iy) * l.nx);
-                for ix in 0..l.nx {
-                    out[dst + ix] = (self.cur[src + ix] as f64 / self.scale) as f32;
-                }
-            }
-        }
+        ensure!(
+            out.len() == self.layout.points(),
+            "snapshot buffer has {} values, grid {}",
+            out.len(),
+            self.layout.points()
+        );
+        Section::Volume.copy_from(&self.layout, |i| (self.cur[i] as f64 / self.scale) as f32, out);
         Ok(())
     }
 
