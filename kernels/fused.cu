@@ -68,15 +68,26 @@ constexpr int QS = QN + DEPTH;           // z queue length, planes in flight inc
 static_assert(FY >= R, "BLOCK_Y must be at least RADIUS (threads ty < R load the y halo rows)");
 static_assert(RY >= 1 && RY <= 4, "ROWS must be 1..4");
 static_assert(TY * 2 * HV <= FX * FY, "too few threads to load the x halo");
+// Vectors of dynamic shared memory before fused_step_layers's phi tile (2 TH FX vectors): the ring
+// (Tuning::dynamic_shared_bytes and Tuning::layer_tile_bytes on the host).
+#if STAGES > 0
+constexpr int LAYER_TILE_OFFSET = (STAGES + 1) * ((LAPLACIAN_ONLY ? 1 : 3) * RY * FX * FY +
+                                                   HALO_RING * (2 * R * FX + TY * 2 * HV));
+#else
+constexpr int LAYER_TILE_OFFSET = 0;
+#endif
 }  // namespace fused
 
-extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(FUSED_STEP_PARAMS) {
+// LAYERS: the CPML layer points of the block get layers.h's update in the same pass (the
+// fused_step_layers kernel); L.select picks the blocks a launch computes (prelude.h, Chunk).
+template <bool LAYERS>
+DEVICE void fused_body(FUSED_STEP_PARAMS) {
     using namespace fused;
     __shared__ Vf tile[2][TH][TWV];
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int lt = ty * FX + tx;
     const Chunk ch = block_chunk(window, ny, nz, TY);
-    if (!ch.owns) return;  // the whole block, before any barrier
+    if (!ch.owns || !selected(ch, FX * VEC, TY, nx, ny, nz, L)) return;  // the whole block, before any barrier
     const int tile_x = ch.tile_x, nsteps = ch.nsteps, dz = ch.dz, zfirst = ch.zfirst;
     const int ix = (tile_x * FX + tx) * VEC;
     const int rowb = ch.tile_y * TY;  // first grid row of the tile
@@ -172,6 +183,38 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(FUSED_STE
 #if !HALO_RING
     fetch_halos(zfirst);
 #endif
+    // The y layers (layers.h) of a block that has some: phi through a double-buffered shared tile
+    // of the tile's rows (no x halo), after the fields' ring in dynamic shared memory, and each row's
+    // phi and zeta fetched into registers one plane ahead, so that their latency hides behind a
+    // plane of work. Overlapping layers (ny < 2 width) keep the direct loads.
+    const int lw = LAYERS ? L.width : 0;
+    const bool ytile = LAYERS && lw > 0 && ny >= 2 * lw && nx % VEC == 0 && (rowb < lw || rowb + TY > ny - lw);
+    extern __shared__ Vf layer_shared[];
+    Vf* const phi_tile = layer_shared + LAYER_TILE_OFFSET;
+    Vf nphi[RY], nzeta[RY], zeta_now[RY], nphlo, nphhi;
+    auto fetch_layers = [&](int zz) {
+        const float* RESTRICT phi = L.phi_in[1];
+        auto slab = [&](int y, bool& in) {
+            int t;
+            const int half = layer_of(y, ny, lw, true, t);
+            in = half >= 0 && col_in;
+            return ((i64)zz * (2 * lw) + half * lw + t) * nx + ix;
+        };
+        bool in;
+#pragma unroll
+        for (int r = 0; r < RY; r++) {
+            const i64 sr = slab(iy + r, in);
+            nphi[r] = vload_if(phi + sr, in);
+            nzeta[r] = vload_if(L.zeta[1] + sr, in);
+        }
+        if (yhalo) {
+            const i64 slo = slab(rowb + ty - R, in);
+            nphlo = vload_if(phi + slo, in);
+            const i64 shi = slab(rowb + TY + ty, in);
+            nphhi = vload_if(phi + shi, in);
+        }
+    };
+    if (ytile) fetch_layers(zfirst);
     static_assert(RY == 1 || STAGES > 0, "ROWS > 1 needs STAGES > 0");
 #if PREFETCH_PV && !LAPLACIAN_ONLY
     Vf npm = LOAD_ONCE_IF(out + (i64)zfirst * plane + col, row_in[0]);
@@ -214,6 +257,19 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(FUSED_STE
             tile[b][ty + TY + R][tx + HV] = nyhi;
         }
         if (xhalo) tile[b][xrow][xcolv] = nxh;
+        if (ytile) {
+            Vf* const pt = phi_tile + b * TH * FX;
+#pragma unroll
+            for (int r = 0; r < RY; r++) {
+                pt[(ty * RY + r + R) * FX + tx] = nphi[r];
+                zeta_now[r] = nzeta[r];
+            }
+            if (yhalo) {
+                pt[ty * FX + tx] = nphlo;
+                pt[(ty + TY + R) * FX + tx] = nphhi;
+            }
+            if (s + 1 < nsteps) fetch_layers(z + dz);
+        }
 #if PREFETCH_PV && !LAPLACIAN_ONLY
         const Vf pm = npm;
         const Vf vv = nvv;
@@ -250,8 +306,25 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(FUSED_STE
             const Vf pm = *slot(s, 1, r);
             const Vf vv = *slot(s, 2, r);
 #endif
-            update_row(out + (i64)z * plane + col + (i64)r * pitch, q[r][R], lap[r], pm, vv, gx,
-                       SPONGE ? gy[iy + r] * gz[z] : 0.0f, ix, nx, iy + r < ny);
+            Vf res = leapfrog(q[r][R], lap[r], pm, vv, gx, SPONGE ? gy[iy + r] * gz[z] : 0.0f, ix);
+            if (LAYERS)
+                add_layers<R, RY, HV, TWV, QS, FX>(res, r, q, tile[b] + ty * RY, tx, dz, vv, ix, iy + r, z, nx, ny, nz,
+                                                   L, ytile, phi_tile + (b * TH + ty * RY) * FX, zeta_now[r]);
+            store_row(out + (i64)z * plane + col + (i64)r * pitch, res, ix, nx, iy + r < ny);
         }
     }
 }
+
+extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(FUSED_STEP_PARAMS) {
+    fused_body<false>(FUSED_STEP_ARGS);
+}
+#if CPML
+// Its own register cap (LAYER_MIN_BLOCKS blocks a multiprocessor, default 1): under the interior's
+// cap the layer path spills.
+#ifndef LAYER_MIN_BLOCKS
+#define LAYER_MIN_BLOCKS 1
+#endif
+extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(BLOCK_X * BLOCK_Y, LAYER_MIN_BLOCKS) void fused_step_layers(FUSED_STEP_PARAMS) {
+    fused_body<true>(FUSED_STEP_ARGS);
+}
+#endif

@@ -12,6 +12,8 @@
 //               order and blocks per multiprocessor (fused.cu)
 //   SPONGE      1: multiply the update by the sponge factors gx[ix] gy[iy] gz[iz]
 //   LAPLACIAN_ONLY 1: the fused kernel writes out = L p (no leapfrog), for the operator benchmark
+//   CPML        1: the module also holds fused_step_layers, the fused step with the CPML layers in
+//               its pass (fused.cu, layers.h)
 #pragma once
 
 #if defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__)
@@ -24,8 +26,8 @@
 // kernel_options), so that kernels and host never disagree on a default.
 #if !defined(RADIUS) || !defined(BLOCK_X) || !defined(BLOCK_Y) || !defined(VEC) || !defined(ROWS) ||     \
     !defined(SPONGE) || !defined(LAPLACIAN_ONLY) || !defined(MIN_BLOCKS) || !defined(STAGES) ||           \
-    !defined(UNROLL_Z) || !defined(ORDER) || !defined(HALO_RING)
-#error "RADIUS, BLOCK_X, BLOCK_Y, VEC, ROWS, SPONGE, LAPLACIAN_ONLY, MIN_BLOCKS, STAGES, UNROLL_Z, ORDER and HALO_RING are set by the host"
+    !defined(UNROLL_Z) || !defined(ORDER) || !defined(HALO_RING) || !defined(CPML)
+#error "RADIUS, BLOCK_X, BLOCK_Y, VEC, ROWS, SPONGE, LAPLACIAN_ONLY, MIN_BLOCKS, STAGES, UNROLL_Z, ORDER, HALO_RING and CPML are set by the host"
 #endif
 
 #define RESTRICT __restrict__
@@ -328,11 +330,14 @@ DEVICE void vstore_guarded(float* p, const Vf& a, int valid) {
     }
 }
 
-// The parameters of both fused-step kernels (fused.cu, fused_ring.cu): the host launches either one.
+// The parameters of the fused-step kernels (fused.cu, fused_ring.cu): the host launches either one.
+// L (layers.h) holds the CPML arrays and which blocks a launch computes; fused_ring.cu computes
+// every block and no layer.
 #define FUSED_STEP_PARAMS                                                                                \
     const float *RESTRICT cur, float *RESTRICT out, const float *RESTRICT vel, const float *RESTRICT gx, \
         const float *RESTRICT gy, const float *RESTRICT gz, StencilWeights w, int nx, int ny, int nz,    \
-        i64 pitch, i64 plane, int window
+        i64 pitch, i64 plane, int window, Layers L
+#define FUSED_STEP_ARGS cur, out, vel, gx, gy, gz, w, nx, ny, nz, pitch, plane, window, L
 
 #define SEISMIC_PRAGMA(x) _Pragma(#x)
 #define SEISMIC_UNROLL(n) SEISMIC_PRAGMA(unroll n)
@@ -365,12 +370,11 @@ DEVICE Chunk block_chunk(int window, int ny, int nz, int tile_rows) {
     return c;
 }
 
-// The end of a fused step for one of a thread's rows: the leapfrog update of its VEC points from the
-// centre p, L p, p^{n-1} (pm) and c^2 dt^2 (vv), in the CPU reference's order, stored over p^{n-1}
-// where the row and the points lie inside the grid; with LAPLACIAN_ONLY, L p itself. The sponge
+// The leapfrog update of one of a thread's rows of VEC points from the centre p, L p, p^{n-1} (pm)
+// and c^2 dt^2 (vv), in the CPU reference's order; with LAPLACIAN_ONLY, L p itself. The sponge
 // (gx[ix + j] * gyz) damps p^{n-1} too (friction, not a restoring force): the expression of cpu.rs.
-DEVICE void update_row(float* out, const Vf& p, const float (&lap)[VEC], const Vf& pm, const Vf& vv,
-                       const float* gx, float gyz, int ix, int nx, bool row_inside) {
+DEVICE Vf leapfrog(const Vf& p, const float (&lap)[VEC], const Vf& pm, const Vf& vv, const float* gx, float gyz,
+                   int ix) {
     Vf res;
 #pragma unroll
     for (int j = 0; j < VEC; j++) {
@@ -383,5 +387,16 @@ DEVICE void update_row(float* out, const Vf& p, const float (&lap)[VEC], const V
         res.v[j] = 2.0f * p.v[j] - pm.v[j] + vv.v[j] * lap[j];
 #endif
     }
+    return res;
+}
+
+// Stores a row's result over p^{n-1} where the row and the points lie inside the grid.
+DEVICE void store_row(float* out, const Vf& res, int ix, int nx, bool row_inside) {
     if (row_inside && ix < nx) vstore_guarded(out, res, nx - ix);
+}
+
+// The end of a fused step for one of a thread's rows: leapfrog, then store.
+DEVICE void update_row(float* out, const Vf& p, const float (&lap)[VEC], const Vf& pm, const Vf& vv,
+                       const float* gx, float gyz, int ix, int nx, bool row_inside) {
+    store_row(out, leapfrog(p, lap, pm, vv, gx, gyz, ix), ix, nx, row_inside);
 }

@@ -1,13 +1,21 @@
 //! Absorbing boundaries: CPML memory-variable profiles and the damping sponge.
 //!
 //! CPML follows the second-order acoustic formulation of Pasalic & McGarry (SEG 2010): per axis i
-//! with damping profile d_i and frequency shift alpha_i,
-//!   lap_i = d2p/dx_i2 + d(psi_i)/dx_i + zeta_i
-//!   psi_i  <- b_i psi_i  + a_i dp/dx_i
-//!   zeta_i <- b_i zeta_i + a_i (d2p/dx_i2 + d(psi_i)/dx_i)
-//! with b = exp(-(d + alpha) dt) and a = d (b - 1) / (d + alpha). psi and zeta are non-zero only
-//! inside the layers, so they are stored per axis in two slabs of `width` points (one per face).
-//! The interior update knows nothing of them: the boundary adds its correction afterwards.
+//! with damping profile d_i and frequency shift alpha_i, at step n (every derivative of p from p^n)
+//!   lap_i = d2p/dx_i2 + d(psi_i^n)/dx_i + zeta_i^{n+1}
+//!   psi_i^n       = b_i psi_i^{n-1} + a_i dp/dx_i
+//!   zeta_i^{n+1}  = b_i zeta_i^n + a_i (d2p/dx_i2 + d(psi_i^n)/dx_i)
+//! with b = exp(-(d + alpha) dt) and a = d (b - 1) / (d + alpha). The derivative of psi^n is taken
+//! term by term: D1(b psi^{n-1}) plus d(a dp/dx)/dx in the compact self-adjoint form
+//!   sum_k c2_k [ (a_q + a_{q+k}) / 2 (p_{q+k} - p_q) + (a_q + a_{q-k}) / 2 (p_{q-k} - p_q) ]
+//! (a clamped at the grid's ends), which is a d2p/dx2 where a is constant. So the layers store
+//! phi_i = b_i psi_i^{n-1} and a point's whole update reads only phi of its neighbours, a of its
+//! neighbours and p^n: no neighbour's new psi is needed (one pass computes it). The product rule
+//! with the profile's exact derivative, a d2p/dx2 + a' dp/dx, reflects as little but is not
+//! self-adjoint: it grew without bound in long runs at 0.9 of the CFL limit (kernels/NOTES.md,
+//! session 12). phi and zeta are non-zero only inside the layers, so they are stored per axis in
+//! two slabs of `width` points (one per face); phi is double-buffered (neighbours read the old
+//! one). The interior update knows nothing of them: the boundary adds its correction afterwards.
 
 /// Per-axis 1D coefficient tables over the interior index range of that axis.
 #[derive(Clone, Debug, PartialEq)]

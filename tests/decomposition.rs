@@ -127,7 +127,7 @@ fn two_and_three_subdomains_equal_one_bit_for_bit_for_every_radius() {
     }
 }
 
-/// Cuts through the CPML z layers of 5 planes (no free surface): the halo is 2R, psi_z of the
+/// Cuts through the CPML z layers of 5 planes (no free surface): the halo is 2R, phi_z of the
 /// ghost planes being recomputed, and the run is still the single one's bits.
 #[test]
 fn cuts_through_the_cpml_z_layers_take_2r_halo_planes_and_stay_exact() {

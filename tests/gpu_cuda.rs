@@ -246,10 +246,10 @@ fn gpu_matches_cpu_heterogeneous() {
     }
 }
 
-/// CPML layers from one point wide to wider than a fused tile's 12 rows, a z-window and a CPML
-/// segment's 32 points (width 40: two segments a layer, the neighbours' psi recomputed), on odd
-/// grids, with and without a free surface, both kernels: the GPU's one-pass CPML update (psi of the
-/// neighbours recomputed from the previous step's) against the CPU reference's two passes.
+/// CPML layers from one point wide to wider than a fused tile's 12 rows and a z-window (width 40),
+/// on odd grids, with and without a free surface, both kernels: the layers computed inside the
+/// fused pass (blocks that hold layer points and blocks that do not) and by cpml.cu after the
+/// three passes, against the CPU reference.
 #[test]
 #[ignore = "needs a GPU"]
 fn gpu_matches_cpu_cpml_layer_widths() {
@@ -273,6 +273,50 @@ fn gpu_matches_cpu_cpml_layer_widths() {
                     if !(ef <= TOLERANCE && et <= TOLERANCE) {
                         failures.push(format!("width {width} R={radius} {kernel:?}: {ef:.3e} {et:.3e}"));
                     }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "over {TOLERANCE:e}: {failures:#?}");
+}
+
+/// The three ways a fused step can compute the CPML layers are the CPU reference bit for bit:
+/// inside the pass with two launches (blocks without layer points, then those with: the default),
+/// inside the pass with one launch of the layer kernel on every block, and by cpml.cu after the
+/// interior. R = 1..8, layer widths 3 and 17, with and without a free surface; nx odd (scalar layer
+/// rows), a multiple of 4 (vector rows; in the pass the y layers' phi through shared memory).
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_layer_pass_modes_match_cpu() {
+    let mut failures = Vec::new();
+    for radius in 1..=8 {
+        for (shape, width, free_surface) in [
+            ([67, 45, 39], 3, false),
+            ([67, 45, 39], 17, true),
+            ([68, 45, 39], 3, false),
+            ([68, 45, 39], 17, true),
+            ([64, 37, 40], 17, false),
+        ] {
+            let mut setup = Setup::odd(radius, "cpml", free_surface);
+            (setup.shape, setup.width, setup.steps) = (shape, width, 80);
+            setup.source = [60, 25, 5];
+            setup.receivers = vec![[0, 0, 0], shape.map(|n| n - 1), [33, 1, 37]];
+            let problem = setup.homogeneous();
+            let cpu = cpu_reference(&problem);
+            for (in_pass, split) in [(true, true), (true, false), (false, false)] {
+                let rt = CudaRuntime::new(0).expect("CUDA device 0");
+                let mut gpu = GpuSolver::new(rt, &problem, KernelChoice::Fused, Tuning::for_radius(radius))
+                    .expect("open the CUDA solver");
+                gpu.set_layer_pass(in_pass, split);
+                let (ef, et) = compare_on(&mut gpu, &problem, &cpu);
+                eprintln!(
+                    "gpu-vs-cpu layer pass in_pass={in_pass} split={split} R={radius} {shape:?} width={width} \
+                     free_surface={free_surface}: field {ef:.3e} traces {et:.3e}"
+                );
+                if !(ef <= TOLERANCE && et <= TOLERANCE) {
+                    failures.push(format!(
+                        "R={radius} {shape:?} width={width} in_pass={in_pass} split={split}: {ef:.3e} {et:.3e}"
+                    ));
                 }
             }
         }

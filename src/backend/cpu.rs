@@ -112,11 +112,14 @@ impl Isa {
 }
 
 /// Per axis, the CPML coefficients (a, b) over that axis's grid index.
-type CpmlProfiles<T> = [(Vec<T>, Vec<T>); 3];
+type CpmlProfiles<T> = [[Vec<T>; 2]; 3];
 
+/// One axis's memory variables: psi of step n (read by the sweep), psi of step n + 1 (written by
+/// it; the two swap after each step) and zeta (read and written in place: only its own point).
 struct CpmlAxis<T> {
     slab: Slab,
     psi: Vec<T>,
+    psi_next: Vec<T>,
     zeta: Vec<T>,
 }
 
@@ -177,15 +180,18 @@ impl<T: Real> CpuSolver<T> {
         let c1 = std::array::from_fn(|a| problem.stencil.first.iter().map(|c| T::of(c / problem.spacing[a])).collect());
         let b = &problem.boundary;
         let cpml_width = if b.kind == BoundaryKind::Cpml { b.width } else { 0 };
-        // A plane in the z layers also updates psi_z and adds the z correction: about twice the
+        // A plane in the z layers also updates phi_z and adds the z correction: about twice the
         // work of one that does not (measured at 200^3, R = 4, a 20-point layer).
         ensure!(
             z_offset + layout.nz <= global_nz,
             "planes {z_offset}..{} outside a grid of {global_nz}",
             z_offset + layout.nz
         );
+        // Under a free surface the top z layer is no layer (a = 0): not computed, as on the GPU.
+        let top_absorbs = !b.free_surface;
         let z_layer: Vec<Option<usize>> = (0..layout.nz)
             .map(|iz| if cpml_width > 0 { layer(z_offset + iz, global_nz, cpml_width) } else { None })
+            .map(|t| t.filter(|&t| top_absorbs || t >= cpml_width))
             .collect();
         let chunks =
             partition(layout.nz, rayon::current_num_threads(), |iz| if z_layer[iz].is_some() { 2.0 } else { 1.0 });
@@ -199,11 +205,12 @@ impl<T: Real> CpuSolver<T> {
             let axes = slabs.map(|slab| CpmlAxis {
                 slab,
                 psi: vec![T::default(); slab.len()],
+                psi_next: vec![T::default(); slab.len()],
                 zeta: vec![T::default(); slab.len()],
             });
             let coef = std::array::from_fn(|a| {
                 let p = &b.profiles[a];
-                (p.a.iter().map(|&v| T::of(v)).collect(), p.b.iter().map(|&v| T::of(v)).collect())
+                [&p.a, &p.b].map(|v| v.iter().map(|&v| T::of(v)).collect())
             });
             (axes, coef)
         });
@@ -328,17 +335,18 @@ impl<T: Real> CpuSolver<T> {
     }
 
     /// Steps 2-4 of the step in one sweep over z-planes, one contiguous range of planes per task
-    /// (see [`Sweep`]); with CPML, a first short pass updates psi_z on the planes within R of a
-    /// range's ends, which neighbouring tasks read.
+    /// (see [`Sweep`]); with CPML, each axis's new psi goes to its second buffer, which then
+    /// becomes the current one.
     fn sweep<const R: usize>(&mut self) {
         let cpml = self.cpml.as_mut().map(|(axes, coef)| {
             let [ax, ay, az] = axes;
             CpmlSweep {
                 width: ax.slab.width,
-                psi: [Parts::new(&mut ax.psi), Parts::new(&mut ay.psi), Parts::new(&mut az.psi)],
+                psi: [&ax.psi[..], &ay.psi[..], &az.psi[..]],
+                psi_next: [Parts::new(&mut ax.psi_next), Parts::new(&mut ay.psi_next), Parts::new(&mut az.psi_next)],
                 zeta: [Parts::new(&mut ax.zeta), Parts::new(&mut ay.zeta), Parts::new(&mut az.zeta)],
-                a: std::array::from_fn(|i| &coef[i].0[..]),
-                b: std::array::from_fn(|i| &coef[i].1[..]),
+                a: std::array::from_fn(|i| &coef[i][0][..]),
+                b: std::array::from_fn(|i| &coef[i][1][..]),
                 c1: std::array::from_fn(|i| &self.c1[i][..]),
                 c2: std::array::from_fn(|i| &self.c2[i][..]),
                 z_layer: &self.z_layer,
@@ -356,13 +364,14 @@ impl<T: Real> CpuSolver<T> {
             tiles: &self.tiles,
         };
         let isa = self.isa;
-        if sweep.cpml.is_some() {
-            // SAFETY: each task writes psi_z of its own planes only, and reads only p^n.
-            self.chunks.par_iter().for_each(|&(z0, z1)| unsafe { sweep.dispatch(isa, z0, z1, true) });
+        // SAFETY: each task writes its own planes of p^{n+1}, of the new psi and of zeta, and reads
+        // only p^n and the current psi, which no task writes (Sweep's docs).
+        self.chunks.par_iter().for_each(|&(z0, z1)| unsafe { sweep.dispatch(isa, z0, z1) });
+        if let Some((axes, _)) = &mut self.cpml {
+            for a in axes.iter_mut() {
+                std::mem::swap(&mut a.psi, &mut a.psi_next);
+            }
         }
-        // SAFETY: each task writes its own planes of p^{n+1}, psi and zeta; the psi_z it reads from
-        // other tasks' planes was written by the pass above (Sweep's docs).
-        self.chunks.par_iter().for_each(|&(z0, z1)| unsafe { sweep.dispatch(isa, z0, z1, false) });
     }
 }
 
@@ -474,22 +483,15 @@ impl<T> Parts<T> {
         // SAFETY: in bounds (checked); exclusive by the caller's contract.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.add(at), n) }
     }
-
-    /// Elements [at, at + n), read-only.
-    /// SAFETY: nothing writes them while the slice lives.
-    #[inline(always)]
-    unsafe fn read(&self, at: usize, n: usize) -> &[T] {
-        assert!(at + n <= self.len);
-        // SAFETY: in bounds (checked); not written concurrently by the caller's contract.
-        unsafe { std::slice::from_raw_parts(self.ptr.add(at), n) }
-    }
 }
 
-/// The CPML side of a sweep: per axis the slab's psi and zeta, the profiles and the derivative
-/// weights. All three slabs have the layer's width.
+/// The CPML side of a sweep: per axis the slab's current psi (read only), its new psi and zeta
+/// (each point written by the task owning it), the profiles and the derivative weights. All three
+/// slabs have the layer's width.
 struct CpmlSweep<'a, T> {
     width: usize,
-    psi: [Parts<T>; 3],
+    psi: [&'a [T]; 3],
+    psi_next: [Parts<T>; 3],
     zeta: [Parts<T>; 3],
     a: [&'a [T]; 3],
     b: [&'a [T]; 3],
@@ -500,12 +502,11 @@ struct CpmlSweep<'a, T> {
 }
 
 /// One step's sweep. A task owns the interior planes [z0, z1) of p^{n+1} (written over p^{n-1})
-/// and of every slab, and goes up its planes once: for each plane it updates psi_y (the plane's y
-/// layer rows), then per row computes the interior value and, while the row is in cache, updates
-/// psi_x and adds the x, y and z corrections in that order, so every point sees the reference's
-/// operations in the reference's order. psi_z of plane z + R is updated before plane z is
-/// corrected (its z-derivative reads psi_z up to R planes away); the planes within R of a range's
-/// ends are updated by a pass before the sweep, since the neighbouring task reads them too.
+/// and of every slab, and goes up its planes once: per row it computes the interior value and,
+/// while the row is in cache, the x, y and z layers' memory variables and corrections in that
+/// order, so every point sees the reference's operations in the reference's order. A layer point
+/// reads only p^n and the current psi of its neighbours, which nobody writes during the sweep
+/// (the new psi goes to the other buffer), so tasks need no ordering among themselves.
 struct Sweep<'a, T: Real, const R: usize> {
     l: Layout,
     cur: &'a [T],
@@ -533,106 +534,50 @@ fn layer(i: usize, n: usize, w: usize) -> Option<usize> {
 impl<T: Real, const R: usize> Sweep<'_, T, R> {
     /// Runs [`Self::run`] in the build for `isa`.
     /// SAFETY: as [`Self::run`]; `isa` is available on this CPU.
-    unsafe fn dispatch(&self, isa: Isa, z0: usize, z1: usize, edges: bool) {
+    unsafe fn dispatch(&self, isa: Isa, z0: usize, z1: usize) {
         // SAFETY: the caller checked isa (CpuSolver::with_isa) and keeps run's contract.
         unsafe {
             match isa {
                 #[cfg(target_arch = "x86_64")]
-                Isa::Avx512 => self.run_avx512(z0, z1, edges),
+                Isa::Avx512 => self.run_avx512(z0, z1),
                 #[cfg(target_arch = "x86_64")]
-                Isa::Avx2Fma => self.run_avx2(z0, z1, edges),
-                _ => self.run(z0, z1, edges),
+                Isa::Avx2Fma => self.run_avx2(z0, z1),
+                _ => self.run(z0, z1),
             }
         }
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")]
-    unsafe fn run_avx512(&self, z0: usize, z1: usize, edges: bool) {
+    unsafe fn run_avx512(&self, z0: usize, z1: usize) {
         // SAFETY: forwarded contract.
-        unsafe { self.run(z0, z1, edges) }
+        unsafe { self.run(z0, z1) }
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn run_avx2(&self, z0: usize, z1: usize, edges: bool) {
+    unsafe fn run_avx2(&self, z0: usize, z1: usize) {
         // SAFETY: forwarded contract.
-        unsafe { self.run(z0, z1, edges) }
+        unsafe { self.run(z0, z1) }
     }
 
-    /// With `edges`, updates psi_z on the layer planes of [z0, z0 + R) and [z1 - R, z1); else
-    /// sweeps planes [z0, z1).
-    /// SAFETY: concurrent calls have disjoint ranges of one partition of 0..nz, and every edges
-    /// call of a step finishes before its first sweep call starts.
+    /// Sweeps planes [z0, z1), tile by tile.
+    /// SAFETY: concurrent calls have disjoint ranges of one partition of 0..nz.
     #[inline(always)]
-    unsafe fn run(&self, z0: usize, z1: usize, edges: bool) {
-        let Some(c) = &self.cpml else {
-            for &(y0, y1) in self.tiles {
-                for iz in z0..z1 {
-                    // SAFETY: plane iz is this task's.
-                    unsafe { self.plane(iz, y0, y1) };
-                }
-            }
-            return;
-        };
-        if edges {
-            let (lo, hi) = ((z0 + R).min(z1), z1.saturating_sub(R).max(z0 + R).min(z1));
-            for iz in (z0..lo).chain(hi..z1) {
-                if let Some(sz) = c.z_layer[iz] {
-                    // SAFETY: plane iz is this task's.
-                    unsafe { self.psi_z_rows(c, iz, sz, 0, self.l.ny) };
-                }
-            }
-            return;
-        }
-        // A row's psi_z and its z correction stay in the row's tile, so each tile runs up z on its own.
+    unsafe fn run(&self, z0: usize, z1: usize) {
         for &(y0, y1) in self.tiles {
             for iz in z0..z1 {
-                let q = iz + R;
-                if q + R < z1
-                    && let Some(sz) = c.z_layer[q]
-                {
-                    // SAFETY: plane q is this task's and more than R planes from its range's ends,
-                    // so no other task reads its psi_z.
-                    unsafe { self.psi_z_rows(c, q, sz, y0, y1) };
-                }
-                // SAFETY: plane iz is this task's; psi_z of the tile's rows of planes
-                // iz - R..=iz + R is up to date.
+                // SAFETY: plane iz is this task's.
                 unsafe { self.plane(iz, y0, y1) };
             }
         }
     }
 
-    /// psi_z <- b psi_z + a dp/dz on rows y0..y1 of interior plane iz (slab plane sz).
-    /// SAFETY: psi_z of plane iz is this task's, and no one reads it meanwhile.
-    #[inline(always)]
-    unsafe fn psi_z_rows(&self, c: &CpmlSweep<'_, T>, iz: usize, sz: usize, y0: usize, y1: usize) {
-        let l = self.l;
-        for iy in y0..y1 {
-            // SAFETY: forwarded.
-            let psi = unsafe { c.psi[2].get((sz * l.ny + iy) * l.nx, l.nx) };
-            self.psi_row(c, 2, l.row(iy, iz), l.plane, iz, psi);
-        }
-    }
-
     /// The whole update of rows y0..y1 of interior plane iz (a y tile, see [`y_tiles`]).
-    /// SAFETY: plane iz of p^{n+1}, psi_x, psi_y and the zetas is this task's; psi_z of planes
-    /// iz - R..=iz + R (where in a layer) is up to date and not being written.
+    /// SAFETY: plane iz of p^{n+1}, of the new psi and of the zetas is this task's.
     #[inline(always)]
     unsafe fn plane(&self, iz: usize, y0: usize, y1: usize) {
         let l = self.l;
-        if let Some(c) = &self.cpml {
-            let w = c.width;
-            for sy in 0..2 * w {
-                let iy = if sy < w { sy } else { l.ny - 2 * w + sy };
-                if iy < y0 || iy >= y1 {
-                    continue;
-                }
-                // SAFETY: psi_y of plane iz is this task's.
-                let psi = unsafe { c.psi[1].get((iz * 2 * w + sy) * l.nx, l.nx) };
-                self.psi_row(c, 1, l.row(iy, iz), l.pitch, iy, psi);
-            }
-        }
         for iy in y0..y1 {
             let row = l.row(iy, iz);
             // SAFETY: p^{n+1} of plane iz is this task's.
@@ -685,72 +630,42 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
         }
     }
 
-    /// psi <- b psi + a dp/dx_i on one x-row of a y or z slab (`s` the axis's stride, `q` the
-    /// row's grid index along it).
-    #[inline(always)]
-    fn psi_row(&self, c: &CpmlSweep<'_, T>, axis: usize, row: usize, s: usize, q: usize, prow: &mut [T]) {
-        let (cur, c1) = (self.cur, c.c1[axis]);
-        let (aq, bq) = (c.a[axis][q], c.b[axis][q]);
-        for (ci, pchunk) in prow.chunks_mut(CHUNK).enumerate() {
-            let o = row + ci * CHUNK;
-            let n = pchunk.len();
-            let mut d = [T::default(); CHUNK];
-            for k in 1..=R {
-                let (lo, hi) = (&cur[o - k * s..o - k * s + n], &cur[o + k * s..o + k * s + n]);
-                for i in 0..n {
-                    d[i] += c1[k] * (hi[i] - lo[i]);
-                }
-            }
-            for (v, di) in pchunk.iter_mut().zip(&d[..n]) {
-                *v = bq * *v + aq * *di;
-            }
-        }
-    }
-
-    /// The x layers of row (iy, iz): psi_x <- b psi_x + a dp/dx, then
-    /// zeta_x <- b zeta_x + a (d2p/dx2 + dpsi_x/dx) and p^{n+1} += c^2 dt^2 (dpsi_x/dx + zeta_x).
-    /// psi is zero outside its layers (and beyond the grid), so its derivative only takes
-    /// neighbours in the same layer.
-    /// SAFETY: psi_x and zeta_x of the row are this task's.
+    /// The x layers of row (iy, iz), point by point (boundary.rs has the formulation): with dp/dx
+    /// and d2p/dx2 from p^n and dphi/dx from the current phi_x = b psi_x of the neighbours in the
+    /// same layer (phi is zero outside its layers),
+    ///   dpsi/dx = dphi/dx + D(a D p),  phi_x' = b (phi_x + a dp/dx),
+    ///   zeta_x <- b zeta_x + a (d2p/dx2 + dpsi/dx),  p^{n+1} += c^2 dt^2 (dpsi/dx + zeta_x).
+    /// SAFETY: the new phi_x and zeta_x of the row are this task's.
     #[inline(always)]
     unsafe fn cpml_x_row(&self, c: &CpmlSweep<'_, T>, out: &mut [T], iy: usize, iz: usize) {
         let l = self.l;
         let (cur, vel, w) = (self.cur, self.vel, c.width);
         let (a, b, c1, c2) = (c.a[0], c.b[0], c.c1[0], c.c2[0]);
         let at = (iz * l.ny + iy) * 2 * w;
+        let psi = &c.psi[0][at..at + 2 * w];
         // SAFETY: forwarded.
-        let (psi, zeta) = unsafe { (c.psi[0].get(at, 2 * w), c.zeta[0].get(at, 2 * w)) };
+        let (psi_next, zeta) = unsafe { (c.psi_next[0].get(at, 2 * w), c.zeta[0].get(at, 2 * w)) };
         for half in 0..2 {
             let x0 = if half == 0 { 0 } else { l.nx - w };
             let o = l.row(iy, iz) + x0;
-            let seg = &mut psi[half * w..(half + 1) * w];
-            for (ci, pchunk) in seg.chunks_mut(CHUNK).enumerate() {
-                let (j, n) = (ci * CHUNK, pchunk.len());
-                let mut d = [T::default(); CHUNK];
-                for k in 1..=R {
-                    let (lo, hi) = (&cur[o + j - k..o + j - k + n], &cur[o + j + k..o + j + k + n]);
-                    for i in 0..n {
-                        d[i] += c1[k] * (hi[i] - lo[i]);
-                    }
-                }
-                let (aq, bq) = (&a[x0 + j..x0 + j + n], &b[x0 + j..x0 + j + n]);
-                for i in 0..n {
-                    pchunk[i] = bq[i] * pchunk[i] + aq[i] * d[i];
-                }
-            }
             let seg = &psi[half * w..(half + 1) * w];
+            let nseg = &mut psi_next[half * w..(half + 1) * w];
             let zseg = &mut zeta[half * w..(half + 1) * w];
             for j in (0..w).step_by(CHUNK) {
                 let n = CHUNK.min(w - j);
-                // dpsi/dx from neighbours inside this segment only (psi is zero beyond it),
-                // d2p/dx2 from the field.
+                let mut dp = [T::default(); CHUNK];
                 let mut dpsi = [T::default(); CHUNK];
                 let mut d2 = [T::default(); CHUNK];
+                let mut sa = [T::default(); CHUNK];
                 let cc = &cur[o + j..o + j + n];
                 for i in 0..n {
                     d2[i] = c2[0] * cc[i];
                 }
                 for k in 1..=R {
+                    let (fl, fh) = (&cur[o + j - k..o + j - k + n], &cur[o + j + k..o + j + k + n]);
+                    for i in 0..n {
+                        dp[i] += c1[k] * (fh[i] - fl[i]);
+                    }
                     // Plus neighbour seg[j + i + k] exists for j + i + k < w.
                     let np = n.min(w.saturating_sub(j + k));
                     let p = &seg[(j + k).min(w)..(j + k).min(w) + np];
@@ -763,26 +678,33 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
                     for i in i0..n {
                         dpsi[i] = dpsi[i] - c1[k] * m[i - i0];
                     }
-                    let (fl, fh) = (&cur[o + j - k..o + j - k + n], &cur[o + j + k..o + j + k + n]);
                     for i in 0..n {
                         d2[i] += c2[k] * (fl[i] + fh[i]);
                     }
+                    for i in 0..n {
+                        let q = x0 + j + i;
+                        let (ap, am) = (a_mean(a, q, q + k), a_mean(a, q, q.saturating_sub(k)));
+                        sa[i] += c2[k] * (ap * (fh[i] - cc[i]) + am * (fl[i] - cc[i]));
+                    }
                 }
                 let (aq, bq) = (&a[x0 + j..x0 + j + n], &b[x0 + j..x0 + j + n]);
+                let (ps, ns) = (&seg[j..j + n], &mut nseg[j..j + n]);
                 let (z, v) = (&mut zseg[j..j + n], &vel[o + j..o + j + n]);
                 let out = &mut out[x0 + j..x0 + j + n];
                 for i in 0..n {
-                    z[i] = bq[i] * z[i] + aq[i] * (d2[i] + dpsi[i]);
-                    out[i] += v[i] * (dpsi[i] + z[i]);
+                    let ds = dpsi[i] + sa[i];
+                    ns[i] = bq[i] * (ps[i] + aq[i] * dp[i]);
+                    z[i] = bq[i] * z[i] + aq[i] * (d2[i] + ds);
+                    out[i] += v[i] * (ds + z[i]);
                 }
             }
         }
     }
 
-    /// The y (axis 1) or z (axis 2) layer correction of row (iy, iz), slab coordinate t:
-    /// zeta <- b zeta + a (d2p/dx_i2 + dpsi/dx_i), p^{n+1} += c^2 dt^2 (dpsi/dx_i + zeta), with
-    /// psi's neighbours t +- k taken only within t's half of the slab.
-    /// SAFETY: zeta of the row is this task's; the psi rows read are up to date and not being written.
+    /// The y (axis 1) or z (axis 2) layer update of row (iy, iz), slab coordinate t, as
+    /// [`Self::cpml_x_row`] along that axis, with phi's neighbours t +- k taken only within t's
+    /// half of the slab.
+    /// SAFETY: the new phi and zeta of the row are this task's.
     #[inline(always)]
     unsafe fn cpml_yz_row(&self, c: &CpmlSweep<'_, T>, axis: usize, out: &mut [T], iy: usize, iz: usize, t: usize) {
         let l = self.l;
@@ -796,45 +718,60 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
         let lo = if t < w { 0 } else { w };
         let (aq, bq) = (c.a[axis][q], c.b[axis][q]);
         let row = l.row(iy, iz);
-        let psi = &c.psi[axis];
+        let psi = c.psi[axis];
         // SAFETY: forwarded.
-        let zrow = unsafe { c.zeta[axis].get(prow, l.nx) };
-        for (ci, zchunk) in zrow.chunks_mut(CHUNK).enumerate() {
-            let x0 = ci * CHUNK;
-            let (o, n, po) = (row + x0, zchunk.len(), prow + x0);
+        let (nrow, zrow) = unsafe { (c.psi_next[axis].get(prow, l.nx), c.zeta[axis].get(prow, l.nx)) };
+        for x0 in (0..l.nx).step_by(CHUNK) {
+            let (o, n, po) = (row + x0, CHUNK.min(l.nx - x0), prow + x0);
+            let mut dp = [T::default(); CHUNK];
             let mut dpsi = [T::default(); CHUNK];
             let mut d2 = [T::default(); CHUNK];
+            let mut sa = [T::default(); CHUNK];
             for i in 0..n {
                 d2[i] = c2[0] * cur[o + i];
             }
             for k in 1..=R {
+                let (fl, fh) = (&cur[o - k * s..o - k * s + n], &cur[o + k * s..o + k * s + n]);
+                for i in 0..n {
+                    dp[i] += c1[k] * (fh[i] - fl[i]);
+                }
                 if t + k < lo + w {
-                    // SAFETY: forwarded.
-                    let p = unsafe { psi.read(po + k * ps, n) };
+                    let p = &psi[po + k * ps..po + k * ps + n];
                     for i in 0..n {
                         dpsi[i] += c1[k] * p[i];
                     }
                 }
                 if t >= lo + k {
-                    // SAFETY: forwarded.
-                    let p = unsafe { psi.read(po - k * ps, n) };
+                    let p = &psi[po - k * ps..po - k * ps + n];
                     for i in 0..n {
                         dpsi[i] = dpsi[i] - c1[k] * p[i];
                     }
                 }
-                let (fl, fh) = (&cur[o - k * s..o - k * s + n], &cur[o + k * s..o + k * s + n]);
                 for i in 0..n {
                     d2[i] += c2[k] * (fl[i] + fh[i]);
                 }
+                let (ap, am) = (a_mean(c.a[axis], q, q + k), a_mean(c.a[axis], q, q.saturating_sub(k)));
+                for i in 0..n {
+                    sa[i] += c2[k] * (ap * (fh[i] - cur[o + i]) + am * (fl[i] - cur[o + i]));
+                }
             }
-            let out = &mut out[x0..x0 + n];
-            let v = &vel[o..o + n];
+            let (p0, ns, z) = (&psi[po..po + n], &mut nrow[x0..x0 + n], &mut zrow[x0..x0 + n]);
+            let (out, v) = (&mut out[x0..x0 + n], &vel[o..o + n]);
             for i in 0..n {
-                zchunk[i] = bq * zchunk[i] + aq * (d2[i] + dpsi[i]);
-                out[i] += v[i] * (dpsi[i] + zchunk[i]);
+                let ds = dpsi[i] + sa[i];
+                ns[i] = bq * (p0[i] + aq * dp[i]);
+                z[i] = bq * z[i] + aq * (d2[i] + ds);
+                out[i] += v[i] * (ds + z[i]);
             }
         }
     }
+}
+
+/// (a_q + a_m) / 2, a clamped at the grid's end: the weight of the pair (q, m) in the compact
+/// self-adjoint D(a D p) of the CPML update (boundary.rs).
+#[inline(always)]
+fn a_mean<T: Real>(a: &[T], q: usize, m: usize) -> T {
+    T::of(0.5) * (a[q] + a[m.min(a.len() - 1)])
 }
 
 /// The star-stencil Laplacian at the CHUNK points from offset `o` of field `f` (strides 1, pitch,
@@ -932,6 +869,7 @@ impl<T: Real> Backend for CpuSolver<T> {
         if let Some((axes, _)) = &mut self.cpml {
             for a in axes.iter_mut() {
                 a.psi.fill(T::default());
+                a.psi_next.fill(T::default());
                 a.zeta.fill(T::default());
             }
         }

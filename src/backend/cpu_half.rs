@@ -54,7 +54,7 @@ pub const VEL_F16: bool = true;
 struct CpmlState {
     width: usize,
     /// (a, b) per axis over that axis's grid index.
-    coef: [(Vec<f32>, Vec<f32>); 3],
+    coef: [[Vec<f32>; 2]; 3],
     /// psi and zeta per axis, dense (nz, ny, nx); only layer points are used.
     psi: [Vec<f32>; 3],
     zeta: [Vec<f32>; 3],
@@ -116,7 +116,7 @@ impl CpuHalfSolver {
             width: b.width,
             coef: std::array::from_fn(|a| {
                 let p = &b.profiles[a];
-                (p.a.iter().map(|&v| v as f32).collect(), p.b.iter().map(|&v| v as f32).collect())
+                [&p.a, &p.b].map(|v| v.iter().map(|&v| v as f32).collect())
             }),
             psi: std::array::from_fn(|_| vec![0.0; n]),
             zeta: std::array::from_fn(|_| vec![0.0; n]),
@@ -304,9 +304,9 @@ impl CpuHalfSolver {
         }
     }
 
-    /// One axis's CPML update over both of its layers: psi <- b psi + a dp/dx_i, then
-    /// zeta <- b zeta + a (d2p/dx_i2 + dpsi/dx_i) and p^{n+1} += c^2 dt^2 (dpsi/dx_i + zeta),
-    /// rounded to f16; psi's neighbours only within the point's own layer.
+    /// One axis's CPML update over both of its layers, rounded to f16 (boundary.rs has the
+    /// formulation; the f32 reference's operation order): phi = b psi of the point's neighbours in
+    /// its own layer gives dpsi/dx_i, then phi, zeta and p^{n+1} are updated.
     fn cpml_axis(&mut self, axis: usize, out: &mut [f32]) {
         let l = self.layout;
         let r = self.radius;
@@ -316,7 +316,7 @@ impl CpuHalfSolver {
         let na = n[axis];
         let s = [1, l.pitch, l.plane][axis];
         let ds = [1, l.nx, l.nx * l.ny][axis];
-        let (a, b) = (&c.coef[axis].0, &c.coef[axis].1);
+        let [a, b] = &c.coef[axis];
         let (c1, c2) = (&self.c1[axis], &self.c2[axis]);
         let cur = &self.cur;
         let in_layer = |q: usize| q < w || q + w >= na;
@@ -325,44 +325,38 @@ impl CpuHalfSolver {
         let layer_idx: Vec<usize> = (0..na).filter(|&q| in_layer(q)).collect();
         let full = |a: usize| -> Vec<usize> { if a == axis { layer_idx.clone() } else { (0..n[a]).collect() } };
         let (xs, ys, zs) = (full(0), full(1), full(2));
-        let each = |f: &mut dyn FnMut(usize, usize, usize)| {
-            for &iz in &zs {
-                for &iy in &ys {
-                    for &ix in &xs {
-                        f(l.row(iy, iz) + ix, (iz * l.ny + iy) * l.nx + ix, [ix, iy, iz][axis]);
-                    }
-                }
-            }
-        };
-        let psi_old = &c.psi[axis];
-        let psi_new = &mut c.psi_new;
-        each(&mut |i, d, q| {
-            let mut dp = 0.0f32;
-            for k in 1..=r {
-                dp += c1[k] * (cur[i + k * s] - cur[i - k * s]);
-            }
-            psi_new[d] = b[q] * psi_old[d] + a[q] * dp;
-        });
-        std::mem::swap(&mut c.psi[axis], &mut c.psi_new);
-        let psi = &c.psi[axis];
+        let phi = &c.psi[axis];
+        let phi_next = &mut c.psi_new;
         let zeta = &mut c.zeta[axis];
         let vel = &self.vel;
-        each(&mut |i, d, q| {
-            let mut dpsi = 0.0f32;
-            let mut d2 = c2[0] * cur[i];
-            for k in 1..=r {
-                if q + k < na && in_layer(q + k) && same_layer(q + k, q) {
-                    dpsi += c1[k] * psi[d + k * ds];
+        for &iz in &zs {
+            for &iy in &ys {
+                for &ix in &xs {
+                    let (i, d, q) = (l.row(iy, iz) + ix, (iz * l.ny + iy) * l.nx + ix, [ix, iy, iz][axis]);
+                    let (mut dp, mut dphi, mut d2, mut sa) = (0.0f32, 0.0f32, c2[0] * cur[i], 0.0f32);
+                    for k in 1..=r {
+                        let (lo, hi) = (cur[i - k * s], cur[i + k * s]);
+                        dp += c1[k] * (hi - lo);
+                        if q + k < na && in_layer(q + k) && same_layer(q + k, q) {
+                            dphi += c1[k] * phi[d + k * ds];
+                        }
+                        if q >= k && in_layer(q - k) && same_layer(q - k, q) {
+                            dphi -= c1[k] * phi[d - k * ds];
+                        }
+                        d2 += c2[k] * (lo + hi);
+                        // The compact self-adjoint D(a D p) (boundary.rs), a clamped at the ends.
+                        let (ap, am) = (0.5 * (a[q] + a[(q + k).min(na - 1)]), 0.5 * (a[q] + a[q.saturating_sub(k)]));
+                        sa += c2[k] * (ap * (hi - cur[i]) + am * (lo - cur[i]));
+                    }
+                    let dpsi = dphi + sa;
+                    phi_next[d] = b[q] * (phi[d] + a[q] * dp);
+                    let z = b[q] * zeta[d] + a[q] * (d2 + dpsi);
+                    zeta[d] = z;
+                    out[i] = round_f16(out[i] + vel[i] * (dpsi + z));
                 }
-                if q >= k && in_layer(q - k) && same_layer(q - k, q) {
-                    dpsi -= c1[k] * psi[d - k * ds];
-                }
-                d2 += c2[k] * (cur[i - k * s] + cur[i + k * s]);
             }
-            let z = b[q] * zeta[d] + a[q] * (d2 + dpsi);
-            zeta[d] = z;
-            out[i] = round_f16(out[i] + vel[i] * (dpsi + z));
-        });
+        }
+        std::mem::swap(&mut c.psi[axis], &mut c.psi_new);
     }
 }
 

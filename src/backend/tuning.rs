@@ -142,6 +142,20 @@ impl Tuning {
         }
     }
 
+    /// Dynamic shared memory that fused_step_layers adds after the ring: its y layers' phi tile, two
+    /// planes of the tile's rows (halos included) without x halo.
+    pub fn layer_tile_bytes(&self, radius: usize) -> u32 {
+        2 * (self.fused_tile_y() + 2 * radius as u32) * self.block_x * 4 * self.vec
+    }
+
+    /// Whether fused_step_layers's shared memory (the tile, the ring and the phi tile) fits in the
+    /// 227 KiB of a multiprocessor; where it does not, the layers run after the interior.
+    pub fn layer_tile_fits(&self, radius: usize) -> bool {
+        self.tile_ring == 0
+            && self.static_tile_bytes(radius) + self.dynamic_shared_bytes(radius, false) + self.layer_tile_bytes(radius)
+                <= 227 << 10
+    }
+
     /// Static shared memory of the fused kernel without `tile_ring`: two tiles of p^n with halos.
     fn static_tile_bytes(&self, radius: usize) -> u32 {
         let r = radius as u32;

@@ -6,7 +6,7 @@
 //! subdomain's edge, and overwritten every step by the neighbour's owned planes ([`Exchange`]),
 //! so every owned plane sees exactly the values a single-domain run gives it: the decomposed run
 //! is bit-identical to the single one. The halo is R planes, 2R where a CPML z layer comes within
-//! R of a cut (psi_z of the ghost planes within R of the cut is then recomputed from p up to 2R
+//! R of a cut (phi_z of the ghost planes within R of the cut is then recomputed from p up to 2R
 //! away instead of exchanged), and wider where a receiver's taps reach further past its rank's
 //! last owned plane: a receiver belongs to the rank owning its first tap plane and is recorded
 //! after the exchange, from owned and ghost planes alike, with its taps summed in the same order
@@ -130,7 +130,7 @@ impl Decomposition {
         let cuts: Vec<usize> = slabs[..slabs.len() - 1].iter().map(|s| s.1).collect();
         let b = &problem.boundary;
         let cpml_width = if b.kind == BoundaryKind::Cpml { b.width } else { 0 };
-        // A plane reads psi_z of the planes within R in its own layer: only a cut through a layer
+        // A plane reads phi_z of the planes within R in its own layer: only a cut through a layer
         // puts such planes on the other side.
         let through_layer = |c: usize| cpml_width > 0 && (c < cpml_width || c > nz - cpml_width);
         let halo0 = if cuts.iter().any(|&c| through_layer(c)) { 2 * r } else { r };
@@ -261,7 +261,7 @@ mod tests {
         let d = Decomposition::even(&problem(31, "sponge"), 3).unwrap();
         assert_eq!(d.slabs, vec![(0, 11), (11, 21), (21, 31)]);
         assert_eq!(d.halo, 2);
-        // A cut through a 3-plane z layer (planes 0..3 and 28..31): psi_z needs 2R = 4 halo planes.
+        // A cut through a 3-plane z layer (planes 0..3 and 28..31): phi_z needs 2R = 4 halo planes.
         let d = Decomposition::with_planes(&problem(62, "cpml"), &[31, 29, 2]).unwrap_err().to_string();
         assert!(d.contains("rank 2 owns 2 z-planes, fewer than the 4 halo planes"), "{d}");
         let p = problem(31, "cpml");

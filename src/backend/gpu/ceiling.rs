@@ -37,7 +37,7 @@ pub fn measure_ceiling<Rt: GpuRuntime>(rt: &Rt, array_bytes: usize, reps: usize)
     let bytes = n4 as usize * 16;
     let (free, _) = rt.mem_info()?;
     ensure!(4 * bytes + (256 << 20) <= free, "not enough free GPU memory for 4 arrays of {bytes} bytes");
-    let m = load_kernels(rt, &[sources::STREAM], &kernel_options(1, &Tuning::for_radius(1), false, false))?;
+    let m = load_kernels(rt, &[sources::STREAM], &kernel_options(1, &Tuning::for_radius(1), false, false, false))?;
     let copy = [rt.function(&m, "stream_copy")?, rt.function(&m, "stream_copy_x4")?];
     let triad = [rt.function(&m, "stream_3r1w")?, rt.function(&m, "stream_3r1w_x4")?];
     let fill = rt.function(&m, "stream_fill")?;

@@ -1,7 +1,7 @@
 //! The kernels as typed calls. Each kernel has one parameter struct here whose fields are the
 //! kernel's parameters, in its order and with its types (device pointers as [`DevicePtr`], `int` as
 //! `i32`, `i64`/`u64` as themselves), and whose `launch` is the one place that kernel is enqueued;
-//! the structs passed by value ([`StencilWeights`], [`AxisWeights`], [`SlabGeom`]) have their sizes,
+//! the structs passed by value ([`StencilWeights`], [`AxisWeights`], [`Layers`]) have their sizes,
 //! alignments and field offsets asserted here and their sizes and alignments in kernels/ (NVRTC has
 //! no offsetof; the same fields in the same order then lie at the same offsets). [`Kernels`] holds a step's functions.
 
@@ -36,30 +36,33 @@ pub struct AxisWeights {
 const _: () =
     assert!(size_of::<AxisWeights>() == 72 && align_of::<AxisWeights>() == 4 && offset_of!(AxisWeights, c2) == 36);
 
-/// A CPML axis's slab geometry (cpml.cu's `SlabGeom`).
+/// Every CPML array of a run and which blocks a fused launch computes (layers.h's `Layers`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
-pub struct SlabGeom {
+pub struct Layers {
+    pub phi_in: [DevicePtr; 3],
+    pub phi_out: [DevicePtr; 3],
+    pub zeta: [DevicePtr; 3],
+    pub a: [DevicePtr; 3],
+    pub b: [DevicePtr; 3],
+    pub w: [AxisWeights; 3],
+    /// Points per layer; 0: no CPML.
     pub width: i32,
-    /// Grid shape (nx, ny, nz).
-    pub n: [i32; 3],
-    /// Slab extent: the grid shape with 2 * width along the axis.
-    pub e: [i32; 3],
-    /// 0: both layers; 1: the high layer only (the free surface's axis).
-    pub half_first: i32,
-    pub pitch: i64,
-    pub plane: i64,
+    /// 1 where the axis's low face absorbs.
+    pub low: [i32; 3],
+    /// Fused launches: 0 every block, 1 the blocks without layer points, 2 those with.
+    pub select: i32,
 }
 const _: () = assert!(
-    size_of::<SlabGeom>() == 48
-        && align_of::<SlabGeom>() == 8
-        && offset_of!(SlabGeom, e) == 16
-        && offset_of!(SlabGeom, half_first) == 28
-        && offset_of!(SlabGeom, pitch) == 32
-        && offset_of!(SlabGeom, plane) == 40
+    size_of::<Layers>() == 360
+        && align_of::<Layers>() == 8
+        && offset_of!(Layers, b) == 96
+        && offset_of!(Layers, w) == 120
+        && offset_of!(Layers, width) == 336
+        && offset_of!(Layers, low) == 340
+        && offset_of!(Layers, select) == 352
 );
 
-/// Grid, block and dynamic shared memory of one launch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Launch {
     pub grid: [u32; 3],
@@ -114,6 +117,7 @@ kernel_params!(
         pitch: i64,
         plane: i64,
         window: i32,
+        layers: Layers,
     }
 );
 
@@ -157,19 +161,18 @@ kernel_params!(
 );
 
 kernel_params!(
-    /// `cpml_x`, `cpml_y`, `cpml_z` (cpml.cu, `CPML_PARAMS`): one axis's memory variables and the
-    /// correction of p^{n+1} in its layers.
+    /// `cpml_x`, `cpml_y`, `cpml_z` (cpml.cu, `CPML_PARAMS`): one axis's layers as a pass of their
+    /// own (layers.h's update of every layer point).
     CpmlAxis {
         cur: DevicePtr,
         out: DevicePtr,
         vel: DevicePtr,
-        psi_in: DevicePtr,
-        psi_out: DevicePtr,
-        zeta: DevicePtr,
-        a: DevicePtr,
-        b: DevicePtr,
-        w: AxisWeights,
-        g: SlabGeom,
+        layers: Layers,
+        nx: i32,
+        ny: i32,
+        nz: i32,
+        pitch: i64,
+        plane: i64,
     }
 );
 
@@ -233,6 +236,8 @@ kernel_params!(
 /// The functions of a step's module.
 pub struct Kernels<F> {
     pub fused: F,
+    /// The fused step with the CPML layers in its pass (modules built with CPML only).
+    pub fused_layers: Option<F>,
     pub pass_x: F,
     pub pass_y: F,
     pub pass_z: F,
@@ -252,6 +257,7 @@ impl<F: Copy> Kernels<F> {
         let f = |n: &str| rt.function(module, n);
         Ok(Kernels {
             fused: f("fused_step")?,
+            fused_layers: f("fused_step_layers").ok(),
             pass_x: f("pass_x")?,
             pass_y: f("pass_y")?,
             pass_z: f("pass_z")?,

@@ -6,8 +6,8 @@
 
 use super::geometry::{FUSED_SHORTEST, LAPLACIAN_SHORTEST, LaunchGeometry, field_extra};
 use super::kernels::{
-    AxisWeights, CpmlAxis, ExtractSection, FiniteCheck, FreeSurface, FusedStep, InjectSource, Kernels, Launch,
-    PassWindowed, PassX, RecordReceivers, SlabGeom, StencilWeights, Update,
+    AxisWeights, CpmlAxis, ExtractSection, FiniteCheck, FreeSurface, FusedStep, InjectSource, Kernels, Launch, Layers,
+    PassWindowed, PassX, RecordReceivers, StencilWeights, Update,
 };
 use super::runtime::{DeviceBuffer, DevicePtr, GpuRuntime, as_bytes, as_bytes_mut};
 use super::sources::{self, kernel_options, load_kernels};
@@ -89,16 +89,48 @@ pub(crate) fn kernel_name(k: KernelChoice) -> &'static str {
     }
 }
 
-/// One axis's CPML state on the device. psi is double-buffered: a step reads the previous psi
-/// from `psi[0]` and writes the new one to `psi[1]` (cpml.cu recomputes the neighbours' new psi
-/// from the old), then the two swap.
+/// One axis's CPML state on the device: phi = b psi (boundary.rs), double-buffered (a step reads
+/// `phi[0]` and writes `phi[1]`, then the two swap), zeta and the profile tables a and b.
 struct CpmlAxisDev<Rt: GpuRuntime> {
     axis: usize,
-    geom: SlabGeom,
-    psi: [DeviceBuffer<Rt>; 2],
+    phi: [DeviceBuffer<Rt>; 2],
     zeta: DeviceBuffer<Rt>,
     a: DeviceBuffer<Rt>,
     b: DeviceBuffer<Rt>,
+}
+
+/// The CPML layers on the device and where a step computes them.
+struct CpmlDev<Rt: GpuRuntime> {
+    axes: Vec<CpmlAxisDev<Rt>>,
+    width: i32,
+    low: [i32; 3],
+    /// Inside the fused pass (fused_step_layers), else by cpml.cu after the interior.
+    in_pass: bool,
+    /// With `in_pass`: two launches, the plain fused kernel on the blocks without layer points and
+    /// fused_step_layers on the others; else fused_step_layers on every block.
+    split: bool,
+}
+
+impl<Rt: GpuRuntime> CpmlDev<Rt> {
+    /// The kernels' view of the current buffers; `select` picks a fused launch's blocks.
+    fn layers(&self, w: &[AxisWeights; 3], select: i32) -> Layers {
+        let mut l = Layers { w: *w, width: self.width, low: self.low, select, ..Default::default() };
+        for c in &self.axes {
+            let a = c.axis;
+            l.phi_in[a] = c.phi[0].ptr();
+            l.phi_out[a] = c.phi[1].ptr();
+            l.zeta[a] = c.zeta.ptr();
+            l.a[a] = c.a.ptr();
+            l.b[a] = c.b.ptr();
+        }
+        l
+    }
+
+    fn swap(&mut self) {
+        for c in &mut self.axes {
+            c.phi.swap(0, 1);
+        }
+    }
 }
 
 /// The source's taps on the device: offsets into the padded field, weights (with c^2 dt^2 of the
@@ -204,7 +236,7 @@ pub struct GpuSolver<Rt: GpuRuntime> {
     lap: Option<DeviceBuffer<Rt>>,
     /// Sponge factors per axis (sponge runs only).
     damp: [Option<DeviceBuffer<Rt>>; 3],
-    cpml: Vec<CpmlAxisDev<Rt>>,
+    cpml: Option<CpmlDev<Rt>>,
     source: Option<SourceTable<Rt>>,
     receivers: Option<ReceiverTable<Rt>>,
     trace_steps: usize,
@@ -245,7 +277,10 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             "run.precision = \"f16\" runs on the CPU reference only (the GPU kernels store f32): \
              use --backend cpu, or run.precision = \"f32\" on the GPU"
         );
+        let b = &problem.boundary;
         let tuning = tuning.effective(r);
+        // fused_step_layers (fused.cu; fused_ring.cu has no layer path), where its shared memory fits.
+        let cpml_in_pass = b.kind == BoundaryKind::Cpml && kernel == KernelChoice::Fused && tuning.layer_tile_fits(r);
         tuning.check(r)?;
         ensure!(
             shape.iter().all(|&n| n < i32::MAX as usize / 2),
@@ -254,11 +289,14 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let (free, total) = rt.mem_info()?;
         check_fits(problem, kernel, &rt.device_name(), free as u64, total as u64)?;
         let rt = Rc::new(rt);
-        let b = &problem.boundary;
         let sponge = b.kind == BoundaryKind::Sponge;
-        let module = load_kernels(&*rt, &sources::step(&tuning), &kernel_options(r, &tuning, sponge, false))?;
+        let options = kernel_options(r, &tuning, sponge, false, cpml_in_pass);
+        let module = load_kernels(&*rt, &sources::step(&tuning), &options)?;
         let f = Kernels::load(&*rt, &module)?;
         rt.allow_dynamic_shared(f.fused, tuning.dynamic_shared_bytes(r, false))?;
+        if let Some(fused_layers) = f.fused_layers {
+            rt.allow_dynamic_shared(fused_layers, tuning.dynamic_shared_bytes(r, false) + tuning.layer_tile_bytes(r))?;
+        }
 
         // Weights exactly as the CPU reference rounds them.
         let c2: [Vec<f32>; 3] = std::array::from_fn(|a| {
@@ -303,37 +341,38 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 damp[a] = Some(DeviceBuffer::from_slice(&rt, &g)?);
             }
         }
-        let mut cpml = Vec::new();
-        if b.kind == BoundaryKind::Cpml {
+        let cpml = if b.kind == BoundaryKind::Cpml {
+            let mut axes = Vec::new();
             for slab in b.slabs(shape) {
                 if slab.is_empty() {
                     continue;
                 }
-                let a = slab.axis;
-                let e = slab.extent();
-                // The top layer of a free surface's axis has a = 0: psi and zeta stay zero there.
-                let half_first = (a == 2 && b.free_surface) as i32;
-                let geom = SlabGeom {
-                    width: slab.width as i32,
-                    n: shape.map(|n| n as i32),
-                    e: e.map(|n| n as i32),
-                    half_first,
-                    pitch: layout.pitch as i64,
-                    plane: layout.plane as i64,
-                };
-                let pa: Vec<f32> = b.profiles[a].a.iter().map(|&v| v as f32).collect();
-                let pb: Vec<f32> = b.profiles[a].b.iter().map(|&v| v as f32).collect();
+                let table = |v: &[f64]| DeviceBuffer::from_slice(&rt, &v.iter().map(|&x| x as f32).collect::<Vec<_>>());
+                let p = &b.profiles[slab.axis];
                 let slab_bytes = slab.len() * 4;
-                cpml.push(CpmlAxisDev {
-                    axis: a,
-                    geom,
-                    psi: [DeviceBuffer::zeroed(&rt, slab_bytes)?, DeviceBuffer::zeroed(&rt, slab_bytes)?],
+                axes.push(CpmlAxisDev {
+                    axis: slab.axis,
+                    phi: [DeviceBuffer::zeroed(&rt, slab_bytes)?, DeviceBuffer::zeroed(&rt, slab_bytes)?],
                     zeta: DeviceBuffer::zeroed(&rt, slab_bytes)?,
-                    a: DeviceBuffer::from_slice(&rt, &pa)?,
-                    b: DeviceBuffer::from_slice(&rt, &pb)?,
+                    a: table(&p.a)?,
+                    b: table(&p.b)?,
                 });
             }
-        }
+            Some(CpmlDev {
+                axes,
+                width: b.width as i32,
+                // The top layer of a free surface's axis has a = 0: nothing to compute there.
+                low: [1, 1, (!b.free_surface) as i32],
+                // By cpml.cu after the interior: on an H200 the layers inside the pass run slower
+                // (kernels/NOTES.md, session 12). SEISMIC_LAYER_PASS (an experiment knob, as
+                // set_layer_pass): "after" (the default), "split" or "one".
+                in_pass: f.fused_layers.is_some()
+                    && std::env::var("SEISMIC_LAYER_PASS").is_ok_and(|v| v == "split" || v == "one"),
+                split: std::env::var("SEISMIC_LAYER_PASS").map_or(true, |v| v != "one"),
+            })
+        } else {
+            None
+        };
         let source = SourceTable::new(&rt, problem)?;
         let receivers = ReceiverTable::new(&rt, &layout, &problem.receivers, problem.steps)?;
         let events = (0..=problem.steps).map(|_| rt.event()).collect::<Result<_>>()?;
@@ -470,6 +509,19 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         self.rt.download(dense, as_bytes_mut(out))
     }
 
+    /// Where a fused step computes the CPML layers (no effect on other runs): inside its pass
+    /// (`split`: fused_step on the blocks without layer points and fused_step_layers on the
+    /// others, else fused_step_layers on every block), or by cpml.cu after it (`in_pass` false,
+    /// the default: the faster on an H200). No effect where fused_step_layers is not compiled
+    /// (tile_ring, or its shared memory does not fit: [`Tuning::layer_tile_fits`]).
+    pub fn set_layer_pass(&mut self, in_pass: bool, split: bool) {
+        if let Some(c) = &mut self.cpml
+            && self.f.fused_layers.is_some()
+        {
+            (c.in_pass, c.split) = (in_pass, split);
+        }
+    }
+
     /// Sets the z-window of the fused step and of the Laplacian-only operator
     /// ([`LaunchGeometry::guarded_window`]).
     pub fn set_window(&mut self, window: u32) {
@@ -497,16 +549,29 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let w = self.weights;
         let t = &self.geometry.tuning;
         let window = if op == Operator::Laplacian { self.laplacian_window } else { self.window };
-        let fused = |f: Rt::Function, shared: u32| {
+        let fused = |f: Rt::Function, shared: u32, layers: Layers| {
             let l = Launch { grid: self.geometry.fused_grid(window), block: [t.block_x, t.block_y, 1], shared };
             let window = window as i32;
-            FusedStep { cur, out, vel, gx, gy, gz, w, nx, ny, nz, pitch, plane, window }.launch(&*self.rt, f, l)
+            FusedStep { cur, out, vel, gx, gy, gz, w, nx, ny, nz, pitch, plane, window, layers }.launch(&*self.rt, f, l)
         };
+        let shared = t.dynamic_shared_bytes(self.radius, false);
         match op {
-            Operator::Fused => fused(self.f.fused, t.dynamic_shared_bytes(self.radius, false)),
+            Operator::Fused => match &self.cpml {
+                Some(c) if c.in_pass => {
+                    let with_layers = self.f.fused_layers.context("fused_step_layers not compiled")?;
+                    let layer_shared = shared + t.layer_tile_bytes(self.radius);
+                    if c.split {
+                        fused(self.f.fused, shared, c.layers(&self.axis_weights, 1))?;
+                        fused(with_layers, layer_shared, c.layers(&self.axis_weights, 2))
+                    } else {
+                        fused(with_layers, layer_shared, c.layers(&self.axis_weights, 0))
+                    }
+                }
+                _ => fused(self.f.fused, shared, Layers::default()),
+            },
             Operator::Laplacian => {
                 let (_, f, shared) = self.laplacian.as_ref().context("Laplacian kernel not loaded")?;
-                fused(*f, *shared)
+                fused(*f, *shared, Layers::default())
             }
             Operator::ThreePass => {
                 let lap = self.origin(self.lap.as_ref().context("three-pass scratch field not allocated")?.ptr());
@@ -530,36 +595,28 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         }
     }
 
-    /// Enqueues the CPML update of every axis after the interior's (x, then y, then z, as the CPU
-    /// reference adds them), then swaps each axis's psi buffers.
+    /// Enqueues the CPML update of every axis after the interior's, unless the fused pass did it
+    /// (x, then y, then z, as the CPU reference adds them), then swaps each axis's phi buffers.
     fn launch_cpml(&mut self) -> Result<()> {
         let (cur, out, vel) = (self.origin(self.cur.ptr()), self.origin(self.prev.ptr()), self.origin(self.vel.ptr()));
-        for c in &mut self.cpml {
-            let g = c.geom;
-            // cpml.cu: blocks of 32 lines across the axis (x over the first other axis), y over
-            // the layers' segments of 32 points, z over the second other axis.
-            let (u, v) = match c.axis {
-                0 => (g.n[1], g.n[2]),
-                1 => (g.n[0], g.n[2]),
-                _ => (g.n[0], g.n[1]),
-            };
-            let layers = 2 - g.half_first as u32;
-            let grid = [(u as u32).div_ceil(32), layers * (g.width as u32).div_ceil(32), (v as u32).min(65535)];
-            let args = CpmlAxis {
-                cur,
-                out,
-                vel,
-                psi_in: c.psi[0].ptr(),
-                psi_out: c.psi[1].ptr(),
-                zeta: c.zeta.ptr(),
-                a: c.a.ptr(),
-                b: c.b.ptr(),
-                w: self.axis_weights[c.axis],
-                g,
-            };
-            args.launch(&*self.rt, self.f.cpml[c.axis], Launch { grid, block: [256, 1, 1], shared: 0 })?;
-            c.psi.swap(0, 1);
+        let [nx, ny, nz] = self.geometry.shape.map(|n| n as i32);
+        let (pitch, plane) = (self.layout.pitch as i64, self.layout.plane as i64);
+        let vec = self.geometry.tuning.vec as u64;
+        let Some(c) = &mut self.cpml else { return Ok(()) };
+        if !c.in_pass {
+            let layers = c.layers(&self.axis_weights, 0);
+            for a in &c.axes {
+                // cpml.cu: one thread per slab point (VEC points of a row along y and z where nx is
+                // a multiple of VEC), x over the slab's first two axes, y over its third.
+                let mut e = [nx, ny, nz].map(|n| n as u64);
+                e[a.axis] = 2 * c.width as u64;
+                let per_thread = if a.axis > 0 && e[0] % vec == 0 { vec } else { 1 };
+                let grid = [(e[0] / per_thread * e[1]).div_ceil(256) as u32, e[2].min(65535) as u32, 1];
+                let args = CpmlAxis { cur, out, vel, layers, nx, ny, nz, pitch, plane };
+                args.launch(&*self.rt, self.f.cpml[a.axis], Launch { grid, block: [256, 1, 1], shared: 0 })?;
+            }
         }
+        c.swap();
         Ok(())
     }
 
@@ -632,7 +689,8 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
     pub fn time_interior(&mut self, op: Operator, reps: usize) -> Result<Vec<f64>> {
         if op == Operator::Laplacian && self.laplacian.is_none() {
             let t = self.geometry.tuning.for_laplacian(self.radius);
-            let m = load_kernels(&*self.rt, &[sources::fused(&t)], &kernel_options(self.radius, &t, false, true))?;
+            let m =
+                load_kernels(&*self.rt, &[sources::fused(&t)], &kernel_options(self.radius, &t, false, true, false))?;
             let f = self.rt.function(&m, "fused_step")?;
             let shared = t.dynamic_shared_bytes(self.radius, true);
             self.rt.allow_dynamic_shared(f, shared)?;
@@ -808,8 +866,8 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
         for b in [&self.cur, &self.prev] {
             b.zero()?;
         }
-        for c in &self.cpml {
-            for b in [&c.psi[0], &c.psi[1], &c.zeta] {
+        for c in self.cpml.iter().flat_map(|c| &c.axes) {
+            for b in [&c.phi[0], &c.phi[1], &c.zeta] {
                 b.zero()?;
             }
         }

@@ -8,6 +8,8 @@ use sha2::{Digest, Sha256};
 use std::path::PathBuf;
 
 pub const PRELUDE: &str = include_str!("../../../kernels/prelude.h");
+/// The CPML point update and the fused kernels' layer parameters (after the prelude in every module).
+pub const LAYERS: &str = include_str!("../../../kernels/layers.h");
 pub const FUSED: &str = include_str!("../../../kernels/fused.cu");
 pub const FUSED_RING: &str = include_str!("../../../kernels/fused_ring.cu");
 pub const PASS_X: &str = include_str!("../../../kernels/pass_x.cu");
@@ -37,9 +39,11 @@ pub fn step(t: &Tuning) -> [&'static str; 11] {
     s
 }
 
-/// The prelude followed by `parts`, as one translation unit.
+/// The prelude and layers.h followed by `parts`, as one translation unit.
 pub fn assemble(parts: &[&str]) -> String {
     let mut s = PRELUDE.replace("#pragma once", "");
+    s.push('\n');
+    s.push_str(&LAYERS.replace("#pragma once", ""));
     for p in parts {
         s.push('\n');
         s.push_str(p);
@@ -93,9 +97,10 @@ pub fn load_kernels<Rt: GpuRuntime>(rt: &Rt, parts: &[&str], options: &[String])
     rt.load_module(&image)
 }
 
-/// Compile-time parameters of a module. SEISMIC_KERNEL_DEFS adds `-D` options for experiments
-/// (e.g. "-DDEPTH=2 -DMIN_BLOCKS=3", see kernels/fused.cu).
-pub fn kernel_options(radius: usize, t: &Tuning, sponge: bool, laplacian_only: bool) -> Vec<String> {
+/// Compile-time parameters of a module (`cpml`: with the fused kernel that computes the CPML layers
+/// in its pass). SEISMIC_KERNEL_DEFS adds `-D` options for experiments (e.g. "-DDEPTH=2
+/// -DMIN_BLOCKS=3", see kernels/fused.cu).
+pub fn kernel_options(radius: usize, t: &Tuning, sponge: bool, laplacian_only: bool, cpml: bool) -> Vec<String> {
     let t = &t.effective(radius);
     let mut o = vec![
         format!("-DRADIUS={radius}"),
@@ -110,6 +115,7 @@ pub fn kernel_options(radius: usize, t: &Tuning, sponge: bool, laplacian_only: b
         format!("-DROWS={}", t.rows),
         format!("-DORDER={}", t.order),
         format!("-DHALO_RING={}", t.halo_ring),
+        format!("-DCPML={}", cpml as u32),
     ];
     if let Ok(extra) = std::env::var("SEISMIC_KERNEL_DEFS") {
         o.extend(extra.split_whitespace().filter(|d| d.starts_with("-D")).map(String::from));

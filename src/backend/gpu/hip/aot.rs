@@ -21,12 +21,14 @@ pub const REPORT_ARCHS: [&str; 2] = ["gfx90a", "gfx940"];
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Variant {
     pub radius: usize,
-    /// Label of the options that are not the radius (e.g. "cpml/none" or "sponge").
+    /// Label of the options that are not the radius ("none", "sponge" or "cpml").
     pub flavour: String,
     /// -D options exactly as the run-time compilation gets them.
     pub options: Vec<String>,
     /// Dynamic LDS the fused kernel is launched with (the STAGES ring; 0 by default on AMD).
     pub fused_dynamic_lds: u32,
+    /// Dynamic LDS fused_step_layers adds after the ring (its y layers' phi tile).
+    pub layer_tile_lds: u32,
 }
 
 /// The step module's source exactly as the run-time path assembles it (prelude + every kernel).
@@ -35,18 +37,20 @@ pub fn step_source() -> String {
 }
 
 /// Every variant of the step module a run can compile: R = 1..8, with the default launch shape on
-/// AMD ([`super::tuning`]), once without and once with the sponge factor. Each holds the fused
-/// kernel, the three passes and update, CPML, free surface, source/receiver and stream kernels.
+/// AMD ([`super::tuning`]), without absorbing layers, with the sponge factor and with the fused
+/// kernel's CPML layers. Each holds the fused kernel, the three passes and update, CPML, free
+/// surface, source/receiver and stream kernels (and the CPML variant the fused kernel with layers).
 pub fn step_variants() -> Vec<Variant> {
     let mut v = Vec::new();
     for radius in 1..=8 {
-        for sponge in [false, true] {
+        for (flavour, sponge, cpml) in [("none", false, false), ("sponge", true, false), ("cpml", false, true)] {
             let tuning = super::tuning(radius);
             v.push(Variant {
                 radius,
-                flavour: if sponge { "sponge" } else { "cpml/none" }.to_string(),
-                options: kernel_options(radius, &tuning, sponge, false),
+                flavour: flavour.to_string(),
+                options: kernel_options(radius, &tuning, sponge, false, cpml),
                 fused_dynamic_lds: tuning.dynamic_shared_bytes(radius, false),
+                layer_tile_lds: tuning.layer_tile_bytes(radius),
             });
         }
     }
@@ -55,17 +59,18 @@ pub fn step_variants() -> Vec<Variant> {
 
 /// The -D options of the fused kernel's Laplacian-only build (the operator benchmark).
 pub fn laplacian_options(radius: usize) -> Vec<String> {
-    kernel_options(radius, &super::tuning(radius), false, true)
+    kernel_options(radius, &super::tuning(radius), false, true, false)
 }
 
 /// The -D options of the STREAM ceiling module, as `measure_ceiling` compiles it.
 pub fn stream_options() -> Vec<String> {
-    kernel_options(1, &Tuning::for_radius(1), false, false)
+    kernel_options(1, &Tuning::for_radius(1), false, false, false)
 }
 
 /// The kernels in the order the report lists them.
-pub const KERNEL_ORDER: [&str; 18] = [
+pub const KERNEL_ORDER: [&str; 19] = [
     "fused_step",
+    "fused_step_layers",
     "pass_x",
     "pass_y",
     "pass_z",
@@ -84,6 +89,14 @@ pub const KERNEL_ORDER: [&str; 18] = [
     "stream_3r1w_x4",
     "finite_check",
 ];
+
+impl Variant {
+    /// The kernels its module holds, in [`KERNEL_ORDER`] (fused_step_layers only with CPML).
+    pub fn kernels(&self) -> Vec<&'static str> {
+        let cpml = self.options.iter().any(|o| o == "-DCPML=1");
+        KERNEL_ORDER.iter().copied().filter(|k| cpml || *k != "fused_step_layers").collect()
+    }
+}
 
 /// Resource usage of one kernel of one variant for one architecture.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -265,7 +278,11 @@ pub fn report(source: &str, variants: &[Variant], archs: &[&str], jobs: usize) -
                 Ok(meta
                     .into_iter()
                     .map(|m| {
-                        let dynamic = if m.name == "fused_step" { v.fused_dynamic_lds } else { 0 };
+                        let dynamic = match m.name.as_str() {
+                            "fused_step" => v.fused_dynamic_lds,
+                            "fused_step_layers" => v.fused_dynamic_lds + v.layer_tile_lds,
+                            _ => 0,
+                        };
                         (m, dynamic)
                     })
                     .map(|(m, dynamic)| KernelUsage {
@@ -501,7 +518,7 @@ mod tests {
         let other = |r: usize, v: u32| KernelUsage { arch: "gfx940".into(), ..u(r, v) };
         let t = markdown_table(&[u(1, 27), other(1, 25), u(2, 27), other(2, 26)], &["update"]);
         assert!(t.contains("gfx90a VGPRs") && t.contains("gfx940 VGPRs"), "{t}");
-        assert!(t.contains("| update | 1 | cpml/none | 0 | 27 | 20 | 0 | 0 | 8 | 25 | 20 | 0 | 0 | 8 |"), "{t}");
+        assert!(t.contains("| update | 1 | none | 0 | 27 | 20 | 0 | 0 | 8 | 25 | 20 | 0 | 0 | 8 |"), "{t}");
         assert_eq!(t.lines().count(), 4, "{t}");
     }
 }

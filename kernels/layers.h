@@ -1,0 +1,240 @@
+// layers.h: the CPML update of one layer point along one axis, shared by the fused kernel (which
+// applies it inside its pass, fused.cu) and the separate per-axis pass (cpml.cu). The formulation is
+// src/boundary.rs's: the slabs hold phi = b psi of the previous step, so a point reads only p^n
+// along the axis, phi of its neighbours in its own layer, a of its neighbours and its own zeta:
+//   dpsi = dphi/dx + D(a D p),                 phi' = b (phi + a dp/dx),
+//   zeta <- b zeta + a (d2p/dx2 + dpsi),       p^{n+1} += c^2 dt^2 (dpsi + zeta)
+// in the CPU reference's operation order (src/backend/cpu.rs, cpml_x_row), so both give the same
+// bits. D(a D p) is the compact self-adjoint form sum_k c2_k [abar_{+k} (p_{+k} - p) + abar_{-k}
+// (p_{-k} - p)], abar_{+-k} = (a_q + a_{q+-k}) / 2 with a clamped at the grid's ends (a_pair).
+// phi is double-buffered (phi_in, phi_out; the host swaps them every step).
+#pragma once
+
+// Every CPML array of a run (the null pointers of an axis without layers are never read), passed
+// by value to the fused kernels and to cpml.cu. Slabs are dense, fastest index first, with the
+// grid's extent except 2 * width along their own axis (low layer, then high layer); a and b
+// are indexed by the grid index along their axis.
+struct Layers {
+    const float* phi_in[3];
+    float* phi_out[3];
+    float* zeta[3];
+    const float* a[3];
+    const float* b[3];
+    AxisWeights w[3];
+    int width;   // points per layer; 0: no CPML
+    int low[3];  // 1 where the axis's low face absorbs (z's does not under a free surface)
+    int select;  // fused kernels: 0 every block, 1 the blocks without layer points, 2 those with
+};
+static_assert(sizeof(Layers) == 360 && alignof(Layers) == 8, "Layers must match the host's struct");
+
+// The weight (a_q + a_m) / 2 of the pair (q, m) in D(a D p), a clamped at the ends of the n points.
+DEVICE float a_pair(const float* RESTRICT a, float aq, int m, int n) {
+    return 0.5f * (aq + a[m < 0 ? 0 : (m >= n ? n - 1 : m)]);
+}
+
+// The correction of one point along one axis: `res` is p^{n+1} so far, p0 / lo[k] / hi[k] are p^n at
+// the point and k points below / above it along the axis, `s` the point's slab index and `ss` the
+// slab stride along the axis, `t` its index within its own layer (0 .. width - 1, inwards or
+// outwards: only t +- k < width matters), `q` its grid index along the axis of `n` points.
+template <int R>
+DEVICE float layer_point(float res, float p0, const float (&lo)[R + 1], const float (&hi)[R + 1], float vel,
+                         const Layers& L, int axis, i64 s, i64 ss, int t, int q, int n) {
+    const AxisWeights& c = L.w[axis];
+    const float* RESTRICT phi = L.phi_in[axis];
+    const float* RESTRICT a = L.a[axis];
+    const int w = L.width;
+    const float aq = a[q];
+    float dp = 0.0f, dphi = 0.0f, d2 = c.c2[0] * p0, sa = 0.0f;
+#pragma unroll
+    for (int k = 1; k <= R; k++) {
+        dp += c.c1[k] * (hi[k] - lo[k]);
+        if (t + k < w) dphi += c.c1[k] * phi[s + k * ss];
+        if (t >= k) dphi -= c.c1[k] * phi[s - k * ss];
+        d2 += c.c2[k] * (lo[k] + hi[k]);
+        const float ap = a_pair(a, aq, q + k, n), am = a_pair(a, aq, q - k, n);
+        sa += c.c2[k] * (ap * (hi[k] - p0) + am * (lo[k] - p0));
+    }
+    const float bq = L.b[axis][q];
+    const float dpsi = dphi + sa;
+    L.phi_out[axis][s] = bq * (phi[s] + aq * dp);
+    const float zn = bq * L.zeta[axis][s] + aq * (d2 + dpsi);
+    L.zeta[axis][s] = zn;
+    return res + vel * (dpsi + zn);
+}
+
+// layer_point for the VEC points of a row at once along y or z (slab index `s` a multiple of VEC):
+// vector stores into the slabs, each point's sums in layer_point's order. `nb(k, lo, hi)` gives p^n
+// k points below and above the row, `phi(k)` phi k points along the axis (k = -R .. R), `zn` zeta.
+template <int R, class Neighbours, class Phi>
+DEVICE Vf layer_row(Vf res, const Vf& p0, Neighbours nb, Phi phi, Vf zn, const Vf& vel, const Layers& L, int axis,
+                    i64 s, int t, int q, int n) {
+    const AxisWeights& c = L.w[axis];
+    const float* RESTRICT a = L.a[axis];
+    const int w = L.width;
+    const float aq = a[q];
+    Vf dp, dphi, d2, sa;
+#pragma unroll
+    for (int j = 0; j < VEC; j++) {
+        dp.v[j] = 0.0f;
+        dphi.v[j] = 0.0f;
+        d2.v[j] = c.c2[0] * p0.v[j];
+        sa.v[j] = 0.0f;
+    }
+#pragma unroll
+    for (int k = 1; k <= R; k++) {
+        Vf lo, hi;
+        nb(k, lo, hi);
+        const float ap = a_pair(a, aq, q + k, n), am = a_pair(a, aq, q - k, n);
+#pragma unroll
+        for (int j = 0; j < VEC; j++) {
+            dp.v[j] += c.c1[k] * (hi.v[j] - lo.v[j]);
+            d2.v[j] += c.c2[k] * (lo.v[j] + hi.v[j]);
+            sa.v[j] += c.c2[k] * (ap * (hi.v[j] - p0.v[j]) + am * (lo.v[j] - p0.v[j]));
+        }
+    }
+#pragma unroll
+    for (int k = 1; k <= R; k++) {
+        if (t + k < w) {
+            const Vf f = phi(k);
+#pragma unroll
+            for (int j = 0; j < VEC; j++) dphi.v[j] += c.c1[k] * f.v[j];
+        }
+        if (t >= k) {
+            const Vf f = phi(-k);
+#pragma unroll
+            for (int j = 0; j < VEC; j++) dphi.v[j] -= c.c1[k] * f.v[j];
+        }
+    }
+    const float bq = L.b[axis][q];
+    const Vf ph = phi(0);
+    Vf phn;
+#pragma unroll
+    for (int j = 0; j < VEC; j++) {
+        const float dpsi = dphi.v[j] + sa.v[j];
+        phn.v[j] = bq * (ph.v[j] + aq * dp.v[j]);
+        zn.v[j] = bq * zn.v[j] + aq * (d2.v[j] + dpsi);
+        res.v[j] = res.v[j] + vel.v[j] * (dpsi + zn.v[j]);
+    }
+    vstore(L.phi_out[axis] + s, phn);
+    vstore(L.zeta[axis] + s, zn);
+    return res;
+}
+
+// Which layer of an axis of n points grid index i lies in: 0 low, 1 high, -1 none; `t` its index
+// within that layer's half of the slab. The low layer wins where the two overlap (the CPU's rule).
+DEVICE int layer_of(int i, int n, int w, bool low_absorbs, int& t) {
+    if (w == 0 || i < 0 || i >= n) return -1;
+    if (i < w) {
+        t = i;
+        return low_absorbs ? 0 : -1;
+    }
+    if (i + w >= n) {
+        t = i + w - n;
+        return 1;
+    }
+    return -1;
+}
+
+// Whether a fused block whose tile spans x0 .. x0 + tile_w - 1 and rows of the chunk's tile and
+// whose march covers the chunk's planes holds a layer point (conservatively: past the grid counts),
+// and so whether a launch with L.select computes it. The two launches of a split step (select 1
+// and 2) take complementary blocks of the same grid.
+DEVICE bool selected(const Chunk& ch, int tile_w, int tile_rows, int nx, int ny, int nz, const Layers& L) {
+    if (L.select == 0) return true;
+    const int w = L.width;
+    const int x0 = ch.tile_x * tile_w, y0 = ch.tile_y * tile_rows;
+    const int zlo = ch.dz > 0 ? ch.zfirst : ch.zfirst - ch.nsteps + 1;
+    const bool layer = w > 0 && (x0 < w || x0 + tile_w > nx - w || y0 < w || y0 + tile_rows > ny - w ||
+                                 (L.low[2] && zlo < w) || zlo + ch.nsteps > nz - w);
+    return layer == (L.select == 2);
+}
+
+// The CPML updates of a thread's row r (VEC points from x = ix, row y, plane z) in the fused
+// kernel, x then y then z as the CPU reference adds them, from the plane's tile (`tile` points R
+// rows above the thread's first row, as in laplacian_rows) and the z queue q (q[r][R + k] is plane
+// z + dz k). `vv` is c^2 dt^2 of the row.
+// With `ytile` the y layers' phi comes from the shared tile `ptile` (rows as `tile`'s, PW vectors a
+// row, fused.cu) and the row's zeta is `zeta_row`, both fetched a plane ahead.
+template <int R, int RY, int HV, int TWV, int QS, int PW>
+DEVICE void add_layers(Vf& res, int r, const Vf (&q)[RY][QS], const Vf (*tile)[TWV], int col, int dz, const Vf& vv,
+                       int ix, int y, int z, int nx, int ny, int nz, const Layers& L, bool ytile, const Vf* ptile,
+                       const Vf& zeta_row) {
+    const int w = L.width;
+    if (y >= ny || ix >= nx) return;
+    float lo[R + 1], hi[R + 1];
+    if (ix < w || ix + VEC > nx - w) {
+        float xr[(2 * HV + 1) * VEC];
+#pragma unroll
+        for (int s = 0; s < 2 * HV + 1; s++) {
+            const Vf t = tile[r + R][col + s];
+#pragma unroll
+            for (int j = 0; j < VEC; j++) xr[s * VEC + j] = t.v[j];
+        }
+#pragma unroll
+        for (int j = 0; j < VEC; j++) {
+            int t;
+            const int half = layer_of(ix + j, nx, w, true, t);
+            if (half < 0) continue;
+#pragma unroll
+            for (int k = 1; k <= R; k++) {
+                lo[k] = xr[HV * VEC + j - k];
+                hi[k] = xr[HV * VEC + j + k];
+            }
+            const i64 s = ((i64)z * ny + y) * (2 * w) + half * w + t;
+            res.v[j] = layer_point<R>(res.v[j], xr[HV * VEC + j], lo, hi, vv.v[j], L, 0, s, 1, t, ix + j, nx);
+        }
+    }
+    // With nx a multiple of VEC every row is VEC points inside the grid and its slab index aligned.
+    const bool rows = nx % VEC == 0;
+    int t;
+    int half = layer_of(y, ny, w, true, t);
+    auto nby = [&](int k, Vf& lo, Vf& hi) {
+        lo = tile[r + R - k][col + HV];
+        hi = tile[r + R + k][col + HV];
+    };
+    if (half >= 0 && ytile) {
+        const i64 s0 = ((i64)z * (2 * w) + half * w + t) * nx + ix;
+        auto phi = [&](int k) { return ptile[(r + R + k) * PW + col]; };
+        res = layer_row<R>(res, tile[r + R][col + HV], nby, phi, zeta_row, vv, L, 1, s0, t, y, ny);
+    } else if (half >= 0 && rows) {
+        const i64 s0 = ((i64)z * (2 * w) + half * w + t) * nx + ix;
+        auto phi = [&](int k) { return vload(L.phi_in[1] + s0 + (i64)k * nx); };
+        res = layer_row<R>(res, tile[r + R][col + HV], nby, phi, vload(L.zeta[1] + s0), vv, L, 1, s0, t, y, ny);
+    } else if (half >= 0) {
+        const i64 s0 = ((i64)z * (2 * w) + half * w + t) * nx + ix;
+#pragma unroll
+        for (int j = 0; j < VEC; j++) {
+            if (ix + j >= nx) continue;
+#pragma unroll
+            for (int k = 1; k <= R; k++) {
+                lo[k] = tile[r + R - k][col + HV].v[j];
+                hi[k] = tile[r + R + k][col + HV].v[j];
+            }
+            res.v[j] = layer_point<R>(res.v[j], tile[r + R][col + HV].v[j], lo, hi, vv.v[j], L, 1, s0 + j, nx, t, y, ny);
+        }
+    }
+    half = layer_of(z, nz, w, L.low[2] != 0, t);
+    if (half >= 0 && rows) {
+        const i64 s0 = ((i64)(half * w + t) * ny + y) * nx + ix;
+        // q[r][R + k] is plane z + k marching up, z - k marching down.
+        auto nb = [&](int k, Vf& lo, Vf& hi) {
+            lo = dz > 0 ? q[r][R - k] : q[r][R + k];
+            hi = dz > 0 ? q[r][R + k] : q[r][R - k];
+        };
+        auto phi = [&](int k) { return vload(L.phi_in[2] + s0 + (i64)k * nx * ny); };
+        res = layer_row<R>(res, q[r][R], nb, phi, vload(L.zeta[2] + s0), vv, L, 2, s0, t, z, nz);
+    } else if (half >= 0) {
+        const i64 s0 = ((i64)(half * w + t) * ny + y) * nx + ix;
+#pragma unroll
+        for (int j = 0; j < VEC; j++) {
+            if (ix + j >= nx) continue;
+#pragma unroll
+            for (int k = 1; k <= R; k++) {
+                // q[r][R + k] is plane z + k marching up, z - k marching down.
+                lo[k] = dz > 0 ? q[r][R - k].v[j] : q[r][R + k].v[j];
+                hi[k] = dz > 0 ? q[r][R + k].v[j] : q[r][R - k].v[j];
+            }
+            res.v[j] = layer_point<R>(res.v[j], q[r][R].v[j], lo, hi, vv.v[j], L, 2, s0 + j, (i64)nx * ny, t, z, nz);
+        }
+    }
+}
