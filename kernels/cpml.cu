@@ -1,8 +1,8 @@
-// cpml.cu: the CPML layers of one axis as a pass of their own, after the interior update (the
-// three-pass fallback; the fused kernel applies the same update inside its pass, fused.cu). One
+// cpml.cu: the CPML layers of one axis as a pass of their own, after the interior update (both
+// kernels; fused_step_layers applies the same update inside its pass where asked, fused.cu). One
 // thread per slab point, fastest slab index across the threads so that every access runs along x
 // in a warp (along the axis for the x layers); the point's update is layers.h's. With nx a multiple
-// of VEC the y and z layers take VEC points a thread (cpml_rows).
+// of VEC the y and z layers march instead (cpml_march).
 
 template <int AXIS>
 DEVICE void cpml_axis(const float* RESTRICT cur, float* RESTRICT out, const float* RESTRICT vel, const Layers& L,
@@ -41,42 +41,56 @@ DEVICE void cpml_axis(const float* RESTRICT cur, float* RESTRICT out, const floa
     }
 }
 
-// The y or z layers with nx a multiple of VEC: one thread per VEC points of a slab row, vector
-// loads and stores throughout (layers.h, layer_row); the launch has e[0] / VEC threads a row.
+// The y or z layers with nx a multiple of VEC: a thread marches VEC points of x through one layer
+// along the axis (t = 0 .. width - 1) for one row (y layers: one plane; z layers: one y), holding
+// p^n of the 2R + 1 points around its point in registers, so each is read once rather than
+// 2R + 1 times through L2; a warp's loads are 32 neighbouring vectors along x. phi's neighbours
+// are loads (the thread read them an iteration or two before: L1): a register window for them
+// too leaves fewer threads to hide latency (kernels/NOTES.md, session 13). The launch has nx / VEC
+// threads along x, the other axis over grid y and the two layers over grid z; the update is
+// layers.h's layer_row, so the bits are the scalar path's.
 template <int AXIS>
-DEVICE void cpml_rows(const float* RESTRICT cur, float* RESTRICT out, const float* RESTRICT vel, const Layers& L,
-                      int nx, int ny, int nz, i64 pitch, i64 plane) {
+DEVICE void cpml_march(const float* RESTRICT cur, float* RESTRICT out, const float* RESTRICT vel, const Layers& L,
+                       int nx, int ny, int nz, i64 pitch, i64 plane) {
     constexpr int R = RADIUS;
     const int w = L.width;
-    const int n[3] = {nx, ny, nz};
-    int e[3] = {nx, ny, nz};
-    e[AXIS] = 2 * w;
-    const int ev = e[0] / VEC;
-    const i64 row = (i64)blockIdx.x * blockDim.x + threadIdx.x;  // over ev * e[1]
-    if (row >= (i64)ev * e[1]) return;
-    int c[3];
-    c[0] = (int)(row % ev) * VEC;
-    c[1] = (int)(row / ev);
+    const int n = AXIS == 1 ? ny : nz;
+    const int across = AXIS == 1 ? nz : ny;
+    const int ix = (blockIdx.x * blockDim.x + threadIdx.x) * VEC;
+    const int half = blockIdx.z;
+    if (ix >= nx || (half == 0 && !L.low[AXIS])) return;
     const i64 st = AXIS == 1 ? pitch : plane;
-    const i64 ss = AXIS == 1 ? (i64)e[0] : (i64)e[0] * e[1];
-    for (int k2 = blockIdx.y; k2 < e[2]; k2 += gridDim.y) {
-        c[2] = k2;
-        const int sc = c[AXIS];
-        const int half = sc < w ? 0 : 1;
-        const int t = sc - half * w;
-        if (half == 0 && !L.low[AXIS]) continue;
-        int g[3] = {c[0], c[1], c[2]};
-        g[AXIS] = half == 0 ? t : n[AXIS] - w + t;
-        if (g[AXIS] < 0 || g[AXIS] >= n[AXIS]) continue;  // a subdomain thinner than its layers
-        const i64 o = (i64)g[2] * plane + (i64)g[1] * pitch + g[0];
-        const i64 s = ((i64)c[2] * e[1] + c[1]) * e[0] + c[0];
-        auto nb = [&](int k, Vf& lo, Vf& hi) {
-            lo = vload(cur + o - k * st);
-            hi = vload(cur + o + k * st);
-        };
-        auto phi = [&](int k) { return vload(L.phi_in[AXIS] + s + k * ss); };
-        vstore(out + o, layer_row<R>(vload(out + o), vload(cur + o), nb, phi, vload(L.zeta[AXIS] + s), vload(vel + o), L,
-                                     AXIS, s, t, g[AXIS], n[AXIS]));
+    const i64 ss = AXIS == 1 ? (i64)nx : (i64)nx * ny;
+    const float* RESTRICT phi_in = L.phi_in[AXIS];
+    const int q0 = half == 0 ? 0 : n - w;  // grid index of the layer's t = 0
+    Vf zero;
+#pragma unroll
+    for (int j = 0; j < VEC; j++) zero.v[j] = 0.0f;
+    for (int c = blockIdx.y; c < across; c += gridDim.y) {
+        const i64 o0 = AXIS == 1 ? (i64)c * plane + (i64)q0 * pitch + ix : (i64)q0 * plane + (i64)c * pitch + ix;
+        const i64 s0 = AXIS == 1 ? ((i64)c * (2 * w) + half * w) * nx + ix : ((i64)half * w * ny + c) * nx + ix;
+        // p^n at grid index q0 + u where it exists (the halo reaches R past the grid; a subdomain
+        // thinner than its layers leaves points outside it, never used).
+        auto p_at = [&](int u) { return q0 + u >= -R && q0 + u < n + R ? vload(cur + o0 + (i64)u * st) : zero; };
+        Vf pw[2 * R + 1];  // [R + k]: k points along the axis from the current point
+#pragma unroll
+        for (int j = 0; j < 2 * R; j++) pw[j] = p_at(j - R);
+        for (int t = 0; t < w; t++) {
+            pw[2 * R] = p_at(t + R);
+            const int q = q0 + t;
+            if (q >= 0 && q < n) {
+                const i64 o = o0 + (i64)t * st, s = s0 + (i64)t * ss;
+                auto nb = [&](int k, Vf& lo, Vf& hi) {
+                    lo = pw[R - k];
+                    hi = pw[R + k];
+                };
+                auto phi = [&](int k) { return vload(phi_in + s + (i64)k * ss); };
+                vstore(out + o, layer_row<R>(vload(out + o), pw[R], nb, phi, vload(L.zeta[AXIS] + s), vload(vel + o), L,
+                                             AXIS, s, t, q, n));
+            }
+#pragma unroll
+            for (int j = 0; j < 2 * R; j++) pw[j] = pw[j + 1];
+        }
     }
 }
 
@@ -84,16 +98,19 @@ DEVICE void cpml_rows(const float* RESTRICT cur, float* RESTRICT out, const floa
     const float *RESTRICT cur, float *RESTRICT out, const float *RESTRICT vel, Layers L, int nx, int ny, int nz, \
         i64 pitch, i64 plane
 
-extern "C" __global__ void cpml_x(CPML_PARAMS) { cpml_axis<0>(cur, out, vel, L, nx, ny, nz, pitch, plane); }
-extern "C" __global__ void cpml_y(CPML_PARAMS) {
+// Launches of 128 threads; 5 blocks a multiprocessor (96 registers) keep enough loads in flight.
+extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(128, 5) void cpml_x(CPML_PARAMS) {
+    cpml_axis<0>(cur, out, vel, L, nx, ny, nz, pitch, plane);
+}
+extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(128, 5) void cpml_y(CPML_PARAMS) {
     if (nx % VEC == 0)
-        cpml_rows<1>(cur, out, vel, L, nx, ny, nz, pitch, plane);
+        cpml_march<1>(cur, out, vel, L, nx, ny, nz, pitch, plane);
     else
         cpml_axis<1>(cur, out, vel, L, nx, ny, nz, pitch, plane);
 }
-extern "C" __global__ void cpml_z(CPML_PARAMS) {
+extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(128, 5) void cpml_z(CPML_PARAMS) {
     if (nx % VEC == 0)
-        cpml_rows<2>(cur, out, vel, L, nx, ny, nz, pitch, plane);
+        cpml_march<2>(cur, out, vel, L, nx, ny, nz, pitch, plane);
     else
         cpml_axis<2>(cur, out, vel, L, nx, ny, nz, pitch, plane);
 }

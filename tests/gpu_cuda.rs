@@ -11,7 +11,7 @@ mod common;
 
 use seismic_run::backend::Backend;
 use seismic_run::backend::cpu::CpuSolver;
-use seismic_run::backend::gpu::{self, GpuRuntime, GpuSolver, Tuning, autotune, cuda::CudaRuntime};
+use seismic_run::backend::gpu::{self, GpuRuntime, GpuSolver, LayerPass, Tuning, autotune, cuda::CudaRuntime};
 use seismic_run::config::{Config, KernelChoice};
 use seismic_run::grid::Section;
 use seismic_run::problem::Problem;
@@ -303,20 +303,20 @@ fn gpu_layer_pass_modes_match_cpu() {
             setup.receivers = vec![[0, 0, 0], shape.map(|n| n - 1), [33, 1, 37]];
             let problem = setup.homogeneous();
             let cpu = cpu_reference(&problem);
-            for (in_pass, split) in [(true, true), (true, false), (false, false)] {
+            for mode in [LayerPass::Split, LayerPass::One, LayerPass::After] {
                 let rt = CudaRuntime::new(0).expect("CUDA device 0");
-                let mut gpu = GpuSolver::new(rt, &problem, KernelChoice::Fused, Tuning::for_radius(radius))
+                let tuning = Tuning::for_radius(radius);
+                let mut gpu = GpuSolver::with_layer_pass(rt, &problem, KernelChoice::Fused, tuning, mode)
                     .expect("open the CUDA solver");
-                gpu.set_layer_pass(in_pass, split);
+                // The default launch shape has room for the layer tile at every radius.
+                assert_eq!(gpu.layer_pass(), mode, "R={radius}: {mode:?} not taken");
                 let (ef, et) = compare_on(&mut gpu, &problem, &cpu);
                 eprintln!(
-                    "gpu-vs-cpu layer pass in_pass={in_pass} split={split} R={radius} {shape:?} width={width} \
+                    "gpu-vs-cpu layer pass {mode:?} R={radius} {shape:?} width={width} \
                      free_surface={free_surface}: field {ef:.3e} traces {et:.3e}"
                 );
                 if !(ef <= TOLERANCE && et <= TOLERANCE) {
-                    failures.push(format!(
-                        "R={radius} {shape:?} width={width} in_pass={in_pass} split={split}: {ef:.3e} {et:.3e}"
-                    ));
+                    failures.push(format!("R={radius} {shape:?} width={width} {mode:?}: {ef:.3e} {et:.3e}"));
                 }
             }
         }

@@ -296,6 +296,15 @@ impl Tuning {
 mod tests {
     use super::Tuning;
 
+    /// The GPU test of the in-pass layer modes runs the default launch shape at every radius.
+    #[test]
+    fn the_layer_tile_fits_the_default_launch_shape_at_every_radius() {
+        for r in 1..=8 {
+            let t = Tuning::for_radius(r).effective(r);
+            assert!(t.layer_tile_fits(r), "R = {r}: {t:?}");
+        }
+    }
+
     #[test]
     fn halos_ride_the_ring_where_there_is_one() {
         let t = Tuning::for_radius(4);

@@ -29,7 +29,7 @@ pub mod sources;
 pub use super::tuning::Tuning;
 pub use ceiling::{Ceiling, ceiling_cached, measure_ceiling};
 pub use runtime::{DeviceBuffer, DevicePtr, GpuRuntime};
-pub use solver::{GpuSolver, Operator, estimate_bytes};
+pub use solver::{GpuSolver, LayerPass, Operator, estimate_bytes};
 pub use sources::{cache_dir, load_kernels};
 
 #[cfg(any(feature = "cuda", feature = "hip"))]

@@ -100,6 +100,30 @@ struct CpmlAxisDev<Rt: GpuRuntime> {
 }
 
 /// The CPML layers on the device and where a step computes them.
+/// Where a fused step computes the CPML layers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LayerPass {
+    /// By cpml.cu after the interior: the faster on an H200 (kernels/NOTES.md, session 12).
+    #[default]
+    After,
+    /// Inside the pass: fused_step on the blocks without layer points, fused_step_layers on the
+    /// others.
+    Split,
+    /// Inside the pass: fused_step_layers on every block.
+    One,
+}
+
+impl LayerPass {
+    /// SEISMIC_LAYER_PASS = "after" (the default), "split" or "one": an experiment knob.
+    pub fn from_environment() -> LayerPass {
+        match std::env::var("SEISMIC_LAYER_PASS").as_deref() {
+            Ok("split") => LayerPass::Split,
+            Ok("one") => LayerPass::One,
+            _ => LayerPass::After,
+        }
+    }
+}
+
 struct CpmlDev<Rt: GpuRuntime> {
     axes: Vec<CpmlAxisDev<Rt>>,
     width: i32,
@@ -267,6 +291,20 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
     /// Allocates and uploads everything the problem needs; errors (before allocating) if it does
     /// not fit in the device's free memory.
     pub fn new(rt: Rt, problem: &Problem, kernel: KernelChoice, tuning: Tuning) -> Result<Self> {
+        Self::with_layer_pass(rt, problem, kernel, tuning, LayerPass::from_environment())
+    }
+
+    /// [`GpuSolver::new`] with the CPML layers computed where `layer_pass` says. The in-pass
+    /// kernel is compiled only when asked for, and only a fused step with CPML whose layer tile
+    /// fits in shared memory ([`Tuning::layer_tile_fits`]) can use it; other runs compute the
+    /// layers after the interior ([`GpuSolver::layer_pass`] says which one runs).
+    pub fn with_layer_pass(
+        rt: Rt,
+        problem: &Problem,
+        kernel: KernelChoice,
+        tuning: Tuning,
+        layer_pass: LayerPass,
+    ) -> Result<Self> {
         let layout = problem.layout;
         let shape = problem.shape();
         let r = problem.stencil.radius;
@@ -280,7 +318,10 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let b = &problem.boundary;
         let tuning = tuning.effective(r);
         // fused_step_layers (fused.cu; fused_ring.cu has no layer path), where its shared memory fits.
-        let cpml_in_pass = b.kind == BoundaryKind::Cpml && kernel == KernelChoice::Fused && tuning.layer_tile_fits(r);
+        let cpml_in_pass = layer_pass != LayerPass::After
+            && b.kind == BoundaryKind::Cpml
+            && kernel == KernelChoice::Fused
+            && tuning.layer_tile_fits(r);
         tuning.check(r)?;
         ensure!(
             shape.iter().all(|&n| n < i32::MAX as usize / 2),
@@ -363,12 +404,8 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 width: b.width as i32,
                 // The top layer of a free surface's axis has a = 0: nothing to compute there.
                 low: [1, 1, (!b.free_surface) as i32],
-                // By cpml.cu after the interior: on an H200 the layers inside the pass run slower
-                // (kernels/NOTES.md, session 12). SEISMIC_LAYER_PASS (an experiment knob, as
-                // set_layer_pass): "after" (the default), "split" or "one".
-                in_pass: f.fused_layers.is_some()
-                    && std::env::var("SEISMIC_LAYER_PASS").is_ok_and(|v| v == "split" || v == "one"),
-                split: std::env::var("SEISMIC_LAYER_PASS").map_or(true, |v| v != "one"),
+                in_pass: f.fused_layers.is_some(),
+                split: layer_pass == LayerPass::Split,
             })
         } else {
             None
@@ -509,16 +546,12 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         self.rt.download(dense, as_bytes_mut(out))
     }
 
-    /// Where a fused step computes the CPML layers (no effect on other runs): inside its pass
-    /// (`split`: fused_step on the blocks without layer points and fused_step_layers on the
-    /// others, else fused_step_layers on every block), or by cpml.cu after it (`in_pass` false,
-    /// the default: the faster on an H200). No effect where fused_step_layers is not compiled
-    /// (tile_ring, or its shared memory does not fit: [`Tuning::layer_tile_fits`]).
-    pub fn set_layer_pass(&mut self, in_pass: bool, split: bool) {
-        if let Some(c) = &mut self.cpml
-            && self.f.fused_layers.is_some()
-        {
-            (c.in_pass, c.split) = (in_pass, split);
+    /// Where this solver computes the CPML layers; [`LayerPass::After`] also for runs without CPML.
+    pub fn layer_pass(&self) -> LayerPass {
+        match &self.cpml {
+            Some(c) if c.in_pass && c.split => LayerPass::Split,
+            Some(c) if c.in_pass => LayerPass::One,
+            _ => LayerPass::After,
         }
     }
 
@@ -606,14 +639,19 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         if !c.in_pass {
             let layers = c.layers(&self.axis_weights, 0);
             for a in &c.axes {
-                // cpml.cu: one thread per slab point (VEC points of a row along y and z where nx is
-                // a multiple of VEC), x over the slab's first two axes, y over its third.
+                // cpml.cu: with nx a multiple of VEC the y and z layers march (VEC points of x a
+                // thread along x, the other axis over grid y, low and high layer over grid z); else
+                // one thread per slab point, x over the slab's first two axes, y over its third.
                 let mut e = [nx, ny, nz].map(|n| n as u64);
                 e[a.axis] = 2 * c.width as u64;
-                let per_thread = if a.axis > 0 && e[0] % vec == 0 { vec } else { 1 };
-                let grid = [(e[0] / per_thread * e[1]).div_ceil(256) as u32, e[2].min(65535) as u32, 1];
+                let grid = if a.axis > 0 && e[0] % vec == 0 {
+                    let across = if a.axis == 1 { e[2] } else { e[1] };
+                    [(e[0] / vec).div_ceil(128) as u32, across.min(65535) as u32, 2]
+                } else {
+                    [(e[0] * e[1]).div_ceil(128) as u32, e[2].min(65535) as u32, 1]
+                };
                 let args = CpmlAxis { cur, out, vel, layers, nx, ny, nz, pitch, plane };
-                args.launch(&*self.rt, self.f.cpml[a.axis], Launch { grid, block: [256, 1, 1], shared: 0 })?;
+                args.launch(&*self.rt, self.f.cpml[a.axis], Launch { grid, block: [128, 1, 1], shared: 0 })?;
             }
         }
         c.swap();
