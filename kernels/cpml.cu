@@ -102,14 +102,16 @@ DEVICE void cpml_march(const float* RESTRICT cur, float* RESTRICT out, const flo
 extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(128, 5) void cpml_x(CPML_PARAMS) {
     cpml_axis<0>(cur, out, vel, L, nx, ny, nz, pitch, plane);
 }
+// AMD takes a thread per slab point throughout: under hipcc the march's windows spill scalar
+// registers (tools/hip-static-report); the host launches to match (solver.rs, launch_cpml).
 extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(128, 5) void cpml_y(CPML_PARAMS) {
-    if (nx % VEC == 0)
+    if (!SEISMIC_HIP && nx % VEC == 0)
         cpml_march<1>(cur, out, vel, L, nx, ny, nz, pitch, plane);
     else
         cpml_axis<1>(cur, out, vel, L, nx, ny, nz, pitch, plane);
 }
 extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(128, 5) void cpml_z(CPML_PARAMS) {
-    if (nx % VEC == 0)
+    if (!SEISMIC_HIP && nx % VEC == 0)
         cpml_march<2>(cur, out, vel, L, nx, ny, nz, pitch, plane);
     else
         cpml_axis<2>(cur, out, vel, L, nx, ny, nz, pitch, plane);

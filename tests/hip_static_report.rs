@@ -9,7 +9,7 @@ use seismic_run::backend::gpu::hip::aot;
 #[test]
 fn no_register_spills_for_radius_up_to_4_on_gfx90a_and_gfx940() {
     let variants: Vec<aot::Variant> = aot::step_variants().into_iter().filter(|v| v.radius <= 4).collect();
-    assert_eq!(variants.len(), 12, "R = 1..4, without layers, with the sponge and with CPML");
+    assert_eq!(variants.len(), 8, "R = 1..4, without and with the sponge");
     let jobs = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
     let usages = aot::report(&aot::step_source(), &variants, &aot::REPORT_ARCHS, jobs).expect("hipcc compiles");
     for arch in aot::REPORT_ARCHS {
@@ -52,8 +52,7 @@ extern "C" __global__ __launch_bounds__(256) void uses_scratch(float* p, int k) 
 }
 extern "C" __global__ __launch_bounds__(256) void clean(float* p) { p[threadIdx.x] += 1.0f; }
 "#;
-    let variant =
-        aot::Variant { radius: 1, flavour: "probe".into(), options: vec![], fused_dynamic_lds: 0, layer_tile_lds: 0 };
+    let variant = aot::Variant { radius: 1, flavour: "probe".into(), options: vec![], fused_dynamic_lds: 0 };
     let usages = aot::report(source, &[variant], &["gfx90a"], 1).expect("hipcc compiles the probe");
     let by_name = |n: &str| usages.iter().find(|u| u.kernel == n).unwrap_or_else(|| panic!("{n} missing"));
     assert!(by_name("uses_scratch").spills(), "{:?}", by_name("uses_scratch"));

@@ -139,6 +139,8 @@ pub struct CpuSolver<T: Real> {
     vel2dt2: Vec<T>,
     damp: Option<[Vec<T>; 3]>,
     cpml: Option<([CpmlAxis<T>; 3], CpmlProfiles<T>)>,
+    /// The x layers' pair means of a (the same on every row), see [`x_pair_means`].
+    x_pairs: Vec<T>,
     free_surface: bool,
     cur: Vec<T>,
     prev: Vec<T>,
@@ -214,6 +216,8 @@ impl<T: Real> CpuSolver<T> {
             });
             (axes, coef)
         });
+        let x_pairs =
+            cpml.as_ref().map_or(Vec::new(), |(_, coef): &(_, CpmlProfiles<T>)| x_pair_means(&coef[0][0], r, b.width));
         let (src_taps, rec_taps) = shot_taps(problem, &vel2dt2);
         Ok(CpuSolver {
             layout,
@@ -225,6 +229,7 @@ impl<T: Real> CpuSolver<T> {
             vel2dt2,
             damp,
             cpml,
+            x_pairs,
             free_surface: b.free_surface,
             cur: first_touch(&layout, &chunks),
             prev: first_touch(&layout, &chunks),
@@ -349,6 +354,7 @@ impl<T: Real> CpuSolver<T> {
                 b: std::array::from_fn(|i| &coef[i][1][..]),
                 c1: std::array::from_fn(|i| &self.c1[i][..]),
                 c2: std::array::from_fn(|i| &self.c2[i][..]),
+                x_pairs: &self.x_pairs,
                 z_layer: &self.z_layer,
             }
         });
@@ -375,9 +381,38 @@ impl<T: Real> CpuSolver<T> {
     }
 }
 
-/// Bytes of the 2R + 1 planes of p^n a tile's sweep keeps in reach: half of a 2 MiB L2, the rest
-/// left to p^{n-1}, c^2 dt^2 and the CPML arrays streaming through.
-const TILE_BYTES: usize = 1 << 20;
+/// Bytes of the 2R + 1 planes of p^n a tile's sweep keeps in reach: half of a core's L2, the rest
+/// left to p^{n-1}, c^2 dt^2 and the CPML arrays streaming through. SEISMIC_CPU_TILE_BYTES
+/// overrides it (an experiment knob).
+fn tile_bytes() -> usize {
+    static BYTES: OnceLock<usize> = OnceLock::new();
+    *BYTES.get_or_init(|| {
+        std::env::var("SEISMIC_CPU_TILE_BYTES").ok().and_then(|v| v.parse().ok()).unwrap_or(l2_bytes() / 2)
+    })
+}
+
+/// One core's L2 cache in bytes, from Linux's sysfs; 1 MiB where it cannot be read.
+fn l2_bytes() -> usize {
+    let read = |f: &str| std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu0/cache/{f}")).ok();
+    (0..8)
+        .find_map(|i| {
+            let level = read(&format!("index{i}/level"))?;
+            let kind = read(&format!("index{i}/type"))?;
+            if level.trim() != "2" || kind.trim() == "Instruction" {
+                return None;
+            }
+            let size = read(&format!("index{i}/size"))?;
+            let size = size.trim();
+            let (digits, unit) = size.split_at(size.find(|c: char| !c.is_ascii_digit()).unwrap_or(size.len()));
+            let k = digits.parse::<usize>().ok()?;
+            Some(match unit {
+                "K" => k << 10,
+                "M" => k << 20,
+                _ => k,
+            })
+        })
+        .unwrap_or(1 << 20)
+}
 
 /// Row ranges that split 0..ny so that 2R + 1 planes of one range take about TILE_BYTES (the
 /// z-neighbours a row reads then come from L2), none thinner than the CPML layer `width`: the
@@ -385,7 +420,7 @@ const TILE_BYTES: usize = 1 << 20;
 /// range's own pass.
 fn y_tiles(layout: &Layout, width: usize, elem: usize) -> Vec<(usize, usize)> {
     let window = (2 * layout.halo + 1) * layout.pitch * elem;
-    y_split(layout.ny, width, TILE_BYTES / window)
+    y_split(layout.ny, width, tile_bytes() / window)
 }
 
 /// 0..ny in ranges of about `rows` rows, none thinner than `width`.
@@ -497,6 +532,8 @@ struct CpmlSweep<'a, T> {
     b: [&'a [T]; 3],
     c1: [&'a [T]; 3],
     c2: [&'a [T]; 3],
+    /// [`x_pair_means`] of the x profile.
+    x_pairs: &'a [T],
     /// Slab plane of each interior z-plane in the z layers (CpuSolver::z_layer).
     z_layer: &'a [Option<usize>],
 }
@@ -658,14 +695,24 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
                 let mut d2 = [T::default(); CHUNK];
                 let mut sa = [T::default(); CHUNK];
                 let cc = &cur[o + j..o + j + n];
+                // The sums over p^n in one loop, all taps unrolled (as in cpml_yz_row).
+                let u = half * w + j;
+                let fl: [&[T]; R] = std::array::from_fn(|k| &cur[o + j - k - 1..o + j - k - 1 + n]);
+                let fh: [&[T]; R] = std::array::from_fn(|k| &cur[o + j + k + 1..o + j + k + 1 + n]);
+                let ap: [&[T]; R] = std::array::from_fn(|k| &c.x_pairs[k * 2 * w + u..k * 2 * w + u + n]);
+                let am: [&[T]; R] = std::array::from_fn(|k| &c.x_pairs[(R + k) * 2 * w + u..(R + k) * 2 * w + u + n]);
                 for i in 0..n {
-                    d2[i] = c2[0] * cc[i];
+                    let c0 = cc[i];
+                    let (mut sdp, mut sd2, mut ssa) = (T::default(), c2[0] * c0, T::default());
+                    for k in 0..R {
+                        let (lv, hv) = (fl[k][i], fh[k][i]);
+                        sdp += c1[k + 1] * (hv - lv);
+                        sd2 += c2[k + 1] * (lv + hv);
+                        ssa += c2[k + 1] * (ap[k][i] * (hv - c0) + am[k][i] * (lv - c0));
+                    }
+                    (dp[i], d2[i], sa[i]) = (sdp, sd2, ssa);
                 }
                 for k in 1..=R {
-                    let (fl, fh) = (&cur[o + j - k..o + j - k + n], &cur[o + j + k..o + j + k + n]);
-                    for i in 0..n {
-                        dp[i] += c1[k] * (fh[i] - fl[i]);
-                    }
                     // Plus neighbour seg[j + i + k] exists for j + i + k < w.
                     let np = n.min(w.saturating_sub(j + k));
                     let p = &seg[(j + k).min(w)..(j + k).min(w) + np];
@@ -677,14 +724,6 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
                     let m = &seg[j + i0 - k.min(j + i0)..j + n - k.min(j + n)];
                     for i in i0..n {
                         dpsi[i] = dpsi[i] - c1[k] * m[i - i0];
-                    }
-                    for i in 0..n {
-                        d2[i] += c2[k] * (fl[i] + fh[i]);
-                    }
-                    for i in 0..n {
-                        let q = x0 + j + i;
-                        let (ap, am) = (a_mean(a, q, q + k), a_mean(a, q, q.saturating_sub(k)));
-                        sa[i] += c2[k] * (ap * (fh[i] - cc[i]) + am * (fl[i] - cc[i]));
                     }
                 }
                 let (aq, bq) = (&a[x0 + j..x0 + j + n], &b[x0 + j..x0 + j + n]);
@@ -717,6 +756,11 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
         };
         let lo = if t < w { 0 } else { w };
         let (aq, bq) = (c.a[axis][q], c.b[axis][q]);
+        // Per tap k + 1: the weights, and a's pair means (uniform along the row).
+        let c1k: [T; R] = std::array::from_fn(|k| c1[k + 1]);
+        let c2k: [T; R] = std::array::from_fn(|k| c2[k + 1]);
+        let ap: [T; R] = std::array::from_fn(|k| a_mean(c.a[axis], q, q + k + 1));
+        let am: [T; R] = std::array::from_fn(|k| a_mean(c.a[axis], q, q.saturating_sub(k + 1)));
         let row = l.row(iy, iz);
         let psi = c.psi[axis];
         // SAFETY: forwarded.
@@ -727,14 +771,24 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
             let mut dpsi = [T::default(); CHUNK];
             let mut d2 = [T::default(); CHUNK];
             let mut sa = [T::default(); CHUNK];
-            for i in 0..n {
-                d2[i] = c2[0] * cur[o + i];
+            // The sums over p^n in one loop, all taps unrolled, so the three sums stay in vector
+            // registers (whole chunks: points past the row are read from padding and discarded).
+            let at = |off: usize| -> &[T; CHUNK] { cur[off..off + CHUNK].try_into().expect("chunk in bounds") };
+            let cc = at(o);
+            let fl: [&[T; CHUNK]; R] = std::array::from_fn(|k| at(o - (k + 1) * s));
+            let fh: [&[T; CHUNK]; R] = std::array::from_fn(|k| at(o + (k + 1) * s));
+            for i in 0..CHUNK {
+                let c0 = cc[i];
+                let (mut sdp, mut sd2, mut ssa) = (T::default(), c2[0] * c0, T::default());
+                for k in 0..R {
+                    let (lv, hv) = (fl[k][i], fh[k][i]);
+                    sdp += c1k[k] * (hv - lv);
+                    sd2 += c2k[k] * (lv + hv);
+                    ssa += c2k[k] * (ap[k] * (hv - c0) + am[k] * (lv - c0));
+                }
+                (dp[i], d2[i], sa[i]) = (sdp, sd2, ssa);
             }
             for k in 1..=R {
-                let (fl, fh) = (&cur[o - k * s..o - k * s + n], &cur[o + k * s..o + k * s + n]);
-                for i in 0..n {
-                    dp[i] += c1[k] * (fh[i] - fl[i]);
-                }
                 if t + k < lo + w {
                     let p = &psi[po + k * ps..po + k * ps + n];
                     for i in 0..n {
@@ -747,13 +801,6 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
                         dpsi[i] = dpsi[i] - c1[k] * p[i];
                     }
                 }
-                for i in 0..n {
-                    d2[i] += c2[k] * (fl[i] + fh[i]);
-                }
-                let (ap, am) = (a_mean(c.a[axis], q, q + k), a_mean(c.a[axis], q, q.saturating_sub(k)));
-                for i in 0..n {
-                    sa[i] += c2[k] * (ap * (fh[i] - cur[o + i]) + am * (fl[i] - cur[o + i]));
-                }
             }
             let (p0, ns, z) = (&psi[po..po + n], &mut nrow[x0..x0 + n], &mut zrow[x0..x0 + n]);
             let (out, v) = (&mut out[x0..x0 + n], &vel[o..o + n]);
@@ -765,6 +812,23 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
             }
         }
     }
+}
+
+/// The pair means a_mean(a, q, q + k) (side 0) and a_mean(a, q, q - k) (side 1, clamped at 0) of
+/// every x-slab point, at [(side * R + k - 1) * 2 width + t] for slab index t (low layer, then
+/// high), so that the x layers' loop reads them as rows instead of clamping per point.
+fn x_pair_means<T: Real>(a: &[T], radius: usize, width: usize) -> Vec<T> {
+    let nx = a.len();
+    let mut out = Vec::with_capacity(2 * radius * 2 * width);
+    for side in 0..2 {
+        for k in 1..=radius {
+            for t in 0..2 * width {
+                let q = if t < width { t } else { nx - 2 * width + t };
+                out.push(if side == 0 { a_mean(a, q, q + k) } else { a_mean(a, q, q.saturating_sub(k)) });
+            }
+        }
+    }
+    out
 }
 
 /// (a_q + a_m) / 2, a clamped at the grid's end: the weight of the pair (q, m) in the compact

@@ -319,6 +319,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let tuning = tuning.effective(r);
         // fused_step_layers (fused.cu; fused_ring.cu has no layer path), where its shared memory fits.
         let cpml_in_pass = layer_pass != LayerPass::After
+            && rt.vendor() != "hip"
             && b.kind == BoundaryKind::Cpml
             && kernel == KernelChoice::Fused
             && tuning.layer_tile_fits(r);
@@ -635,16 +636,18 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let [nx, ny, nz] = self.geometry.shape.map(|n| n as i32);
         let (pitch, plane) = (self.layout.pitch as i64, self.layout.plane as i64);
         let vec = self.geometry.tuning.vec as u64;
+        let march = self.rt.vendor() != "hip";
         let Some(c) = &mut self.cpml else { return Ok(()) };
         if !c.in_pass {
             let layers = c.layers(&self.axis_weights, 0);
             for a in &c.axes {
                 // cpml.cu: with nx a multiple of VEC the y and z layers march (VEC points of x a
-                // thread along x, the other axis over grid y, low and high layer over grid z); else
-                // one thread per slab point, x over the slab's first two axes, y over its third.
+                // thread along x, the other axis over grid y, low and high layer over grid z),
+                // except on AMD (its register windows spill there); else one thread per slab
+                // point, x over the slab's first two axes, y over its third.
                 let mut e = [nx, ny, nz].map(|n| n as u64);
                 e[a.axis] = 2 * c.width as u64;
-                let grid = if a.axis > 0 && e[0] % vec == 0 {
+                let grid = if a.axis > 0 && e[0] % vec == 0 && march {
                     let across = if a.axis == 1 { e[2] } else { e[1] };
                     [(e[0] / vec).div_ceil(128) as u32, across.min(65535) as u32, 2]
                 } else {

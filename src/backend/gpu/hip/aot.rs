@@ -21,14 +21,12 @@ pub const REPORT_ARCHS: [&str; 2] = ["gfx90a", "gfx940"];
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Variant {
     pub radius: usize,
-    /// Label of the options that are not the radius ("none", "sponge" or "cpml").
+    /// Label of the options that are not the radius ("none" or "sponge").
     pub flavour: String,
     /// -D options exactly as the run-time compilation gets them.
     pub options: Vec<String>,
     /// Dynamic LDS the fused kernel is launched with (the STAGES ring; 0 by default on AMD).
     pub fused_dynamic_lds: u32,
-    /// Dynamic LDS fused_step_layers adds after the ring (its y layers' phi tile).
-    pub layer_tile_lds: u32,
 }
 
 /// The step module's source exactly as the run-time path assembles it (prelude + every kernel).
@@ -37,20 +35,20 @@ pub fn step_source() -> String {
 }
 
 /// Every variant of the step module a run can compile: R = 1..8, with the default launch shape on
-/// AMD ([`super::tuning`]), without absorbing layers, with the sponge factor and with the fused
-/// kernel's CPML layers. Each holds the fused kernel, the three passes and update, CPML, free
-/// surface, source/receiver and stream kernels (and the CPML variant the fused kernel with layers).
+/// AMD ([`super::tuning`]), once without and once with the sponge factor (CPML runs after the
+/// interior, from the first). Each holds the fused kernel, the three passes and update, CPML, free
+/// surface, source/receiver and stream kernels. fused_step_layers, the in-pass layer experiment,
+/// is CUDA-only and never built for AMD.
 pub fn step_variants() -> Vec<Variant> {
     let mut v = Vec::new();
     for radius in 1..=8 {
-        for (flavour, sponge, cpml) in [("none", false, false), ("sponge", true, false), ("cpml", false, true)] {
+        for (flavour, sponge) in [("none", false), ("sponge", true)] {
             let tuning = super::tuning(radius);
             v.push(Variant {
                 radius,
                 flavour: flavour.to_string(),
-                options: kernel_options(radius, &tuning, sponge, false, cpml),
+                options: kernel_options(radius, &tuning, sponge, false, false),
                 fused_dynamic_lds: tuning.dynamic_shared_bytes(radius, false),
-                layer_tile_lds: tuning.layer_tile_bytes(radius),
             });
         }
     }
@@ -280,7 +278,6 @@ pub fn report(source: &str, variants: &[Variant], archs: &[&str], jobs: usize) -
                     .map(|m| {
                         let dynamic = match m.name.as_str() {
                             "fused_step" => v.fused_dynamic_lds,
-                            "fused_step_layers" => v.fused_dynamic_lds + v.layer_tile_lds,
                             _ => 0,
                         };
                         (m, dynamic)
@@ -492,7 +489,7 @@ mod tests {
         let u = |r: usize, v: u32| KernelUsage {
             kernel: "update".into(),
             radius: r,
-            flavour: "cpml/none".into(),
+            flavour: "none".into(),
             arch: "gfx90a".into(),
             vgprs: v,
             agprs: 0,
@@ -505,13 +502,13 @@ mod tests {
             waves_per_simd: 8,
         };
         let t = markdown_table(&[u(1, 27), u(2, 27), u(3, 27), u(4, 40)], &["update"]);
-        assert!(t.contains("| update | 1-3 | cpml/none | 0 | 27 | 20 | 0 | 0 | 8 |"), "{t}");
-        assert!(t.contains("| update | 4 | cpml/none | 0 | 40 | 20 | 0 | 0 | 8 |"), "{t}");
+        assert!(t.contains("| update | 1-3 | none | 0 | 27 | 20 | 0 | 0 | 8 |"), "{t}");
+        assert!(t.contains("| update | 4 | none | 0 | 40 | 20 | 0 | 0 | 8 |"), "{t}");
         assert_eq!(t.lines().count(), 4, "{t}");
         let sponge = |r: usize, v: u32| KernelUsage { flavour: "sponge".into(), ..u(r, v) };
         let t = markdown_table(&[u(1, 27), sponge(1, 27), u(2, 27), sponge(2, 30)], &["update"]);
         assert!(t.contains("| update | 1 | any | 0 | 27 |"), "{t}");
-        assert!(t.contains("| update | 2 | cpml/none | 0 | 27 |"), "{t}");
+        assert!(t.contains("| update | 2 | none | 0 | 27 |"), "{t}");
         assert!(t.contains("| update | 2 | sponge | 0 | 30 |"), "{t}");
         assert_eq!(t.lines().count(), 5, "{t}");
         // Two architectures side by side; a row merges only when both agree.
