@@ -3,7 +3,9 @@
 
 mod common;
 
-use common::{Setup, distance, max_abs, max_abs_diff, point_source_pressure, relative_l2, run};
+use common::{
+    Setup, distance, long_run_problem, max_abs, max_abs_diff, peak_and_late, point_source_pressure, relative_l2, run,
+};
 use seismic_run::backend::cpu::CpuSolver;
 
 const C: f64 = 2000.0;
@@ -148,35 +150,12 @@ fn free_surface_matches_the_image_source() {
 /// (measured with the self-adjoint form: about 1e-10 of the peak).
 #[test]
 fn cpml_long_run_is_stable() {
-    let setup = Setup {
-        shape: [16, 16, 16],
-        spacing: 10.0,
-        vp: 2000.0,
-        radius: 4,
-        frequency: 15.0,
-        delay: 0.08,
-        cfl_safety: 0.9,
-        duration: 1.0,
-        source: [8, 8, 5],
-        receivers: vec![[8, 8, 8]],
-        boundary: "cpml",
-        width: 4,
-        free_surface: true,
-    };
-    let mut p = setup.problem();
-    p.steps = 10_000;
+    let p = long_run_problem();
     let mut s = CpuSolver::<f32>::new(&p).expect("CPU solver");
-    let mut peak = 0.0f32;
-    let mut late = 0.0f32;
-    for n in 0..p.steps {
+    let (peak, late) = peak_and_late(p.steps, |n| {
         s.advance(n);
-        let m = s.field().iter().fold(0.0f32, |m, v| m.max(v.abs()));
-        assert!(m.is_finite(), "step {n}: field not finite");
-        peak = peak.max(m);
-        if n >= p.steps - 100 {
-            late = late.max(m);
-        }
-    }
+        s.field().iter().fold(0.0f32, |m, v| m.max(v.abs()))
+    });
     eprintln!("f32 10,000 steps: peak {peak:.3e}, last 100 steps {late:.3e}");
     assert!(late <= peak * 1e-6, "the field did not decay: {late} of peak {peak}");
 }

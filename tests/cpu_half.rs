@@ -5,7 +5,9 @@
 
 mod common;
 
-use common::{Lcg, Setup, free_space_point_source, green_function_errors, relative_l2, run};
+use common::{
+    Lcg, Setup, free_space_point_source, green_function_errors, long_run_problem, peak_and_late, relative_l2, run,
+};
 use seismic_run::backend::cpu_half::{CpuHalfSolver, HalfStorage};
 use seismic_run::config::Precision;
 use seismic_run::problem::Problem;
@@ -133,36 +135,13 @@ fn f16_error_growth_with_steps() {
 /// 10,000 steps on a small grid with CPML and a free surface stay finite and bounded.
 #[test]
 fn f16_long_run_is_stable() {
-    let setup = Setup {
-        shape: [16, 16, 16],
-        spacing: 10.0,
-        vp: 2000.0,
-        radius: 4,
-        frequency: 15.0,
-        delay: 0.08,
-        cfl_safety: 0.9,
-        duration: 1.0,
-        source: [8, 8, 5],
-        receivers: vec![[8, 8, 8]],
-        boundary: "cpml",
-        width: 4,
-        free_surface: true,
-    };
-    let mut p = setup.problem();
-    p.steps = 10_000;
+    let mut p = long_run_problem();
     p.precision = Precision::F16;
     let mut s = CpuHalfSolver::new(&p).expect("f16 solver");
-    let mut peak = 0.0f32;
-    let mut late = 0.0f32;
-    for n in 0..p.steps {
+    let (peak, late) = peak_and_late(p.steps, |n| {
         s.advance(n);
-        let m = s.field().iter().fold(0.0f32, |m, v| m.max(v.abs()));
-        assert!(m.is_finite(), "step {n}: field not finite");
-        peak = peak.max(m);
-        if n >= p.steps - 100 {
-            late = late.max(m);
-        }
-    }
+        s.field().iter().fold(0.0f32, |m, v| m.max(v.abs()))
+    });
     eprintln!("f16 10,000 steps: peak {peak:.3e}, last 100 steps {late:.3e} (scaled field)");
     assert!(late <= peak * 1e-2, "the field did not decay: {late} of peak {peak}");
 }
