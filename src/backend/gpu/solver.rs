@@ -99,8 +99,7 @@ struct CpmlAxisDev<Rt: GpuRuntime> {
     b: DeviceBuffer<Rt>,
 }
 
-/// The CPML layers on the device and where a step computes them.
-/// Where a fused step computes the CPML layers.
+/// Where a fused step computes the CPML layers (on NVIDIA; AMD always computes them after).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LayerPass {
     /// By cpml.cu after the interior: the faster on an H200 (kernels/NOTES.md, session 12).
@@ -124,6 +123,7 @@ impl LayerPass {
     }
 }
 
+/// The CPML layers on the device and where a step computes them.
 struct CpmlDev<Rt: GpuRuntime> {
     axes: Vec<CpmlAxisDev<Rt>>,
     width: i32,
