@@ -1,8 +1,8 @@
 //! The CPU step computes the same bits whatever instruction set runs it and however its z-planes
 //! are split among threads: every available build (AVX-512, AVX2+FMA, portable) and 1, 2 and 5
 //! threads (the 5-thread split puts range ends inside the CPML z layers, where neighbouring
-//! ranges exchange phi_z) and y tiles of 1, 7 and all rows (tiles never thinner than the CPML
-//! layer) give bit-identical wavefields and traces, with CPML (free surface on and off) and with
+//! ranges exchange phi_z) and y tiles of 1, 7 and all rows (never thinner than the CPML
+//! layer, a speed floor) give bit-identical wavefields and traces, with CPML (free surface on and off) and with
 //! the sponge.
 
 mod common;

@@ -415,9 +415,9 @@ fn l2_bytes() -> usize {
 }
 
 /// Row ranges that split 0..ny so that 2R + 1 planes of one range take about TILE_BYTES (the
-/// z-neighbours a row reads then come from L2), none thinner than the CPML layer `width`: the
-/// first and last ranges then hold a whole y layer, whose psi_y rows are all updated by the
-/// range's own pass.
+/// z-neighbours a row reads then come from L2), none thinner than the CPML layer `width`. Any
+/// split computes the same bits (a layer row reads only p^n and the previous step's psi); the
+/// floor is a speed choice: thinner tiles ran slower on marmousi.toml (README, CPU performance).
 fn y_tiles(layout: &Layout, width: usize, elem: usize) -> Vec<(usize, usize)> {
     let window = (2 * layout.halo + 1) * layout.pitch * elem;
     y_split(layout.ny, width, tile_bytes() / window)
@@ -834,7 +834,7 @@ fn x_pair_means<T: Real>(a: &[T], radius: usize, width: usize) -> Vec<T> {
 /// (a_q + a_m) / 2, a clamped at the grid's end: the weight of the pair (q, m) in the compact
 /// self-adjoint D(a D p) of the CPML update (boundary.rs).
 #[inline(always)]
-fn a_mean<T: Real>(a: &[T], q: usize, m: usize) -> T {
+pub(crate) fn a_mean<T: Real>(a: &[T], q: usize, m: usize) -> T {
     T::of(0.5) * (a[q] + a[m.min(a.len() - 1)])
 }
 

@@ -15,6 +15,7 @@
 //! path is simple and separate from the tuned f32 sweep: one task per z-plane for the interior,
 //! the CPML layers in sequence, memory variables f32 over the whole grid.
 
+use super::cpu::a_mean;
 use super::{Backend, DeviceInfo};
 use crate::boundary::BoundaryKind;
 use crate::grid::{Layout, Section, for_each_section};
@@ -345,7 +346,7 @@ impl CpuHalfSolver {
                         }
                         d2 += c2[k] * (lo + hi);
                         // The compact self-adjoint D(a D p) (boundary.rs), a clamped at the ends.
-                        let (ap, am) = (0.5 * (a[q] + a[(q + k).min(na - 1)]), 0.5 * (a[q] + a[q.saturating_sub(k)]));
+                        let (ap, am) = (a_mean(a, q, q + k), a_mean(a, q, q.saturating_sub(k)));
                         sa += c2[k] * (ap * (hi - cur[i]) + am * (lo - cur[i]));
                     }
                     let dpsi = dphi + sa;

@@ -63,6 +63,7 @@ const _: () = assert!(
         && offset_of!(Layers, select) == 352
 );
 
+/// Grid, block and dynamic shared memory of one launch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Launch {
     pub grid: [u32; 3],
