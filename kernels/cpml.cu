@@ -3,10 +3,32 @@
 // thread per slab point, fastest slab index across the threads so that every access runs along x
 // in a warp (along the axis for the x layers); the point's update is layers.h's. With nx a multiple
 // of VEC the y and z layers march instead (cpml_march).
+// T is the storage of the fields: float, or h16 for the f16 step (fused_half.cu), where `out` is
+// d^{n+1} and `next` p^{n+1} (`put`); the f32 kernels pass no `next`.
 
-template <int AXIS>
-DEVICE void cpml_axis(const float* RESTRICT cur, float* RESTRICT out, const float* RESTRICT vel, const Layers& L,
-                      int nx, int ny, int nz, i64 pitch, i64 plane) {
+// A layer point's corrected update `res`: f32, p^{n+1} itself; f16, d^{n+1} rounded, then
+// p^{n+1} = p^n + d^{n+1} rounded again (cpu_half.rs; the last axis's write is the final one).
+DEVICE void put(float* RESTRICT out, float* RESTRICT, i64 o, float, float res) { out[o] = res; }
+DEVICE void put(h16* RESTRICT inc, h16* RESTRICT next, i64 o, float p0, float res) {
+    const h16 d = f2h(res);
+    inc[o] = d;
+    next[o] = f2h(p0 + h2f(d));
+}
+DEVICE void put_row(float* RESTRICT out, float* RESTRICT, i64 o, const Vf&, const Vf& res) { vstore(out + o, res); }
+DEVICE void put_row(h16* RESTRICT inc, h16* RESTRICT next, i64 o, const Vf& p0, const Vf& res) {
+    h16 d[VEC], p[VEC];
+#pragma unroll
+    for (int j = 0; j < VEC; j++) {
+        d[j] = f2h(res.v[j]);
+        p[j] = f2h(p0.v[j] + h2f(d[j]));
+    }
+    vstore_bits(inc + o, d);
+    vstore_bits(next + o, p);
+}
+
+template <class T, int AXIS>
+DEVICE void cpml_axis(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next, const T* RESTRICT vel,
+                      const Layers& L, int nx, int ny, int nz, i64 pitch, i64 plane) {
     constexpr int R = RADIUS;
     const int w = L.width;
     const int n[3] = {nx, ny, nz};
@@ -34,10 +56,12 @@ DEVICE void cpml_axis(const float* RESTRICT cur, float* RESTRICT out, const floa
         float lo[R + 1], hi[R + 1];
 #pragma unroll
         for (int k = 1; k <= R; k++) {
-            lo[k] = cur[o - k * st];
-            hi[k] = cur[o + k * st];
+            lo[k] = ld(cur + o - k * st);
+            hi[k] = ld(cur + o + k * st);
         }
-        out[o] = layer_point<R>(out[o], cur[o], lo, hi, vel[o], L, AXIS, s, ss, t, g[AXIS], n[AXIS]);
+        const float p0 = ld(cur + o);
+        put(out, next, o, p0,
+            layer_point<R>(ld(out + o), p0, lo, hi, ld(vel + o), L, AXIS, s, ss, t, g[AXIS], n[AXIS]));
     }
 }
 
@@ -49,9 +73,9 @@ DEVICE void cpml_axis(const float* RESTRICT cur, float* RESTRICT out, const floa
 // too leaves fewer threads to hide latency (kernels/NOTES.md, session 13). The launch has nx / VEC
 // threads along x, the other axis over grid y and the two layers over grid z; the update is
 // layers.h's layer_row, so the bits are the scalar path's.
-template <int AXIS>
-DEVICE void cpml_march(const float* RESTRICT cur, float* RESTRICT out, const float* RESTRICT vel, const Layers& L,
-                       int nx, int ny, int nz, i64 pitch, i64 plane) {
+template <class T, int AXIS>
+DEVICE void cpml_march(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next, const T* RESTRICT vel,
+                       const Layers& L, int nx, int ny, int nz, i64 pitch, i64 plane) {
     constexpr int R = RADIUS;
     const int w = L.width;
     const int n = AXIS == 1 ? ny : nz;
@@ -85,8 +109,9 @@ DEVICE void cpml_march(const float* RESTRICT cur, float* RESTRICT out, const flo
                     hi = pw[R + k];
                 };
                 auto phi = [&](int k) { return vload(phi_in + s + (i64)k * ss); };
-                vstore(out + o, layer_row<R>(vload(out + o), pw[R], nb, phi, vload(L.zeta[AXIS] + s), vload(vel + o), L,
-                                             AXIS, s, t, q, n));
+                put_row(out, next, o, pw[R],
+                        layer_row<R>(vload(out + o), pw[R], nb, phi, vload(L.zeta[AXIS] + s), vload(vel + o), L, AXIS,
+                                     s, t, q, n));
             }
 #pragma unroll
             for (int j = 0; j < 2 * R; j++) pw[j] = pw[j + 1];
@@ -98,21 +123,41 @@ DEVICE void cpml_march(const float* RESTRICT cur, float* RESTRICT out, const flo
     const float *RESTRICT cur, float *RESTRICT out, const float *RESTRICT vel, Layers L, int nx, int ny, int nz, \
         i64 pitch, i64 plane
 
+// The y and z layers march where nx is a multiple of VEC, except on AMD: under hipcc the march's
+// windows spill scalar registers (tools/hip-static-report); the host launches to match
+// (solver.rs, launch_cpml).
+template <class T, int AXIS>
+DEVICE void cpml_layers(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next, const T* RESTRICT vel,
+                        const Layers& L, int nx, int ny, int nz, i64 pitch, i64 plane) {
+    if (AXIS > 0 && !SEISMIC_HIP && nx % VEC == 0)
+        cpml_march<T, AXIS>(cur, out, next, vel, L, nx, ny, nz, pitch, plane);
+    else
+        cpml_axis<T, AXIS>(cur, out, next, vel, L, nx, ny, nz, pitch, plane);
+}
+
 // Launches of 128 threads; 5 blocks a multiprocessor (96 registers) keep enough loads in flight.
 extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(128, 5) void cpml_x(CPML_PARAMS) {
-    cpml_axis<0>(cur, out, vel, L, nx, ny, nz, pitch, plane);
+    cpml_layers<float, 0>(cur, out, nullptr, vel, L, nx, ny, nz, pitch, plane);
 }
-// AMD takes a thread per slab point throughout: under hipcc the march's windows spill scalar
-// registers (tools/hip-static-report); the host launches to match (solver.rs, launch_cpml).
 extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(128, 5) void cpml_y(CPML_PARAMS) {
-    if (!SEISMIC_HIP && nx % VEC == 0)
-        cpml_march<1>(cur, out, vel, L, nx, ny, nz, pitch, plane);
-    else
-        cpml_axis<1>(cur, out, vel, L, nx, ny, nz, pitch, plane);
+    cpml_layers<float, 1>(cur, out, nullptr, vel, L, nx, ny, nz, pitch, plane);
 }
 extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(128, 5) void cpml_z(CPML_PARAMS) {
-    if (!SEISMIC_HIP && nx % VEC == 0)
-        cpml_march<2>(cur, out, vel, L, nx, ny, nz, pitch, plane);
-    else
-        cpml_axis<2>(cur, out, vel, L, nx, ny, nz, pitch, plane);
+    cpml_layers<float, 2>(cur, out, nullptr, vel, L, nx, ny, nz, pitch, plane);
 }
+
+#if HALF
+// The f16 step's layers: `inc` is d^{n+1}, `next` p^{n+1} (fused_half.cu).
+#define CPML_HALF_PARAMS                                                                                  \
+    const h16 *RESTRICT cur, h16 *RESTRICT inc, h16 *RESTRICT next, const h16 *RESTRICT vel, Layers L, int nx, \
+        int ny, int nz, i64 pitch, i64 plane
+extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(128, 5) void cpml_x_half(CPML_HALF_PARAMS) {
+    cpml_layers<h16, 0>(cur, inc, next, vel, L, nx, ny, nz, pitch, plane);
+}
+extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(128, 5) void cpml_y_half(CPML_HALF_PARAMS) {
+    cpml_layers<h16, 1>(cur, inc, next, vel, L, nx, ny, nz, pitch, plane);
+}
+extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(128, 5) void cpml_z_half(CPML_HALF_PARAMS) {
+    cpml_layers<h16, 2>(cur, inc, next, vel, L, nx, ny, nz, pitch, plane);
+}
+#endif

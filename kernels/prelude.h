@@ -14,6 +14,8 @@
 //   LAPLACIAN_ONLY 1: the fused kernel writes out = L p (no leapfrog), for the operator benchmark
 //   CPML        1: the module also holds fused_step_layers, the fused step with the CPML layers in
 //               its pass (fused.cu, layers.h)
+//   HALF        1: the module also holds the f16-storage step (fused_half.cu and the *_half kernels
+//               of cpml.cu, free_surface.cu, sources.cu, section.cu, finite_check.cu); optional, 0
 #pragma once
 
 #if defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__)
@@ -165,6 +167,65 @@ DEVICE Vf vload_once(const float* p) {
 #endif
 #endif
 
+// Half-precision storage (`run.precision = "f16"`): a value is stored as the bits of an IEEE
+// binary16 number and every operation is f32. Conversions by instruction, not through
+// cuda_fp16.h / hip_fp16.h, so that no run-time compiler needs a header; f2h rounds to nearest
+// even, as the CPU reference's `half::f16::from_f32`.
+#ifndef HALF
+#define HALF 0
+#endif
+typedef unsigned short h16;
+#if SEISMIC_HIP
+DEVICE float h2f(h16 h) { return (float)__builtin_bit_cast(_Float16, h); }
+DEVICE h16 f2h(float f) { return __builtin_bit_cast(h16, (_Float16)f); }
+#else
+DEVICE float h2f(h16 h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+DEVICE h16 f2h(float f) {
+    h16 h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+#endif
+// Negation flips the sign bit, exactly as in f32 (the free surface's mirror).
+DEVICE float neg(float v) { return -v; }
+DEVICE h16 neg(h16 v) { return v ^ 0x8000u; }
+DEVICE float ld(const float* p) { return *p; }
+DEVICE float ld(const h16* p) { return h2f(*p); }
+
+// VEC halves: VEC * 2 bytes, loaded and stored as one access.
+#if VEC == 4
+typedef uint2 HalfBits;
+DEVICE Vf unpack(HalfBits t) {
+    Vf r;
+    r.v[0] = h2f(t.x & 0xffffu); r.v[1] = h2f(t.x >> 16); r.v[2] = h2f(t.y & 0xffffu); r.v[3] = h2f(t.y >> 16);
+    return r;
+}
+DEVICE HalfBits pack(const h16 (&h)[VEC]) { return make_uint2(h[0] | ((u32)h[1] << 16), h[2] | ((u32)h[3] << 16)); }
+#elif VEC == 2
+typedef u32 HalfBits;
+DEVICE Vf unpack(HalfBits t) {
+    Vf r;
+    r.v[0] = h2f(t & 0xffffu); r.v[1] = h2f(t >> 16);
+    return r;
+}
+DEVICE HalfBits pack(const h16 (&h)[VEC]) { return h[0] | ((u32)h[1] << 16); }
+#else
+typedef h16 HalfBits;
+DEVICE Vf unpack(HalfBits t) {
+    Vf r;
+    r.v[0] = h2f(t);
+    return r;
+}
+DEVICE HalfBits pack(const h16 (&h)[VEC]) { return h[0]; }
+#endif
+DEVICE HalfBits load_bits(const h16* p) { return *reinterpret_cast<const HalfBits*>(p); }
+DEVICE Vf vload(const h16* p) { return unpack(load_bits(p)); }
+DEVICE void vstore_bits(h16* p, const h16 (&h)[VEC]) { *reinterpret_cast<HalfBits*>(p) = pack(h); }
+
 DEVICE Vf vzero() {
     Vf r;
 #pragma unroll
@@ -178,6 +239,7 @@ DEVICE Vf vzero() {
 // argument of the asynchronous copies give zeros without a memory access (ncu, R = 4, Laplacian-only
 // at 1024^3: p^n read 1.04 times per step instead of 1.10; kernels/NOTES.md, session 7).
 DEVICE Vf vload_if(const float* p, bool read) { return read ? vload(p) : vzero(); }
+DEVICE Vf vload_if(const h16* p, bool read) { return read ? vload(p) : vzero(); }
 
 // Whether the VEC points from x0 (a multiple of VEC) hold a point of the grid's rows 0..nx-1.
 DEVICE bool vec_in_x(int x0, int nx) { return x0 < nx && x0 + VEC > 0; }

@@ -1,10 +1,22 @@
 // section.cu: copies one plane of a field (n1 lines of n0 points; in the field a point's neighbour
-// along a line is s0 elements away, the next line s1) into a dense (n1, n0) buffer, so that a
+// along a line is s0 elements away, the next line s1) into a dense (n1, n0) f32 buffer, so that a
 // plane snapshot brings only that plane to the host.
+
+template <class T>
+DEVICE void extract(const T* RESTRICT field, float* RESTRICT out, int n0, int n1, i64 s0, i64 s1) {
+    const int i0 = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i0 >= n0) return;
+    for (int i1 = blockIdx.y; i1 < n1; i1 += gridDim.y) out[(i64)i1 * n0 + i0] = ld(field + i1 * s1 + i0 * s0);
+}
 
 extern "C" __global__ void extract_section(const float* RESTRICT field, float* RESTRICT out, int n0, int n1,
                                            i64 s0, i64 s1) {
-    const int i0 = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i0 >= n0) return;
-    for (int i1 = blockIdx.y; i1 < n1; i1 += gridDim.y) out[(i64)i1 * n0 + i0] = field[i1 * s1 + i0 * s0];
+    extract<float>(field, out, n0, n1, s0, s1);
 }
+
+#if HALF
+extern "C" __global__ void extract_section_half(const h16* RESTRICT field, float* RESTRICT out, int n0, int n1,
+                                                i64 s0, i64 s1) {
+    extract<h16>(field, out, n0, n1, s0, s1);
+}
+#endif

@@ -219,7 +219,7 @@ impl Problem {
         let f32_bytes = step_bytes(self.shape(), self.stencil.radius, true);
         match self.precision {
             Precision::F32 => f32_bytes,
-            Precision::F16 => (f32_bytes + 4 * self.shape().iter().map(|&n| n as u64).product::<u64>()) / 2,
+            Precision::F16 => step_bytes_f16(self.shape(), self.stencil.radius),
         }
     }
 
@@ -242,19 +242,9 @@ impl Problem {
         if self.precision == Precision::F32 {
             return 1.0;
         }
-        let v = self.vel2dt2();
         let smax = self.source.samples.iter().fold(0.0f64, |m, s| m.max(s.abs()));
-        let l = self.layout;
-        let [nx, ny] = [l.nx, l.ny];
-        let peak = self
-            .source
-            .taps
-            .iter()
-            .map(|t| {
-                let [x, y, z] = t.point;
-                (t.weight * v[(z * ny + y) * nx + x] * smax).abs()
-            })
-            .fold(0.0f64, f64::max);
+        let peak =
+            self.source.taps.iter().map(|t| (t.weight * self.vel2dt2_at(t.point) * smax).abs()).fold(0.0f64, f64::max);
         if peak > 0.0 && peak.is_finite() { (-peak.log2().round()).exp2() } else { 1.0 }
     }
 
@@ -432,6 +422,12 @@ pub fn step_bytes(shape: [usize; 3], radius: usize, leapfrog: bool) -> u64 {
     let halo = 2 * r * (nx * ny + ny * nz + nx * nz);
     let fields = if leapfrog { 4 } else { 2 };
     4 * (fields * points + halo)
+}
+
+/// The f16 step's bytes (2 a value): p^n with its face halos, d^n and c^2 dt^2 read, d^{n+1} and
+/// p^{n+1} written: five fields where the f32 leapfrog has four.
+pub fn step_bytes_f16(shape: [usize; 3], radius: usize) -> u64 {
+    (step_bytes(shape, radius, true) + 4 * shape.iter().map(|&n| n as u64).product::<u64>()) / 2
 }
 
 /// [`step_bytes`] of the leapfrog plus 16 bytes (psi and zeta, f32, each read and written once) for

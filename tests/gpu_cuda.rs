@@ -11,8 +11,9 @@ mod common;
 
 use seismic_run::backend::Backend;
 use seismic_run::backend::cpu::CpuSolver;
+use seismic_run::backend::cpu_half::CpuHalfSolver;
 use seismic_run::backend::gpu::{self, GpuRuntime, GpuSolver, LayerPass, Tuning, autotune, cuda::CudaRuntime};
-use seismic_run::config::{Config, KernelChoice};
+use seismic_run::config::{Config, KernelChoice, Precision};
 use seismic_run::grid::Section;
 use seismic_run::problem::Problem;
 
@@ -322,6 +323,62 @@ fn gpu_layer_pass_modes_match_cpu() {
         }
     }
     assert!(failures.is_empty(), "over {TOLERANCE:e}: {failures:#?}");
+}
+
+/// `run.precision = "f16"` on the GPU (kernels/fused_half.cu and the *_half kernels) against the
+/// CPU reference's f16 mode (cpu_half.rs), bit for bit: the kernels keep its operation order and
+/// round to f16 where it does. R = 1..8; CPML (widths 3 and 17, a free surface or not), the sponge
+/// and no absorber; nx odd (scalar layer rows) and a multiple of 4 (the layers' marching rows);
+/// the homogeneous and the heterogeneous model. Snapshots, sections and traces, with the field's
+/// scale divided out; the blow-up check sees a finite field.
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_f16_matches_cpu_f16() {
+    let mut failures = Vec::new();
+    let mut worst = 0.0f64;
+    for radius in 1..=8 {
+        for (shape, boundary, width, free_surface, heterogeneous) in [
+            ([67, 45, 39], "cpml", 3, true, false),
+            ([68, 45, 39], "cpml", 17, false, true),
+            ([64, 37, 40], "cpml", 8, true, true),
+            ([67, 45, 39], "sponge", 8, false, true),
+            ([68, 45, 39], "none", 8, true, false),
+        ] {
+            let mut setup = Setup::odd(radius, boundary, free_surface);
+            (setup.shape, setup.width, setup.steps) = (shape, width, 150);
+            setup.source = [33, 22, 17];
+            setup.receivers = vec![[0, 0, 0], shape.map(|n| n - 1), [33, 1, 37], [40, 22, 3]];
+            let mut problem =
+                if heterogeneous { setup.problem(marmousi_like(setup.shape)) } else { setup.homogeneous() };
+            problem.precision = Precision::F16;
+            let mut cpu = CpuHalfSolver::new(&problem).expect("CPU f16 solver");
+            let reference = run_backend(&mut cpu, &problem);
+            let mut gpu = open_cuda(&problem, KernelChoice::Fused).expect("open the CUDA f16 solver");
+            let (ef, et) = compare_on(gpu.as_mut(), &problem, &reference);
+            assert!(gpu.field_is_finite().expect("blow-up check"), "R={radius}: a finite field reported non-finite");
+            eprintln!(
+                "gpu-vs-cpu f16 R={radius} {shape:?} {boundary} width={width} free_surface={free_surface} \
+                 heterogeneous={heterogeneous}: field {ef:.3e} traces {et:.3e}"
+            );
+            worst = worst.max(ef).max(et);
+            if !(ef <= TOLERANCE && et <= TOLERANCE) {
+                failures.push(format!("R={radius} {shape:?} {boundary} width={width}: {ef:.3e} {et:.3e}"));
+            }
+        }
+    }
+    eprintln!("worst {worst:.3e}");
+    assert!(failures.is_empty(), "over {TOLERANCE:e}: {failures:#?}");
+}
+
+/// The f16 GPU step is refused with the three-pass kernel, naming the key, before any allocation.
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_f16_needs_the_fused_kernel() {
+    let mut problem = Setup::odd(4, "cpml", false).homogeneous();
+    problem.precision = Precision::F16;
+    let err = open_cuda(&problem, KernelChoice::ThreePass).err().expect("three-pass f16 must be refused");
+    let msg = format!("{err:#}");
+    assert!(msg.contains("precision") && msg.contains("fused"), "{msg}");
 }
 
 /// Tile-edge cases: grid sizes one below, at and one above the vector and tile widths.

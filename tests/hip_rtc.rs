@@ -39,6 +39,19 @@ fn hiprtc_compiles_every_step_module_variant_for_gfx90a() {
     }
 }
 
+/// The f16 step (`run.precision = "f16"`: f16 storage through `_Float16` conversions) builds for
+/// gfx90a at every radius, with and without the sponge.
+#[test]
+fn hiprtc_compiles_the_f16_step_for_gfx90a() {
+    let source = aot::half_step_source();
+    for v in aot::half_step_variants() {
+        let what = format!("f16 step module R={} {} ({})", v.radius, v.flavour, v.options.join(" "));
+        let code = hip::compile_for("gfx90a", &source, "seismic_kernels.cu", &v.options)
+            .unwrap_or_else(|e| panic!("{what}: hipRTC failed: {e}"));
+        assert_amdgpu_code_object(&code, &aot::HALF_KERNELS, &what);
+    }
+}
+
 #[test]
 fn hiprtc_compiles_the_benchmark_modules_for_gfx90a() {
     let fused = sources::assemble(&[sources::FUSED]);

@@ -35,6 +35,10 @@ pub enum OperatorKind {
     /// one source and [`REAL_STEP_RECEIVERS`] receivers; its bytes are the full step's bound
     /// (`problem::full_step_bytes`).
     RealStep,
+    /// The fused step with f16 storage (kernels/fused_half.cu; `problem::step_bytes_f16`).
+    FusedStepF16,
+    /// The real step with f16 storage (the CPML memory variables stay f32).
+    RealStepF16,
 }
 
 /// CPML width of the [`OperatorKind::RealStep`] operator, points.
@@ -43,8 +47,18 @@ pub const REAL_STEP_CPML: usize = 20;
 pub const REAL_STEP_RECEIVERS: usize = 1000;
 
 impl OperatorKind {
+    /// The operators a sweep times unless told otherwise.
     pub const ALL: [OperatorKind; 4] =
         [OperatorKind::FusedStep, OperatorKind::ThreePassStep, OperatorKind::LaplacianOnly, OperatorKind::RealStep];
+    /// [`Self::ALL`] and the f16 steps (asked for by name: `--operators fused,fused-f16`).
+    pub const KNOWN: [OperatorKind; 6] = [
+        OperatorKind::FusedStep,
+        OperatorKind::ThreePassStep,
+        OperatorKind::LaplacianOnly,
+        OperatorKind::RealStep,
+        OperatorKind::FusedStepF16,
+        OperatorKind::RealStepF16,
+    ];
 
     /// The table's name.
     pub fn label(&self) -> &'static str {
@@ -53,6 +67,8 @@ impl OperatorKind {
             OperatorKind::ThreePassStep => "three-pass step",
             OperatorKind::LaplacianOnly => "Laplacian-only",
             OperatorKind::RealStep => "real step",
+            OperatorKind::FusedStepF16 => "fused step f16",
+            OperatorKind::RealStepF16 => "real step f16",
         }
     }
 
@@ -63,12 +79,16 @@ impl OperatorKind {
             OperatorKind::ThreePassStep => "three-pass",
             OperatorKind::LaplacianOnly => "laplacian",
             OperatorKind::RealStep => "step",
+            OperatorKind::FusedStepF16 => "fused-f16",
+            OperatorKind::RealStepF16 => "step-f16",
         }
     }
 
     pub fn parse(s: &str) -> Result<OperatorKind> {
-        OperatorKind::ALL.into_iter().find(|o| o.key() == s.trim()).with_context(|| {
-            format!("--operators: unknown operator {s:?} (expected fused, three-pass, laplacian or step)")
+        OperatorKind::KNOWN.into_iter().find(|o| o.key() == s.trim()).with_context(|| {
+            format!(
+                "--operators: unknown operator {s:?} (expected fused, three-pass, laplacian, step, fused-f16 or step-f16)"
+            )
         })
     }
 
@@ -83,6 +103,18 @@ impl OperatorKind {
     /// Whether it writes the leapfrog update (4 fields per point) rather than L p (2).
     pub fn leapfrog(&self) -> bool {
         *self != OperatorKind::LaplacianOnly
+    }
+
+    /// Theoretical bytes of one application on `shape` (the effective-bandwidth numerator).
+    pub fn bytes(&self, shape: [usize; 3], radius: usize) -> u64 {
+        use crate::problem::{full_step_bytes, step_bytes, step_bytes_f16};
+        let cpml = full_step_bytes(shape, radius, REAL_STEP_CPML, false) - step_bytes(shape, radius, true);
+        match self {
+            OperatorKind::RealStep => step_bytes(shape, radius, true) + cpml,
+            OperatorKind::FusedStepF16 => step_bytes_f16(shape, radius),
+            OperatorKind::RealStepF16 => step_bytes_f16(shape, radius) + cpml,
+            _ => step_bytes(shape, radius, self.leapfrog()),
+        }
     }
 }
 
@@ -279,10 +311,7 @@ impl Row {
         seconds: f64,
         ceilings: &Ceilings,
     ) -> Row {
-        let bytes = match operator {
-            OperatorKind::RealStep => crate::problem::full_step_bytes(shape, radius, REAL_STEP_CPML, false),
-            _ => crate::problem::step_bytes(shape, radius, operator.leapfrog()),
-        } as f64;
+        let bytes = operator.bytes(shape, radius) as f64;
         let points = shape.iter().product::<usize>() as f64;
         let gbs = bytes / seconds / 1e9;
         let ceiling = operator.ceiling();
@@ -650,10 +679,7 @@ mod tests {
         let mut rows = Vec::new();
         for (shape, r) in spec.cases() {
             for (i, op) in OperatorKind::ALL.into_iter().enumerate() {
-                let bytes = match op {
-                    OperatorKind::RealStep => crate::problem::full_step_bytes(shape, r, REAL_STEP_CPML, false),
-                    _ => crate::problem::step_bytes(shape, r, op.leapfrog()),
-                } as f64;
+                let bytes = op.bytes(shape, r) as f64;
                 let gbs = [2950.0, 1500.0, 2800.0, 2000.0][i] - 10.0 * r as f64;
                 rows.push(Row::new(shape, r, op, LAUNCH, "default", bytes / (gbs * 1e9), &c));
             }

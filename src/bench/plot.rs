@@ -42,6 +42,8 @@ fn colour(op: OperatorKind) -> RGBColor {
         OperatorKind::ThreePassStep => RGBColor(255, 127, 14),
         OperatorKind::LaplacianOnly => RGBColor(44, 160, 44),
         OperatorKind::RealStep => RGBColor(214, 39, 40),
+        OperatorKind::FusedStepF16 => RGBColor(148, 103, 189),
+        OperatorKind::RealStepF16 => RGBColor(140, 86, 75),
     }
 }
 

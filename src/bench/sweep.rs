@@ -9,7 +9,7 @@
 use super::{Ceilings, OperatorKind, Report, Row, Skipped, SweepSpec, TuneSummary};
 use crate::backend::gpu::autotune::{self, ShapeClass};
 use crate::backend::gpu::{self, GpuRuntime, GpuSolver, Operator, Tuning};
-use crate::config::KernelChoice;
+use crate::config::{KernelChoice, Precision};
 use anyhow::Result;
 use std::time::{Duration, Instant};
 
@@ -55,7 +55,7 @@ fn operator(op: OperatorKind) -> Operator {
         OperatorKind::FusedStep => Operator::Fused,
         OperatorKind::ThreePassStep => Operator::ThreePass,
         OperatorKind::LaplacianOnly => Operator::Laplacian,
-        OperatorKind::RealStep => Operator::Fused,
+        OperatorKind::RealStep | OperatorKind::FusedStepF16 | OperatorKind::RealStepF16 => Operator::Fused,
     }
 }
 
@@ -87,16 +87,19 @@ pub fn real_step_problem(shape: [usize; 3], radius: usize, steps: usize) -> Resu
     crate::problem::Problem::build(&cfg, vec![2000.0; nx * ny * nz])
 }
 
-/// Median device seconds of the real step (3 untimed steps, then `reps`) with `tuning`.
+/// Median device seconds of the real step (3 untimed steps, then `reps`) with `tuning`, storing
+/// the fields in `precision`.
 fn time_real_step<Rt: GpuRuntime>(
     open: &mut impl FnMut() -> Result<Rt>,
     shape: [usize; 3],
     radius: usize,
     tuning: Tuning,
     reps: usize,
+    precision: Precision,
 ) -> Result<(Tuning, f64)> {
     use crate::backend::Backend;
-    let problem = real_step_problem(shape, radius, reps + 3)?;
+    let mut problem = real_step_problem(shape, radius, reps + 3)?;
+    problem.precision = precision;
     let mut s = GpuSolver::new(open()?, &problem, KernelChoice::Fused, tuning)?;
     for n in 0..problem.steps {
         s.step(n)?;
@@ -112,8 +115,10 @@ fn open_solver<Rt: GpuRuntime>(
     radius: usize,
     kernel: KernelChoice,
     tuning: Tuning,
+    precision: Precision,
 ) -> Result<GpuSolver<Rt>> {
-    let problem = crate::problem::Problem::homogeneous_interior(shape, radius);
+    let mut problem = crate::problem::Problem::homogeneous_interior(shape, radius);
+    problem.precision = precision;
     let mut s = GpuSolver::new(open()?, &problem, kernel, tuning)?;
     let points = problem.layout.points();
     s.set_state(&crate::numerics::noise(points, 1), &crate::numerics::noise(points, 2))?;
@@ -129,7 +134,7 @@ fn time_laplacian<Rt: GpuRuntime>(
     tuning: Tuning,
     reps: usize,
 ) -> Result<(Tuning, f64)> {
-    let mut s = open_solver(open, shape, radius, KernelChoice::Fused, tuning)?;
+    let mut s = open_solver(open, shape, radius, KernelChoice::Fused, tuning, Precision::F32)?;
     s.set_operator_window(Operator::Laplacian, tuning.window);
     let seconds = median(s.time_interior(Operator::Laplacian, reps)?);
     Ok((s.operator_tuning(Operator::Laplacian), seconds))
@@ -304,13 +309,13 @@ pub fn run<Rt: GpuRuntime>(mut open: impl FnMut() -> Result<Rt>, spec: &SweepSpe
             .operators
             .iter()
             .copied()
-            .filter(|&o| o != OperatorKind::LaplacianOnly && o != OperatorKind::RealStep)
+            .filter(|&o| matches!(o, OperatorKind::FusedStep | OperatorKind::ThreePassStep))
             .collect();
         if !steps.is_empty() {
             let (launch, source) = choose(Operator::Fused);
             let kernel = if want_three_pass { KernelChoice::ThreePass } else { KernelChoice::Fused };
             let t0 = Instant::now();
-            match open_solver(&mut open, shape, radius, kernel, launch) {
+            match open_solver(&mut open, shape, radius, kernel, launch, Precision::F32) {
                 Ok(mut s) => {
                     let setup = t0.elapsed().as_secs_f64();
                     for op in steps {
@@ -329,19 +334,27 @@ pub fn run<Rt: GpuRuntime>(mut open: impl FnMut() -> Result<Rt>, spec: &SweepSpe
                 }
             }
         }
-        if spec.operators.contains(&OperatorKind::RealStep) {
+        // The real steps and the f16 interior each on a solver of their own.
+        for op in [OperatorKind::RealStep, OperatorKind::FusedStepF16, OperatorKind::RealStepF16] {
+            if !spec.operators.contains(&op) {
+                continue;
+            }
             let (launch, source) = choose(Operator::Fused);
             let t0 = Instant::now();
-            match time_real_step(&mut open, shape, radius, launch, spec.reps) {
-                Ok((t, seconds)) => time_row(OperatorKind::RealStep, t, source, seconds, t0.elapsed().as_secs_f64()),
+            let timed = match op {
+                OperatorKind::RealStep => time_real_step(&mut open, shape, radius, launch, spec.reps, Precision::F32),
+                OperatorKind::RealStepF16 => {
+                    time_real_step(&mut open, shape, radius, launch, spec.reps, Precision::F16)
+                }
+                _ => open_solver(&mut open, shape, radius, KernelChoice::Fused, launch, Precision::F16).and_then(
+                    |mut s| Ok((s.tuning(), median(s.time_interior(Operator::Fused, spec.reps)?))),
+                ),
+            };
+            match timed {
+                Ok((t, seconds)) => time_row(op, t, source, seconds, t0.elapsed().as_secs_f64()),
                 Err(e) => {
-                    eprintln!("{label} R={radius} {}: {e:#}", OperatorKind::RealStep.label());
-                    skipped.push(Skipped {
-                        shape,
-                        radius,
-                        operator: Some(OperatorKind::RealStep),
-                        error: format!("{e:#}"),
-                    });
+                    eprintln!("{label} R={radius} {}: {e:#}", op.label());
+                    skipped.push(Skipped { shape, radius, operator: Some(op), error: format!("{e:#}") });
                 }
             }
         }

@@ -234,6 +234,63 @@ kernel_params!(
     StreamFill { a: DevicePtr, n: u64, seed: f32 }
 );
 
+kernel_params!(
+    /// `fused_step_half` (fused_half.cu): the f16 step, d^{n+1} over d^n (`inc`) and p^{n+1} into `next`.
+    FusedStepHalf {
+        cur: DevicePtr,
+        inc: DevicePtr,
+        next: DevicePtr,
+        vel: DevicePtr,
+        gx: DevicePtr,
+        gy: DevicePtr,
+        gz: DevicePtr,
+        w: StencilWeights,
+        nx: i32,
+        ny: i32,
+        nz: i32,
+        pitch: i64,
+        plane: i64,
+        window: i32,
+    }
+);
+
+kernel_params!(
+    /// `cpml_x_half`, `cpml_y_half`, `cpml_z_half` (cpml.cu, `CPML_HALF_PARAMS`): one axis's layers
+    /// of the f16 step, correcting d^{n+1} (`inc`) and rewriting p^{n+1} (`next`).
+    CpmlAxisHalf {
+        cur: DevicePtr,
+        inc: DevicePtr,
+        next: DevicePtr,
+        vel: DevicePtr,
+        layers: Layers,
+        nx: i32,
+        ny: i32,
+        nz: i32,
+        pitch: i64,
+        plane: i64,
+    }
+);
+
+kernel_params!(
+    /// `free_surface_half` (free_surface.cu): the mirror on an f16 p^n, and d^n = 0 on z = 0.
+    FreeSurfaceHalf { cur: DevicePtr, inc: DevicePtr, nx: i32, ny: i32, pitch: i64, plane: i64 }
+);
+
+kernel_params!(
+    /// `inject_source_half` (sources.cu): d^{n+1} += w s at the taps, then p^{n+1} = p^n + d^{n+1}.
+    InjectSourceHalf {
+        cur: DevicePtr,
+        inc: DevicePtr,
+        next: DevicePtr,
+        offsets: DevicePtr,
+        weights: DevicePtr,
+        ntaps: i32,
+        samples: DevicePtr,
+        nsamples: i32,
+        step: i32,
+    }
+);
+
 /// The functions of a step's module.
 pub struct Kernels<F> {
     pub fused: F,
@@ -269,6 +326,34 @@ impl<F: Copy> Kernels<F> {
             record: f("record_receivers")?,
             section: f("extract_section")?,
             finite_check: f("finite_check")?,
+        })
+    }
+}
+
+/// The f16 step's own functions (modules built with -DHALF=1, `sources::half_step`); receivers,
+/// sections and the blow-up check take the f32 kernels' parameter structs.
+pub struct HalfKernels<F> {
+    pub fused: F,
+    /// cpml_x_half, cpml_y_half, cpml_z_half.
+    pub cpml: [F; 3],
+    pub free_surface: F,
+    pub inject: F,
+    pub record: F,
+    pub section: F,
+    pub finite_check: F,
+}
+
+impl<F: Copy> HalfKernels<F> {
+    pub fn load<Rt: GpuRuntime<Function = F>>(rt: &Rt, module: &Rt::Module) -> Result<Self> {
+        let f = |n: &str| rt.function(module, n);
+        Ok(HalfKernels {
+            fused: f("fused_step_half")?,
+            cpml: [f("cpml_x_half")?, f("cpml_y_half")?, f("cpml_z_half")?],
+            free_surface: f("free_surface_half")?,
+            inject: f("inject_source_half")?,
+            record: f("record_receivers_half")?,
+            section: f("extract_section_half")?,
+            finite_check: f("finite_check_half")?,
         })
     }
 }

@@ -6,8 +6,9 @@
 
 use super::geometry::{FUSED_SHORTEST, LAPLACIAN_SHORTEST, LaunchGeometry, field_extra};
 use super::kernels::{
-    AxisWeights, CpmlAxis, ExtractSection, FiniteCheck, FreeSurface, FusedStep, InjectSource, Kernels, Launch, Layers,
-    PassWindowed, PassX, RecordReceivers, StencilWeights, Update,
+    AxisWeights, CpmlAxis, CpmlAxisHalf, ExtractSection, FiniteCheck, FreeSurface, FreeSurfaceHalf, FusedStep,
+    FusedStepHalf, HalfKernels, InjectSource, InjectSourceHalf, Kernels, Launch, Layers, PassWindowed, PassX,
+    RecordReceivers, StencilWeights, Update,
 };
 use super::runtime::{DeviceBuffer, DevicePtr, GpuRuntime, as_bytes, as_bytes_mut};
 use super::sources::{self, kernel_options, load_kernels};
@@ -41,11 +42,14 @@ impl Operator {
     }
 }
 
-/// Device bytes a problem needs with this kernel (estimated before anything is allocated).
+/// Device bytes a problem needs with this kernel (estimated before anything is allocated): f32,
+/// p^n, p^{n-1} and c^2 dt^2 (and the three-pass Laplacian); f16, p^n, p^{n+1}, d^n and c^2 dt^2
+/// at 2 bytes a value.
 pub fn estimate_bytes(problem: &Problem, kernel: KernelChoice) -> u64 {
     let l = &problem.layout;
-    let field = (l.len() + field_extra(l)) as u64 * 4;
-    let fields = if kernel == KernelChoice::ThreePass { 4 } else { 3 };
+    let half = problem.precision == Precision::F16;
+    let field = (l.len() + field_extra(l)) as u64 * problem.precision.bytes();
+    let fields = if kernel == KernelChoice::ThreePass || half { 4 } else { 3 };
     let shape = problem.shape();
     let slabs: u64 = if problem.boundary.kind == BoundaryKind::Cpml {
         problem.boundary.slabs(shape).iter().map(|s| s.len() as u64 * 12).sum()
@@ -168,7 +172,8 @@ struct SourceTable<Rt: GpuRuntime> {
 }
 
 impl<Rt: GpuRuntime> SourceTable<Rt> {
-    /// None for a source without taps or samples.
+    /// None for a source without taps or samples. The samples carry the field's scale
+    /// ([`Problem::field_scale`], 1 in f32; a power of two, so exact).
     fn new(rt: &Rc<Rt>, problem: &Problem) -> Result<Option<Self>> {
         let (layout, src) = (&problem.layout, &problem.source);
         if src.taps.is_empty() || src.samples.is_empty() {
@@ -181,7 +186,8 @@ impl<Rt: GpuRuntime> SourceTable<Rt> {
             .iter()
             .map(|t| (t.weight as f32 as f64 * problem.vel2dt2_at(t.point) as f32 as f64) as f32)
             .collect();
-        let samples: Vec<f32> = src.samples.iter().map(|&v| v as f32).collect();
+        let scale = problem.field_scale();
+        let samples: Vec<f32> = src.samples.iter().map(|&v| (v as f32 as f64 * scale) as f32).collect();
         Ok(Some(SourceTable {
             offsets: DeviceBuffer::from_slice(rt, &offs)?,
             weights: DeviceBuffer::from_slice(rt, &w)?,
@@ -237,6 +243,16 @@ fn ptr_or_null<Rt: GpuRuntime>(b: &Option<DeviceBuffer<Rt>>) -> DevicePtr {
     b.as_ref().map_or(0, DeviceBuffer::ptr)
 }
 
+/// What the f16 step (`run.precision = "f16"`, kernels/fused_half.cu) adds: its kernels, the
+/// increment d^n = p^n - p^{n-1} (`prev` then holds p^{n+1}), and the factor the field carries.
+struct HalfStep<Rt: GpuRuntime> {
+    f: HalfKernels<Rt::Function>,
+    inc: DeviceBuffer<Rt>,
+    scale: f64,
+    /// Host copy of the interior z-planes for snapshots.
+    staging: Vec<u16>,
+}
+
 /// The GPU solver over any [`GpuRuntime`]: every buffer allocated once, steps only enqueue.
 pub struct GpuSolver<Rt: GpuRuntime> {
     kernel: KernelChoice,
@@ -252,7 +268,7 @@ pub struct GpuSolver<Rt: GpuRuntime> {
     axis_weights: [AxisWeights; 3],
     /// Elements of each field buffer (the padded layout plus [`field_extra`]).
     field_len: usize,
-    /// p^n, p^{n-1} (overwritten by p^{n+1}), c^2 dt^2.
+    /// p^n, p^{n-1} (overwritten by p^{n+1}; in f16 p^{n+1} only), c^2 dt^2: f32, or f16 with `half`.
     cur: DeviceBuffer<Rt>,
     prev: DeviceBuffer<Rt>,
     vel: DeviceBuffer<Rt>,
@@ -261,6 +277,8 @@ pub struct GpuSolver<Rt: GpuRuntime> {
     /// Sponge factors per axis (sponge runs only).
     damp: [Option<DeviceBuffer<Rt>>; 3],
     cpml: Option<CpmlDev<Rt>>,
+    /// The f16 step's state (None in f32).
+    half: Option<HalfStep<Rt>>,
     source: Option<SourceTable<Rt>>,
     receivers: Option<ReceiverTable<Rt>>,
     trace_steps: usize,
@@ -309,16 +327,18 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let shape = problem.shape();
         let r = problem.stencil.radius;
         ensure!(layout.halo == r, "layout halo must equal the stencil radius");
-        // Before anything is compiled or allocated: the kernels store f32 only.
+        // Before anything is compiled or allocated.
+        let half = problem.precision == Precision::F16;
         ensure!(
-            problem.precision == Precision::F32,
-            "run.precision = \"f16\" runs on the CPU reference only (the GPU kernels store f32): \
-             use --backend cpu, or run.precision = \"f32\" on the GPU"
+            !half || kernel == KernelChoice::Fused,
+            "run.precision = \"f16\" runs with the fused kernel only (kernels/fused_half.cu): use \
+             run.kernel = \"fused\", or run.precision = \"f32\" with the three-pass kernel"
         );
         let b = &problem.boundary;
-        let tuning = tuning.effective(r);
+        let tuning = if half { tuning.for_half(r) } else { tuning }.effective(r);
         // fused_step_layers (fused.cu; fused_ring.cu has no layer path), where its shared memory fits.
         let cpml_in_pass = layer_pass != LayerPass::After
+            && !half
             && rt.vendor() != "hip"
             && b.kind == BoundaryKind::Cpml
             && kernel == KernelChoice::Fused
@@ -332,9 +352,18 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         check_fits(problem, kernel, &rt.device_name(), free as u64, total as u64)?;
         let rt = Rc::new(rt);
         let sponge = b.kind == BoundaryKind::Sponge;
-        let options = kernel_options(r, &tuning, sponge, false, cpml_in_pass);
-        let module = load_kernels(&*rt, &sources::step(&tuning), &options)?;
+        let mut options = kernel_options(r, &tuning, sponge, false, cpml_in_pass);
+        let module = if half {
+            options.push("-DHALF=1".into());
+            load_kernels(&*rt, &sources::half_step(&tuning), &options)?
+        } else {
+            load_kernels(&*rt, &sources::step(&tuning), &options)?
+        };
         let f = Kernels::load(&*rt, &module)?;
+        let half_f = if half { Some(HalfKernels::load(&*rt, &module)?) } else { None };
+        if let Some(h) = &half_f {
+            rt.allow_dynamic_shared(h.fused, tuning.half_ring_bytes())?;
+        }
         rt.allow_dynamic_shared(f.fused, tuning.dynamic_shared_bytes(r, false))?;
         if let Some(fused_layers) = f.fused_layers {
             rt.allow_dynamic_shared(fused_layers, tuning.dynamic_shared_bytes(r, false) + tuning.layer_tile_bytes(r))?;
@@ -359,20 +388,34 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             w
         });
 
-        let per_sm =
-            rt.resident_blocks(f.fused, tuning.block_x * tuning.block_y, tuning.dynamic_shared_bytes(r, false));
+        let (interior, interior_shared) = match &half_f {
+            Some(h) => (h.fused, tuning.half_ring_bytes()),
+            None => (f.fused, tuning.dynamic_shared_bytes(r, false)),
+        };
+        let per_sm = rt.resident_blocks(interior, tuning.block_x * tuning.block_y, interior_shared);
         let geometry =
             LaunchGeometry::new(shape, r, tuning, rt.multiprocessors() * per_sm.unwrap_or(tuning.min_blocks).max(1));
 
         let field_len = layout.len() + field_extra(&layout);
-        let field = || DeviceBuffer::zeroed(&rt, field_len * 4);
+        let field = || DeviceBuffer::zeroed(&rt, field_len * problem.precision.bytes() as usize);
         let (cur, prev, vel) = (field()?, field()?, field()?);
         let lap = if kernel == KernelChoice::ThreePass { Some(field()?) } else { None };
         let vel2dt2: Vec<f32> = problem.vel2dt2().into_iter().map(|v| v as f32).collect();
         let mut padded = vec![0.0f32; layout.len()];
         layout.scatter(&vel2dt2, &mut padded);
         drop(vel2dt2);
-        vel.upload(&padded)?;
+        let half = match half_f {
+            Some(f) => {
+                // c^2 dt^2 rounded to f16 as the CPU reference stores it (cpu_half.rs, VEL_F16).
+                const _: () = assert!(crate::backend::cpu_half::VEL_F16, "the f16 kernels read c^2 dt^2 as f16");
+                vel.upload(&padded.iter().map(|&v| half::f16::from_f32(v).to_bits()).collect::<Vec<u16>>())?;
+                Some(HalfStep { f, inc: field()?, scale: problem.field_scale(), staging: Vec::new() })
+            }
+            None => {
+                vel.upload(&padded)?;
+                None
+            }
+        };
 
         let mut damp = [None, None, None];
         if sponge {
@@ -432,6 +475,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             lap,
             damp,
             cpml,
+            half,
             source,
             receivers,
             trace_steps: problem.steps,
@@ -461,7 +505,10 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
 
     /// Compiler resources of the interior kernels, for reports.
     pub fn kernel_info(&self) -> String {
-        let mut parts = vec![format!("fused: {}", self.rt.function_info(self.f.fused))];
+        let mut parts = match &self.half {
+            Some(h) => vec![format!("fused_step_half: {}", self.rt.function_info(h.f.fused))],
+            None => vec![format!("fused: {}", self.rt.function_info(self.f.fused))],
+        };
         if let Some((_, f, _)) = &self.laplacian {
             parts.push(format!("laplacian: {}", self.rt.function_info(*f)));
         }
@@ -511,17 +558,34 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         (self.window, self.laplacian_window) = (fused, laplacian);
     }
 
-    fn origin(&self, p: DevicePtr) -> DevicePtr {
-        p + self.layout.origin() as u64 * 4
+    /// Bytes of one stored field value: 4, or 2 in f16.
+    fn value_bytes(&self) -> u64 {
+        if self.half.is_some() { 2 } else { 4 }
     }
 
-    /// Sets p^n and p^{n-1} from dense (nz, ny, nx) arrays (tests, benchmarks).
+    fn origin(&self, p: DevicePtr) -> DevicePtr {
+        p + self.layout.origin() as u64 * self.value_bytes()
+    }
+
+    /// Sets p^n and p^{n-1} from dense (nz, ny, nx) arrays (tests, benchmarks); in f16, p^n and
+    /// d^n = p^n - p^{n-1}, rounded, unscaled.
     pub fn set_state(&mut self, current: &[f32], previous: &[f32]) -> Result<()> {
         let mut field = vec![0.0f32; self.layout.len()];
         self.layout.scatter(current, &mut field);
-        self.cur.upload(&field)?;
-        self.layout.scatter(previous, &mut field);
-        self.prev.upload(&field)
+        let bits = |f: &[f32]| f.iter().map(|&v| half::f16::from_f32(v).to_bits()).collect::<Vec<u16>>();
+        match &self.half {
+            Some(h) => {
+                self.cur.upload(&bits(&field))?;
+                let inc: Vec<f32> = current.iter().zip(previous).map(|(c, p)| c - p).collect();
+                self.layout.scatter(&inc, &mut field);
+                h.inc.upload(&bits(&field))
+            }
+            None => {
+                self.cur.upload(&field)?;
+                self.layout.scatter(previous, &mut field);
+                self.prev.upload(&field)
+            }
+        }
     }
 
     /// One snapshot section into `out`: a plane is gathered on the device and only its points come
@@ -535,7 +599,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         }
         let dense = ptr_or_null(&self.section_staging);
         let args = ExtractSection {
-            field: self.cur.ptr() + (first * 4) as DevicePtr,
+            field: self.cur.ptr() + first as DevicePtr * self.value_bytes(),
             out: dense,
             n0: n0 as i32,
             n1: n1 as i32,
@@ -543,8 +607,20 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             s1: s1 as i64,
         };
         let l = Launch { grid: [n0.div_ceil(256) as u32, n1.min(65535) as u32, 1], block: [256, 1, 1], shared: 0 };
-        args.launch(&*self.rt, self.f.section, l)?;
-        self.rt.download(dense, as_bytes_mut(out))
+        args.launch(&*self.rt, self.half.as_ref().map_or(self.f.section, |h| h.f.section), l)?;
+        self.rt.download(dense, as_bytes_mut(out))?;
+        self.unscale(out);
+        Ok(())
+    }
+
+    /// Divides the f16 field's scale out of values read from it (as the CPU reference does: in
+    /// f64, exact for a power of two); nothing in f32.
+    fn unscale(&self, values: &mut [f32]) {
+        if let Some(h) = &self.half {
+            for v in values {
+                *v = (*v as f64 / h.scale) as f32;
+            }
+        }
     }
 
     /// Where this solver computes the CPML layers; [`LayerPass::After`] also for runs without CPML.
@@ -589,6 +665,14 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             FusedStep { cur, out, vel, gx, gy, gz, w, nx, ny, nz, pitch, plane, window, layers }.launch(&*self.rt, f, l)
         };
         let shared = t.dynamic_shared_bytes(self.radius, false);
+        if let Some(h) = &self.half {
+            ensure!(op == Operator::Fused, "the f16 step has the fused kernel only");
+            let block = [t.block_x, t.block_y, 1];
+            let l = Launch { grid: self.geometry.fused_grid(window), block, shared: t.half_ring_bytes() };
+            let (inc, window) = (self.origin(h.inc.ptr()), window as i32);
+            let args = FusedStepHalf { cur, inc, next: out, vel, gx, gy, gz, w, nx, ny, nz, pitch, plane, window };
+            return args.launch(&*self.rt, h.f.fused, l);
+        }
         match op {
             Operator::Fused => match &self.cpml {
                 Some(c) if c.in_pass => {
@@ -633,6 +717,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
     /// (x, then y, then z, as the CPU reference adds them), then swaps each axis's phi buffers.
     fn launch_cpml(&mut self) -> Result<()> {
         let (cur, out, vel) = (self.origin(self.cur.ptr()), self.origin(self.prev.ptr()), self.origin(self.vel.ptr()));
+        let half = self.half.as_ref().map(|h| (&h.f, self.origin(h.inc.ptr())));
         let [nx, ny, nz] = self.geometry.shape.map(|n| n as i32);
         let (pitch, plane) = (self.layout.pitch as i64, self.layout.plane as i64);
         let vec = self.geometry.tuning.vec as u64;
@@ -653,8 +738,17 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 } else {
                     [(e[0] * e[1]).div_ceil(128) as u32, e[2].min(65535) as u32, 1]
                 };
-                let args = CpmlAxis { cur, out, vel, layers, nx, ny, nz, pitch, plane };
-                args.launch(&*self.rt, self.f.cpml[a.axis], Launch { grid, block: [128, 1, 1], shared: 0 })?;
+                let l = Launch { grid, block: [128, 1, 1], shared: 0 };
+                match half {
+                    Some((f, inc)) => {
+                        let args = CpmlAxisHalf { cur, inc, next: out, vel, layers, nx, ny, nz, pitch, plane };
+                        args.launch(&*self.rt, f.cpml[a.axis], l)?
+                    }
+                    None => {
+                        let args = CpmlAxis { cur, out, vel, layers, nx, ny, nz, pitch, plane };
+                        args.launch(&*self.rt, self.f.cpml[a.axis], l)?
+                    }
+                }
             }
         }
         c.swap();
@@ -678,7 +772,8 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 steps: self.trace_steps as i32,
                 step,
             };
-            args.launch(rt, self.f.record, Launch::linear((r.count as u32).div_ceil(128), 128))?;
+            let f = self.half.as_ref().map_or(self.f.record, |h| h.f.record);
+            args.launch(rt, f, Launch::linear((r.count as u32).div_ceil(128), 128))?;
         }
         Ok(())
     }
@@ -692,11 +787,14 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             let (pitch, plane) = (self.layout.pitch as i64, self.layout.plane as i64);
             let l =
                 Launch { grid: [(nx as u32).div_ceil(32), (ny as u32).div_ceil(8), 1], block: [32, 8, 1], shared: 0 };
-            FreeSurface { cur: self.origin(self.cur.ptr()), nx, ny, pitch, plane }.launch(
-                rt,
-                self.f.free_surface,
-                l,
-            )?;
+            let cur = self.origin(self.cur.ptr());
+            match &self.half {
+                Some(h) => {
+                    let inc = self.origin(h.inc.ptr());
+                    FreeSurfaceHalf { cur, inc, nx, ny, pitch, plane }.launch(rt, h.f.free_surface, l)?
+                }
+                None => FreeSurface { cur, nx, ny, pitch, plane }.launch(rt, self.f.free_surface, l)?,
+            }
         }
         let op = if self.kernel == KernelChoice::ThreePass { Operator::ThreePass } else { Operator::Fused };
         self.launch_interior(op, self.prev.ptr())?;
@@ -704,6 +802,22 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let rt = &*self.rt;
         let step = n as i32;
         if let Some(s) = &self.source
+            && n < s.nsamples
+            && let Some(h) = &self.half
+        {
+            let args = InjectSourceHalf {
+                cur: self.cur.ptr(),
+                inc: h.inc.ptr(),
+                next: self.prev.ptr(),
+                offsets: s.offsets.ptr(),
+                weights: s.weights.ptr(),
+                ntaps: s.taps as i32,
+                samples: s.samples.ptr(),
+                nsamples: s.nsamples as i32,
+                step,
+            };
+            args.launch(rt, h.f.inject, Launch::linear((s.taps as u32).div_ceil(32), 32))?;
+        } else if let Some(s) = &self.source
             && n < s.nsamples
         {
             let args = InjectSource {
@@ -737,6 +851,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             self.rt.allow_dynamic_shared(f, shared)?;
             self.laplacian = Some((m, f, shared));
         }
+        ensure!(self.half.is_none() || op == Operator::Fused, "the f16 step has the fused kernel only");
         if op != Operator::Fused && self.lap.is_none() {
             self.lap = Some(DeviceBuffer::zeroed(&self.rt, self.field_len * 4)?);
         }
@@ -784,6 +899,21 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
         );
         // Only the interior's z-planes come down, into a host buffer kept between snapshots.
         let l = self.layout;
+        if let Some(h) = &mut self.half {
+            let staging = &mut h.staging;
+            staging.resize(l.nz * l.plane, 0);
+            self.rt.download(self.cur.ptr() + (l.halo * l.plane * 2) as DevicePtr, as_bytes_mut(staging))?;
+            for iz in 0..l.nz {
+                for iy in 0..l.ny {
+                    let src = iz * l.plane + (iy + l.halo) * l.pitch + l.x_offset;
+                    let dst = (iz * l.ny + iy) * l.nx;
+                    for (o, &b) in out[dst..dst + l.nx].iter_mut().zip(&staging[src..src + l.nx]) {
+                        *o = (half::f16::from_bits(b).to_f32() as f64 / h.scale) as f32;
+                    }
+                }
+            }
+            return Ok(());
+        }
         let staging = &mut self.snapshot_staging;
         staging.resize(l.nz * l.plane, 0.0);
         self.rt.download(self.cur.ptr() + (l.halo * l.plane * 4) as DevicePtr, as_bytes_mut(staging))?;
@@ -809,7 +939,9 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
         let mut all = vec![0.0f32; r.count * self.trace_steps];
         self.rt.download(r.traces.ptr(), as_bytes_mut(&mut all))?;
         let n = steps.min(self.steps_done).min(self.trace_steps);
-        Ok(all.chunks(self.trace_steps).flat_map(|t| t[..n].iter().copied()).collect())
+        let mut out: Vec<f32> = all.chunks(self.trace_steps).flat_map(|t| t[..n].iter().copied()).collect();
+        self.unscale(&mut out);
+        Ok(out)
     }
 
     /// One launch of finite_check over the whole current field (halo and padding hold zeros or
@@ -825,7 +957,8 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
         let flag = ptr_or_null(&self.finite_flag);
         let blocks = self.rt.multiprocessors() * 4;
         let args = FiniteCheck { field: self.cur.ptr(), n: self.field_len as u64, flag };
-        args.launch(&*self.rt, self.f.finite_check, Launch::linear(blocks, 256))?;
+        let f = self.half.as_ref().map_or(self.f.finite_check, |h| h.f.finite_check);
+        args.launch(&*self.rt, f, Launch::linear(blocks, 256))?;
         let mut bad = [0u8; 4];
         self.rt.download(flag, &mut bad)?;
         Ok(u32::from_ne_bytes(bad) == 0)
@@ -857,6 +990,7 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
 
     /// Host-staged: the planes come down whole (row padding included) and their rows are packed.
     fn planes_out(&mut self, z0: usize, planes: usize, buf: &mut [f32]) -> Result<()> {
+        ensure!(self.half.is_none(), "the f16 step has no halo exchange (decomposed runs are f32)");
         let l = self.layout;
         ensure!(
             z0 + planes <= l.nz && buf.len() == planes * l.nx * l.ny,
@@ -878,6 +1012,7 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
 
     /// Host-staged: whole planes go up, their halo rows and row padding zero as they always are.
     fn planes_in(&mut self, z0: usize, planes: usize, buf: &[f32]) -> Result<()> {
+        ensure!(self.half.is_none(), "the f16 step has no halo exchange (decomposed runs are f32)");
         let l = self.layout;
         ensure!(
             z0 + planes <= l.nz && buf.len() == planes * l.nx * l.ny,
@@ -906,6 +1041,11 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
         );
         for b in [&self.cur, &self.prev] {
             b.zero()?;
+        }
+        if let Some(h) = &mut self.half {
+            // The scale depends on the shot's source (its samples are scaled anew below).
+            h.inc.zero()?;
+            h.scale = problem.field_scale();
         }
         for c in self.cpml.iter().flat_map(|c| &c.axes) {
             for b in [&c.phi[0], &c.phi[1], &c.zeta] {

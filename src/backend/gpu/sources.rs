@@ -12,6 +12,8 @@ pub const PRELUDE: &str = include_str!("../../../kernels/prelude.h");
 pub const LAYERS: &str = include_str!("../../../kernels/layers.h");
 pub const FUSED: &str = include_str!("../../../kernels/fused.cu");
 pub const FUSED_RING: &str = include_str!("../../../kernels/fused_ring.cu");
+/// The fused step with f16 storage (built with -DHALF=1, beside [`STEP`]).
+pub const FUSED_HALF: &str = include_str!("../../../kernels/fused_half.cu");
 pub const PASS_X: &str = include_str!("../../../kernels/pass_x.cu");
 pub const PASS_Y: &str = include_str!("../../../kernels/pass_y.cu");
 pub const PASS_Z: &str = include_str!("../../../kernels/pass_z.cu");
@@ -37,6 +39,12 @@ pub fn step(t: &Tuning) -> [&'static str; 11] {
     let mut s = STEP;
     s[0] = fused(t);
     s
+}
+
+/// The f16 step's module: [`step`] with [`FUSED_HALF`] (the `*_half` kernels need -DHALF=1).
+pub fn half_step(t: &Tuning) -> [&'static str; 12] {
+    let s = step(t);
+    std::array::from_fn(|i| if i < s.len() { s[i] } else { FUSED_HALF })
 }
 
 /// The prelude and layers.h followed by `parts`, as one translation unit.

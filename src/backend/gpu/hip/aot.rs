@@ -55,6 +55,40 @@ pub fn step_variants() -> Vec<Variant> {
     v
 }
 
+/// The f16 step's module source as a run assembles it (`sources::half_step`: every kernel of
+/// [`step_source`] and fused_half.cu).
+pub fn half_step_source() -> String {
+    sources::assemble(&sources::half_step(&super::tuning(4)))
+}
+
+/// The f16 step's module variants, R = 1..8 without and with the sponge: the options a run hands
+/// the compiler (the AMD launch shape made the f16 kernel's, plus -DHALF=1).
+pub fn half_step_variants() -> Vec<Variant> {
+    let mut v = Vec::new();
+    for radius in 1..=8 {
+        for (flavour, sponge) in [("f16", false), ("f16 sponge", true)] {
+            let tuning = super::tuning(radius).for_half(radius).effective(radius);
+            let mut options = kernel_options(radius, &tuning, sponge, false, false);
+            options.push("-DHALF=1".into());
+            v.push(Variant { radius, flavour: flavour.to_string(), options, fused_dynamic_lds: 0 });
+        }
+    }
+    v
+}
+
+/// The f16 step's own kernels (the module also holds every kernel of the f32 step).
+pub const HALF_KERNELS: [&str; 9] = [
+    "fused_step_half",
+    "cpml_x_half",
+    "cpml_y_half",
+    "cpml_z_half",
+    "free_surface_half",
+    "inject_source_half",
+    "record_receivers_half",
+    "extract_section_half",
+    "finite_check_half",
+];
+
 /// The -D options of the fused kernel's Laplacian-only build (the operator benchmark).
 pub fn laplacian_options(radius: usize) -> Vec<String> {
     kernel_options(radius, &super::tuning(radius), false, true, false)
