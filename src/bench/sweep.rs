@@ -346,9 +346,8 @@ pub fn run<Rt: GpuRuntime>(mut open: impl FnMut() -> Result<Rt>, spec: &SweepSpe
                 OperatorKind::RealStepF16 => {
                     time_real_step(&mut open, shape, radius, launch, spec.reps, Precision::F16)
                 }
-                _ => open_solver(&mut open, shape, radius, KernelChoice::Fused, launch, Precision::F16).and_then(
-                    |mut s| Ok((s.tuning(), median(s.time_interior(Operator::Fused, spec.reps)?))),
-                ),
+                _ => open_solver(&mut open, shape, radius, KernelChoice::Fused, launch, Precision::F16)
+                    .and_then(|mut s| Ok((s.tuning(), median(s.time_interior(Operator::Fused, spec.reps)?)))),
             };
             match timed {
                 Ok((t, seconds)) => time_row(op, t, source, seconds, t0.elapsed().as_secs_f64()),

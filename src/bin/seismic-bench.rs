@@ -35,7 +35,8 @@ struct Cli {
     /// Grid of the radius sweep [default: 512].
     #[arg(long)]
     radius_shape: Option<String>,
-    /// Operators: fused, three-pass, laplacian, comma-separated [default: all].
+    /// Operators: fused, three-pass, laplacian, step (the real step), fused-f16, step-f16 (f16
+    /// storage), comma-separated [default: the first four].
     #[arg(long)]
     operators: Option<String>,
     /// Timed applications per measurement (the median is reported) [default: 30, 15 with --quick].
