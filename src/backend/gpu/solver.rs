@@ -803,33 +803,22 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let step = n as i32;
         if let Some(s) = &self.source
             && n < s.nsamples
-            && let Some(h) = &self.half
         {
-            let args = InjectSourceHalf {
-                cur: self.cur.ptr(),
-                inc: h.inc.ptr(),
-                next: self.prev.ptr(),
-                offsets: s.offsets.ptr(),
-                weights: s.weights.ptr(),
-                ntaps: s.taps as i32,
-                samples: s.samples.ptr(),
-                nsamples: s.nsamples as i32,
-                step,
-            };
-            args.launch(rt, h.f.inject, Launch::linear((s.taps as u32).div_ceil(32), 32))?;
-        } else if let Some(s) = &self.source
-            && n < s.nsamples
-        {
-            let args = InjectSource {
-                field: self.prev.ptr(),
-                offsets: s.offsets.ptr(),
-                weights: s.weights.ptr(),
-                ntaps: s.taps as i32,
-                samples: s.samples.ptr(),
-                nsamples: s.nsamples as i32,
-                step,
-            };
-            args.launch(rt, self.f.inject, Launch::linear((s.taps as u32).div_ceil(32), 32))?;
+            let (offsets, weights, samples) = (s.offsets.ptr(), s.weights.ptr(), s.samples.ptr());
+            let (ntaps, nsamples) = (s.taps as i32, s.nsamples as i32);
+            let l = Launch::linear((s.taps as u32).div_ceil(32), 32);
+            match &self.half {
+                Some(h) => {
+                    let (cur, inc, next) = (self.cur.ptr(), h.inc.ptr(), self.prev.ptr());
+                    let args = InjectSourceHalf { cur, inc, next, offsets, weights, ntaps, samples, nsamples, step };
+                    args.launch(rt, h.f.inject, l)?
+                }
+                None => {
+                    let args =
+                        InjectSource { field: self.prev.ptr(), offsets, weights, ntaps, samples, nsamples, step };
+                    args.launch(rt, self.f.inject, l)?
+                }
+            }
         }
         if record {
             self.enqueue_record(self.prev.ptr(), n)?;
