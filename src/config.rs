@@ -520,8 +520,25 @@ pub struct RunConfig {
     /// "z": under mpirun, the grid split into z-slabs, one per rank (build with `--features mpi`).
     #[serde(default)]
     pub decomposition: Option<Decompose>,
+    /// How a decomposed run's halo planes move between GPU ranks.
+    #[serde(default)]
+    pub halo_exchange: HaloExchange,
     #[serde(default)]
     pub precision: Precision,
+}
+
+/// The path of a decomposed run's halo planes.
+#[derive(Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum HaloExchange {
+    /// NCCL where it can run (CUDA ranks, one GPU each, a build with `--features nccl`), the host
+    /// otherwise.
+    #[default]
+    Auto,
+    /// Device to device through NCCL on the solvers' streams (an error where it cannot run).
+    Nccl,
+    /// Through host memory and MPI: every backend, several ranks on one GPU.
+    Host,
 }
 
 #[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]

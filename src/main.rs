@@ -272,8 +272,8 @@ mod decomposed {
     ) -> Result<()> {
         use mpi::traits::Communicator;
         use seismic_run::decomposition::{self, Decomposition, Domain, mpi::MpiExchange};
-        let mut exchange = MpiExchange::new(universe.world());
-        let (rank, ranks) = (exchange.rank(), exchange.size());
+        let host = MpiExchange::new(universe.world());
+        let (rank, ranks) = (host.rank(), host.size());
         anyhow::ensure!(
             cfg.run.precision == seismic_run::config::Precision::F32,
             "run.decomposition = \"z\" runs in f32 only: drop run.precision = \"f16\" (or --precision f16)"
@@ -310,12 +310,14 @@ mod decomposed {
             other => anyhow::bail!("run.backend = {other:?}: this build has no such backend"),
         };
         let device = backend.info();
+        let (mut exchange, path) = halo_exchange(cfg, host, node.size() as usize, backend.device_field())?;
+        let exchange = exchange.as_mut();
         let quiet = args.quiet || rank != 0;
         if !quiet {
             let file_bytes = seismic_run::resources::output_file_bytes(&problem, &plan, text.len());
             print_header(args.input.as_deref().expect("input"), &problem, &plan, &device, out_path, file_bytes);
             println!(
-                "  ranks     {ranks} z-slabs of {:?} planes, {} halo planes per cut ({:.2} MB each way)",
+                "  ranks     {ranks} z-slabs of {:?} planes, {} halo planes per cut ({:.2} MB each way), {path}",
                 d.slabs.iter().map(|s| s.1 - s.0).collect::<Vec<_>>(),
                 d.halo,
                 d.halo_bytes_per_cut(&problem) as f64 / 2e6
@@ -324,7 +326,7 @@ mod decomposed {
         let mut domains = vec![Domain { sub, backend }];
         let mut bar = Progress::new(problem.steps, problem.layout.points(), quiet);
         if rank != 0 {
-            decomposition::run(&problem, &d, &mut domains, &mut exchange, &plan, None, &mut |_| {})?;
+            decomposition::run(&problem, &d, &mut domains, exchange, &plan, None, &mut |_| {})?;
             return Ok(());
         }
         let meta = RunMetadata {
@@ -335,10 +337,9 @@ mod decomposed {
         };
         let (out, written) = std::thread::scope(|scope| -> Result<_> {
             let mut writer = Hdf5Writer::start(scope, out_path, &problem, &plan, meta, SNAPSHOT_BUFFERS)?;
-            let out =
-                decomposition::run(&problem, &d, &mut domains, &mut exchange, &plan, Some(&mut writer), &mut |done| {
-                    bar.update(done)
-                });
+            let out = decomposition::run(&problem, &d, &mut domains, exchange, &plan, Some(&mut writer), &mut |done| {
+                bar.update(done)
+            });
             bar.finish();
             let out = out?.context("rank 0 gathers the result")?;
             let stats = StepStats::new(
@@ -362,6 +363,82 @@ mod decomposed {
             println!("  wrote {}", written.path.display());
         }
         Ok(())
+    }
+    /// The halo exchange `run.halo_exchange` asks for, and a phrase naming it: NCCL device to
+    /// device where every rank of the node has a CUDA GPU of its own (`auto` falls back to the
+    /// host-staged MPI path otherwise, `nccl` is an error), the host path elsewhere.
+    #[cfg(feature = "mpi")]
+    fn halo_exchange(
+        cfg: &Config,
+        host: seismic_run::decomposition::mpi::MpiExchange,
+        ranks_on_node: usize,
+        field: Option<seismic_run::backend::DeviceField>,
+    ) -> Result<(Box<dyn seismic_run::decomposition::Exchange>, String)> {
+        use seismic_run::config::HaloExchange;
+        let asked = cfg.run.halo_exchange;
+        let host_path = "halo exchange through host memory (MPI)".to_string();
+        if asked == HaloExchange::Host || host.size() == 1 {
+            return Ok((Box::new(host), host_path));
+        }
+        let why_not: Option<String> = if cfg.run.backend != BackendChoice::Cuda {
+            Some(format!("run.backend = {:?} (NCCL moves CUDA device memory)", cfg.run.backend))
+        } else if !cfg!(feature = "nccl") {
+            Some("this build has no NCCL (build with `--features mpi,nccl`)".into())
+        } else if field.is_none() {
+            Some("the backend stores no f32 wavefield on the device".into())
+        } else {
+            gpus_per_rank(ranks_on_node)
+        };
+        // Every rank takes the same path, or the ranks would wait on each other for ever.
+        let mut host = host;
+        use seismic_run::decomposition::Exchange;
+        let all_can = host.all(why_not.is_none())?;
+        if !all_can {
+            let why = why_not.unwrap_or_else(|| "another rank cannot use NCCL".into());
+            anyhow::ensure!(
+                asked == HaloExchange::Auto,
+                "run.halo_exchange = \"nccl\": {why}; use \"host\" or \"auto\""
+            );
+            return Ok((Box::new(host), format!("{host_path}; not NCCL: {why}")));
+        }
+        nccl_exchange(host, field)
+    }
+
+    /// `Some(why)` when the node's ranks outnumber its CUDA GPUs (NCCL needs one GPU per rank).
+    #[cfg(feature = "mpi")]
+    fn gpus_per_rank(ranks_on_node: usize) -> Option<String> {
+        #[cfg(feature = "cuda")]
+        {
+            let gpus = seismic_run::backend::gpu::cuda::device_count().unwrap_or(0);
+            (ranks_on_node > gpus).then(|| {
+                format!("{ranks_on_node} ranks share {gpus} GPU(s) on this node (NCCL needs a GPU for each rank)")
+            })
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            let _ = ranks_on_node;
+            Some("this build has no CUDA".into())
+        }
+    }
+
+    #[cfg(all(feature = "mpi", feature = "nccl"))]
+    fn nccl_exchange(
+        host: seismic_run::decomposition::mpi::MpiExchange,
+        field: Option<seismic_run::backend::DeviceField>,
+    ) -> Result<(Box<dyn seismic_run::decomposition::Exchange>, String)> {
+        use seismic_run::decomposition::nccl;
+        let device = field.context("a device field")?.device;
+        let version = nccl::version()?;
+        let exchange = nccl::NcclExchange::over_mpi(device, host)?;
+        Ok((Box::new(exchange), format!("halo exchange device to device (NCCL {version})")))
+    }
+
+    #[cfg(all(feature = "mpi", not(feature = "nccl")))]
+    fn nccl_exchange(
+        _: seismic_run::decomposition::mpi::MpiExchange,
+        _: Option<seismic_run::backend::DeviceField>,
+    ) -> Result<(Box<dyn seismic_run::decomposition::Exchange>, String)> {
+        unreachable!("the path is chosen only in builds with NCCL")
     }
 }
 

@@ -148,13 +148,10 @@ fn cuts_through_the_cpml_z_layers_take_2r_halo_planes_and_stay_exact() {
     assert_same("R = 3, even split", &single(&cfg, &problem), &decomposed(&cfg, &problem, &d));
 }
 
-/// Two subdomains on one GPU through the host-staged planes (the in-process exchange) equal the
-/// single-GPU run bit for bit: R = 4 under a free surface, CPML layers of 4 points (the layers the
-/// GPU places at a subdomain's cut faces, with zero coefficients there, lie in its ghost planes).
+/// The single-GPU run of `problem`, then the same over 2 and 3 subdomains on that GPU through the
+/// exchange `make` opens, checked bit for bit; returns the exchange seconds of each split.
 #[cfg(feature = "cuda")]
-#[test]
-#[ignore = "needs a GPU"]
-fn two_subdomains_on_one_gpu_equal_the_single_gpu_run_bit_for_bit() {
+fn gpu_splits_equal_one_gpu(make: &dyn Fn() -> Box<dyn decomposition::Exchange>) -> Vec<Vec<f64>> {
     use seismic_run::backend::gpu;
     use seismic_run::config::KernelChoice;
     let (cfg, problem) = setup(4, true, 15, 4);
@@ -163,6 +160,7 @@ fn two_subdomains_on_one_gpu_equal_the_single_gpu_run_bit_for_bit() {
     let mut sink = Keep(Vec::new(), plan.snapshot_len(problem.shape()));
     let record = solver::run(&problem, single.as_mut(), &plan, &mut sink, &mut |_| {}).unwrap();
     let want = (record.traces, sink.0);
+    let mut seconds = Vec::new();
     for counts in [vec![23, 25], vec![15, 14, 19]] {
         let d = Decomposition::with_planes(&problem, &counts).unwrap();
         d.check_gpu(&problem).unwrap();
@@ -174,18 +172,42 @@ fn two_subdomains_on_one_gpu_equal_the_single_gpu_run_bit_for_bit() {
             })
             .collect();
         let mut sink = Keep(Vec::new(), plan.snapshot_len(problem.shape()));
-        let out = decomposition::run(
-            &problem,
-            &d,
-            &mut domains,
-            &mut InProcess::default(),
-            &plan,
-            Some(&mut sink),
-            &mut |_| {},
-        )
-        .unwrap()
-        .unwrap();
+        let mut exchange = make();
+        let out =
+            decomposition::run(&problem, &d, &mut domains, exchange.as_mut(), &plan, Some(&mut sink), &mut |_| {})
+                .unwrap()
+                .unwrap();
         assert_same(&format!("GPU, slabs {counts:?} (halo {})", d.halo), &want, &(out.record.traces, sink.0));
+        assert_eq!(out.exchange_seconds.len(), problem.steps);
+        seconds.push(out.exchange_seconds);
+    }
+    seconds
+}
+
+/// Two subdomains on one GPU through the host-staged planes (the in-process exchange) equal the
+/// single-GPU run bit for bit: R = 4 under a free surface, CPML layers of 4 points (the layers the
+/// GPU places at a subdomain's cut faces, with zero coefficients there, lie in its ghost planes).
+#[cfg(feature = "cuda")]
+#[test]
+#[ignore = "needs a GPU"]
+fn two_subdomains_on_one_gpu_equal_the_single_gpu_run_bit_for_bit() {
+    gpu_splits_equal_one_gpu(&|| Box::new(InProcess::default()));
+}
+
+/// The same through NCCL: the planes go device to device on the solvers' streams (a one-rank
+/// communicator sending to itself), with the exchange timed there by events.
+#[cfg(feature = "nccl")]
+#[test]
+#[ignore = "needs a GPU"]
+fn two_and_three_subdomains_on_one_gpu_through_nccl_equal_the_single_gpu_run_bit_for_bit() {
+    use seismic_run::decomposition::nccl::{NcclExchange, version};
+    println!("NCCL {}", version().unwrap());
+    for split in
+        gpu_splits_equal_one_gpu(&|| Box::new(NcclExchange::in_process(0, Box::new(InProcess::default())).unwrap()))
+    {
+        let mean = split.iter().sum::<f64>() / split.len() as f64;
+        assert!(split.iter().all(|&s| s > 0.0 && s < 0.1), "exchange seconds timed on the device: {split:?}");
+        println!("{} steps, exchange {:.1} us a step on the device", split.len(), mean * 1e6);
     }
 }
 

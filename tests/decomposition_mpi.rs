@@ -101,3 +101,38 @@ fn two_and_three_mpi_ranks_write_the_single_rank_result_bit_for_bit() {
 fn two_mpi_ranks_on_one_gpu_write_the_single_gpu_result_bit_for_bit() {
     compare("cuda", &INPUT.replace("backend = \"cpu\"", "backend = \"cuda\""), &[2]);
 }
+
+/// Two ranks on one GPU: `halo_exchange = "auto"` takes the host path and says why in the banner;
+/// `"nccl"` is an error naming the key and the shared GPU, and writes no file.
+#[cfg(feature = "nccl")]
+#[test]
+#[ignore = "needs a GPU"]
+fn nccl_with_two_ranks_on_one_gpu_falls_back_or_is_refused() {
+    let dir = scratch("decomposition_mpi", "nccl_one_gpu");
+    let input = INPUT.replace("backend = \"cpu\"", "backend = \"cuda\"\ndecomposition = \"z\"");
+    let bin = seismic_run().get_program().to_owned();
+    let run = |exchange: &str| {
+        let toml = dir.join(format!("{exchange}.toml"));
+        std::fs::write(&toml, input.replace("[run]\n", &format!("[run]\nhalo_exchange = \"{exchange}\"\n"))).unwrap();
+        let h5 = dir.join(format!("{exchange}.h5"));
+        let out = Command::new("mpirun")
+            .args(["--allow-run-as-root", "--oversubscribe", "-np", "2"])
+            .arg(&bin)
+            .arg(&toml)
+            .arg("-o")
+            .arg(&h5)
+            .output()
+            .expect("mpirun (openmpi-bin) runs");
+        (out, h5)
+    };
+    let (out, h5) = run("auto");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("not NCCL: 2 ranks share 1 GPU(s)"), "{stdout}");
+    assert!(h5.exists());
+    let (out, h5) = run("nccl");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("run.halo_exchange = \"nccl\": 2 ranks share 1 GPU(s)"), "{stderr}");
+    assert!(!h5.exists(), "no file written");
+}

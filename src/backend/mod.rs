@@ -36,6 +36,20 @@ pub struct DeviceInfo {
     pub kernel: String,
 }
 
+/// p^n where it lives on a GPU, for an exchange that moves halo planes device to device (NCCL).
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceField {
+    /// The device's ordinal.
+    pub device: usize,
+    /// Device address of interior z-plane 0 of p^n; plane z starts `z * plane_values` f32 later.
+    pub plane0: u64,
+    /// f32 values of one padded plane (its x and y padding, always zero, included), so that
+    /// consecutive z-planes are one contiguous run.
+    pub plane_values: usize,
+    /// The stream the backend's work is ordered on (`CUstream` or `hipStream_t`).
+    pub stream: *mut std::ffi::c_void,
+}
+
 pub trait Backend {
     fn info(&self) -> DeviceInfo;
 
@@ -91,6 +105,12 @@ pub trait Backend {
     fn planes_in(&mut self, z0: usize, planes: usize, buf: &[f32]) -> Result<()> {
         let _ = (z0, planes, buf);
         bail!("the {} backend does not run decomposed domains", self.info().backend)
+    }
+
+    /// Where p^n lives on the device (GPU backends storing f32), for work queued after this
+    /// backend's on its stream; it moves with every step (the fields swap).
+    fn device_field(&self) -> Option<DeviceField> {
+        None
     }
 }
 

@@ -1,7 +1,7 @@
 //! The halo exchange behind one interface: [`InProcess`] runs every subdomain in this process and
 //! copies planes between them (deterministic and cheap, for tests and for several subdomains on
 //! one device); the MPI path (feature `mpi`) holds one subdomain per rank and moves the planes
-//! through host memory.
+//! through host memory; the NCCL path (feature `nccl`) moves them device to device.
 
 use super::Decomposition;
 use super::run::Domain;
@@ -15,6 +15,18 @@ pub trait Exchange {
     /// After a step, overwrites every ghost plane of p^n (the step's p^{n+1}) in `domains` (this
     /// process's subdomains, in rank order) with the neighbour's owned plane.
     fn halos(&mut self, decomposition: &Decomposition, domains: &mut [Domain]) -> Result<()>;
+
+    /// Called once before a run of `steps` steps (what the loop needs is made here).
+    fn begin(&mut self, steps: usize) -> Result<()> {
+        let _ = steps;
+        Ok(())
+    }
+
+    /// Seconds of each step's exchange timed on the device, for an exchange queued on the
+    /// solvers' streams (whose step times then include it); None for one timed on the host.
+    fn device_seconds(&mut self) -> Result<Option<Vec<f64>>> {
+        Ok(None)
+    }
 
     /// Every rank's `parts` (one per local subdomain) at rank 0, in rank order; None elsewhere.
     fn gather(&mut self, parts: Vec<Vec<f32>>) -> Result<Option<Vec<Vec<f32>>>>;

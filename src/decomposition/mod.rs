@@ -17,6 +17,8 @@
 pub mod exchange;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+#[cfg(feature = "nccl")]
+pub mod nccl;
 pub mod run;
 
 pub use exchange::{Exchange, InProcess};

@@ -31,6 +31,11 @@ impl MpiExchange {
     pub fn size(&self) -> usize {
         self.world.size() as usize
     }
+
+    /// Rank 0's `bytes` on every rank.
+    pub fn broadcast_from_root(&self, bytes: &mut [u8]) {
+        self.world.process_at_rank(0).broadcast_into(bytes);
+    }
 }
 
 impl Exchange for MpiExchange {

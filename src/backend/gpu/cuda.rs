@@ -11,7 +11,7 @@ use std::ffi::{CString, c_void};
 use std::sync::Arc;
 
 /// Runs `f`, turning a panic of cudarc's loader (a missing library or symbol) into an error.
-fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> Result<T> {
+pub(crate) fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> Result<T> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|e| {
         let msg = e
             .downcast_ref::<String>()
@@ -97,6 +97,14 @@ impl GpuRuntime for CudaRuntime {
 
     fn arch(&self) -> String {
         self.arch.clone()
+    }
+
+    fn ordinal(&self) -> usize {
+        self.ctx.ordinal()
+    }
+
+    fn stream_handle(&self) -> *mut c_void {
+        self.stream.cu_stream() as *mut c_void
     }
 
     fn multiprocessors(&self) -> u32 {

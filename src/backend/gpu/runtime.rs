@@ -21,6 +21,11 @@ pub trait GpuRuntime {
     /// Compilation target, e.g. "sm_90" or "gfx90a".
     fn arch(&self) -> String;
     fn multiprocessors(&self) -> u32;
+    /// The device's ordinal among the vendor's devices.
+    fn ordinal(&self) -> usize;
+    /// The vendor's handle of the stream all work is ordered on (`CUstream`, `hipStream_t`), for a
+    /// library that enqueues its own work after the solver's (NCCL's halo exchange).
+    fn stream_handle(&self) -> *mut c_void;
     /// (free, total) device memory in bytes.
     fn mem_info(&self) -> Result<(usize, usize)>;
     fn alloc(&self, bytes: usize) -> Result<DevicePtr>;

@@ -13,7 +13,7 @@ use super::kernels::{
 use super::runtime::{DeviceBuffer, DevicePtr, GpuRuntime, as_bytes, as_bytes_mut};
 use super::sources::{self, kernel_options, load_kernels};
 use crate::backend::tuning::Tuning;
-use crate::backend::{Backend, DeviceInfo};
+use crate::backend::{Backend, DeviceField, DeviceInfo};
 use crate::boundary::BoundaryKind;
 use crate::config::{KernelChoice, Precision};
 use crate::grid::{Layout, Section, for_each_section};
@@ -1020,6 +1020,16 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
         }
         let bytes: &[u8] = as_bytes(staging);
         self.rt.upload(self.cur.ptr() + ((l.halo + z0) * l.plane * 4) as DevicePtr, bytes)
+    }
+
+    fn device_field(&self) -> Option<DeviceField> {
+        let l = self.layout;
+        self.half.is_none().then(|| DeviceField {
+            device: self.rt.ordinal(),
+            plane0: self.cur.ptr() + (l.halo * l.plane * 4) as DevicePtr,
+            plane_values: l.plane,
+            stream: self.rt.stream_handle(),
+        })
     }
 
     /// Zero fills queued on the stream (no host wait) and the two small tap tables uploaded anew.

@@ -107,6 +107,14 @@ impl GpuRuntime for HipRuntime {
         self.device.compute_units
     }
 
+    fn ordinal(&self) -> usize {
+        self.device.ordinal as usize
+    }
+
+    fn stream_handle(&self) -> *mut c_void {
+        self.stream.raw() as *mut c_void
+    }
+
     fn mem_info(&self) -> Result<(usize, usize)> {
         self.device.bind()?;
         Ok(result::mem_get_info()?)
