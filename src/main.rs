@@ -241,15 +241,15 @@ mod decomposed {
     use super::*;
 
     #[cfg(not(feature = "mpi"))]
-    pub fn run(_: &RunArgs, _: &Config, _: &str, _: Problem, _: &Path) -> Result<()> {
+    pub fn run(_: &RunArgs, _: &Config, _: &str, _: &Path, _: &Path) -> Result<()> {
         anyhow::bail!("run.decomposition = \"z\" needs a build with `--features mpi` (and mpirun to start the ranks)")
     }
 
     #[cfg(feature = "mpi")]
-    pub fn run(args: &RunArgs, cfg: &Config, text: &str, problem: Problem, out_path: &Path) -> Result<()> {
+    pub fn run(args: &RunArgs, cfg: &Config, text: &str, input_dir: &Path, out_path: &Path) -> Result<()> {
         use mpi::traits::Communicator;
         let universe = mpi::initialize().context("MPI could not be initialised (run under mpirun)")?;
-        let result = ranks_run(&universe, args, cfg, text, problem, out_path);
+        let result = ranks_run(&universe, args, cfg, text, input_dir, out_path);
         let world = universe.world();
         match result {
             // The other ranks would wait for this one's halos for ever: end them all.
@@ -267,12 +267,13 @@ mod decomposed {
         args: &RunArgs,
         cfg: &Config,
         text: &str,
-        problem: Problem,
+        input_dir: &Path,
         out_path: &Path,
     ) -> Result<()> {
         use mpi::traits::Communicator;
-        use seismic_run::decomposition::{self, Decomposition, Domain, mpi::MpiExchange};
-        let host = MpiExchange::new(universe.world());
+        use seismic_run::decomposition::{self, Decomposition, Domain, Exchange, mpi::MpiExchange};
+        use seismic_run::model;
+        let mut host = MpiExchange::new(universe.world());
         let (rank, ranks) = (host.rank(), host.size());
         anyhow::ensure!(
             cfg.run.precision == seismic_run::config::Precision::F32,
@@ -282,8 +283,34 @@ mod decomposed {
             cfg.run.backend != BackendChoice::Auto,
             "run.decomposition = \"z\" needs run.backend set: \"cpu\", \"cuda\" or \"hip\" (every rank the same)"
         );
-        let d = Decomposition::even(&problem, ranks)?;
-        let sub = d.subdomain(&problem, rank);
+        // The model, this rank's planes only: first its share of an even split, for the whole
+        // model's velocity range (the time step and the boundary depend on it) and the
+        // decomposition's halo; then the planes it holds, ghost planes included.
+        let nz = cfg.grid.shape[2];
+        let share = Decomposition::even_planes(nz, ranks)?[rank].clone();
+        let part = model::sample_planes(cfg, input_dir, share.clone()).context("model")?;
+        if rank == 0 {
+            for w in &part.warnings {
+                eprintln!("warning: {w}");
+            }
+        }
+        let [lo, hi] = part.vp.iter().fold([f32::INFINITY, 0.0f32], |[lo, hi], &v| [lo.min(v), hi.max(v)]);
+        let range = [-host.max(-lo as f64)? as f32, host.max(hi as f64)? as f32];
+        let skeleton = Problem::build_part(cfg, part.vp, share.start, range)?;
+        let d = Decomposition::even(&skeleton, ranks)?;
+        drop(skeleton);
+        let held = d.planes_held(rank);
+        let part = model::sample_planes(cfg, input_dir, held.clone()).context("model")?;
+        let mut problem = Problem::build_part(cfg, part.vp, held.start, range)?;
+        let sub = d.subdomain(&problem, rank)?;
+        // The subdomain has its own copy; the model file gets the owned planes from it.
+        problem.vp = Vec::new();
+        problem.vp_first = 0;
+        if rank == 0 {
+            for w in &problem.warnings {
+                eprintln!("warning: {w}");
+            }
+        }
         if cfg.run.backend != BackendChoice::Cpu {
             d.check_gpu(&problem)?;
         }
@@ -323,9 +350,12 @@ mod decomposed {
                 d.halo_bytes_per_cut(&problem) as f64 / 2e6
             );
         }
+        let plane = problem.layout.nx * problem.layout.ny;
+        let owned_vp = sub.problem.vp[sub.owned_local() * plane..(sub.owned.1 - sub.first) * plane].to_vec();
         let mut domains = vec![Domain { sub, backend }];
         let mut bar = Progress::new(problem.steps, problem.layout.points(), quiet);
         if rank != 0 {
+            exchange.stream_to_root(vec![owned_vp], &mut |_, _| Ok(()))?;
             decomposition::run(&problem, &d, &mut domains, exchange, &plan, None, &mut |_| {})?;
             return Ok(());
         }
@@ -337,6 +367,8 @@ mod decomposed {
         };
         let (out, written) = std::thread::scope(|scope| -> Result<_> {
             let mut writer = Hdf5Writer::start(scope, out_path, &problem, &plan, meta, SNAPSHOT_BUFFERS)?;
+            // /model/vp from each rank's owned planes, one rank at a time.
+            exchange.stream_to_root(vec![owned_vp], &mut |r, values| writer.model_planes(d.slabs[r].0, values))?;
             let out = decomposition::run(&problem, &d, &mut domains, exchange, &plan, Some(&mut writer), &mut |done| {
                 bar.update(done)
             });
@@ -479,6 +511,10 @@ fn run(args: &RunArgs) -> Result<()> {
     cfg.check_values().map_err(|e| e.context(input.display().to_string()))?;
     seismic_run::config::check_output_writable(&out_path, out_key)?;
     output::check_derived_paths(&out_path, out_key, &output::derived_paths(&out_path, cfg.output.segy, want_plot))?;
+    if cfg.run.decomposition.is_some() && cfg.survey.is_none() {
+        // Each rank samples and checks its own part of the model: no process holds all of it.
+        return decomposed::run(args, &cfg, &text, &input_dir, &out_path);
+    }
     let buffers = if cfg.output.snapshot_every > 0 { SNAPSHOT_BUFFERS } else { 0 };
     resources::check_host_bytes(
         cfg.grid.shape,
@@ -493,9 +529,6 @@ fn run(args: &RunArgs) -> Result<()> {
 
     let vp = seismic_run::model::load(&cfg, &input_dir).context("model")?;
     let problem = Problem::build(&cfg, vp)?;
-    if cfg.run.decomposition.is_some() {
-        return decomposed::run(args, &cfg, &text, problem, &out_path);
-    }
     for w in &problem.warnings {
         eprintln!("warning: {w}");
     }

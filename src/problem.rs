@@ -142,8 +142,13 @@ pub struct Problem {
     pub stencil: Stencil,
     pub dt: f64,
     pub steps: usize,
-    /// Velocity, dense (nz, ny, nx), m/s.
+    /// Velocity, dense (planes, ny, nx), m/s: every z-plane of the grid, or from `vp_first` on
+    /// (a problem built from one rank's part of the model, [`Problem::build_part`]).
     pub vp: Vec<f32>,
+    /// The grid z-plane `vp` starts at.
+    pub vp_first: usize,
+    /// The lowest and highest velocity of the whole model, m/s.
+    pub vp_range: [f32; 2],
     pub boundary: Boundary,
     pub source: PointSource,
     pub receivers: Vec<Receiver>,
@@ -179,6 +184,8 @@ impl Problem {
             dt,
             steps: 1,
             vp: vec![v; points],
+            vp_first: 0,
+            vp_range: [v, v],
             boundary: Boundary::none(shape),
             source: PointSource {
                 position: [0.0; 3],
@@ -198,11 +205,11 @@ impl Problem {
     }
 
     pub fn vmax(&self) -> f64 {
-        self.vp.iter().fold(0.0f32, |a, &b| a.max(b)) as f64
+        self.vp_range[1] as f64
     }
 
     pub fn vmin(&self) -> f64 {
-        self.vp.iter().fold(f32::INFINITY, |a, &b| a.min(b)) as f64
+        self.vp_range[0] as f64
     }
 
     /// The exact CFL limit of this discretisation.
@@ -248,7 +255,7 @@ impl Problem {
         if peak > 0.0 && peak.is_finite() { (-peak.log2().round()).exp2() } else { 1.0 }
     }
 
-    /// c^2 dt^2 per point, dense (nz, ny, nx): the factor of the Laplacian in the update.
+    /// c^2 dt^2 per point of `vp`, dense: the factor of the Laplacian in the update.
     pub fn vel2dt2(&self) -> Vec<f64> {
         let dt2 = self.dt * self.dt;
         self.vp.iter().map(|&v| (v as f64) * (v as f64) * dt2).collect()
@@ -257,7 +264,7 @@ impl Problem {
     /// c^2 dt^2 at one grid point, as [`Self::vel2dt2`] computes it.
     pub fn vel2dt2_at(&self, [x, y, z]: [usize; 3]) -> f64 {
         let [nx, ny, _] = self.shape();
-        let v = self.vp[(z * ny + y) * nx + x] as f64;
+        let v = self.vp[((z - self.vp_first) * ny + y) * nx + x] as f64;
         v * v * (self.dt * self.dt)
     }
 
@@ -269,6 +276,20 @@ impl Problem {
     /// Builds the discrete problem from a parsed configuration and the velocity already sampled on
     /// the grid (dense, (nz, ny, nx), m/s). Every error names the configuration key at fault.
     pub fn build(cfg: &Config, vp: Vec<f32>) -> Result<Problem> {
+        let range = vp.iter().fold([f32::INFINITY, 0.0f32], |[lo, hi], &v| [lo.min(v), hi.max(v)]);
+        Self::build_planes(cfg, vp, None, range)
+    }
+
+    /// [`Problem::build`] from z-planes `first_plane..` of the model only (`vp`, dense (planes,
+    /// ny, nx)), `range` the lowest and highest velocity of the whole model (the time step and
+    /// the boundary come from it): one rank's part of a decomposed run, which never holds the
+    /// whole model. The same problem as the whole model's, restricted to those planes.
+    pub fn build_part(cfg: &Config, vp: Vec<f32>, first_plane: usize, range: [f32; 2]) -> Result<Problem> {
+        Self::build_planes(cfg, vp, Some(first_plane), range)
+    }
+
+    /// `part`: the first z-plane of `vp`, or None for the whole model.
+    fn build_planes(cfg: &Config, vp: Vec<f32>, part: Option<usize>, range: [f32; 2]) -> Result<Problem> {
         cfg.check_values()?;
         let shape = cfg.grid.shape;
         let spacing = cfg.grid.spacing;
@@ -283,20 +304,26 @@ impl Problem {
         }
         let radius = cfg.stencil.radius;
         ensure!((1..=MAX_RADIUS).contains(&radius), "stencil.radius must be in 1..={MAX_RADIUS}, got {radius}");
+        let plane = shape[0] * shape[1];
+        let fits = match part {
+            None => vp.len() == plane * shape[2],
+            Some(first) => vp.len().is_multiple_of(plane) && first + vp.len() / plane.max(1) <= shape[2],
+        };
         ensure!(
-            vp.len() == shape.iter().product::<usize>(),
-            "model: {} velocities for a grid of {} points",
+            fits,
+            "model: {} velocities for {} of a grid of {} points",
             vp.len(),
+            part.map_or("all z-planes".to_string(), |first| format!("z-planes from {first} on")),
             shape.iter().product::<usize>()
         );
+        let first_plane = part.unwrap_or(0);
         let max_v = crate::config::MAX_VELOCITY;
         if let Some(bad) = vp.iter().find(|v| !v.is_finite() || **v <= 0.0 || **v as f64 > max_v) {
             bail!("model: velocities must be finite, positive and at most {max_v:e} m/s, found {bad:e}");
         }
         let stencil = Stencil::new(radius);
         let layout = Layout::new(shape, radius);
-        let vmax = vp.iter().fold(0.0f32, |a, &b| a.max(b)) as f64;
-        let vmin = vp.iter().fold(f32::INFINITY, |a, &b| a.min(b)) as f64;
+        let [vmin, vmax] = range.map(|v| v as f64);
 
         let limit = stencil.cfl_limit(spacing, vmax);
         let t = &cfg.time;
@@ -388,6 +415,8 @@ impl Problem {
             dt,
             steps,
             vp,
+            vp_first: first_plane,
+            vp_range: range,
             boundary,
             source,
             receivers,

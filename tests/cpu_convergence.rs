@@ -64,6 +64,8 @@ fn error(radius: usize, m: usize, dt: f64, steps: usize) -> f64 {
         dt,
         steps,
         vp: vec![C as f32; n * n * n],
+        vp_first: 0,
+        vp_range: [C as f32; 2],
         boundary: Boundary::none(shape),
         source: PointSource {
             position: [0.0; 3],

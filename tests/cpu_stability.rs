@@ -13,6 +13,7 @@ use seismic_run::problem::{PointSource, Positioning, Problem};
 
 /// A closed box with no source and no receivers: only the initial condition drives it.
 pub fn closed_box(shape: [usize; 3], spacing: [f64; 3], radius: usize, vp: Vec<f32>, dt: f64, steps: usize) -> Problem {
+    let vp_range = vp.iter().fold([f32::INFINITY, 0.0f32], |[lo, hi], &v| [lo.min(v), hi.max(v)]);
     Problem {
         layout: Layout::new(shape, radius),
         spacing,
@@ -21,6 +22,8 @@ pub fn closed_box(shape: [usize; 3], spacing: [f64; 3], radius: usize, vp: Vec<f
         dt,
         steps,
         vp,
+        vp_first: 0,
+        vp_range,
         boundary: Boundary::none(shape),
         source: PointSource {
             position: [0.0; 3],

@@ -80,7 +80,7 @@ fn decomposed(cfg: &Config, problem: &Problem, d: &Decomposition) -> Output {
     let plan = OutputPlan::from_config(cfg, problem).unwrap();
     let mut domains: Vec<Domain> = (0..d.ranks())
         .map(|r| {
-            let sub = d.subdomain(problem, r);
+            let sub = d.subdomain(problem, r).unwrap();
             let backend: Box<dyn Backend> = sub.cpu_backend(problem.layout.nz).unwrap();
             Domain { sub, backend }
         })
@@ -166,7 +166,7 @@ fn gpu_splits_equal_one_gpu(make: &dyn Fn() -> Box<dyn decomposition::Exchange>)
         d.check_gpu(&problem).unwrap();
         let mut domains: Vec<Domain> = (0..d.ranks())
             .map(|r| {
-                let sub = d.subdomain(&problem, r);
+                let sub = d.subdomain(&problem, r).unwrap();
                 let backend = gpu::open_cuda(&sub.problem, KernelChoice::Fused).unwrap();
                 Domain { sub, backend }
             })

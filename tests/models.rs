@@ -114,7 +114,7 @@ fn trilinear_resampling_reproduces_linear_fields() {
     let vol = VelocityVolume::new(values, &[2, 1, 0], &[n[2], n[1], n[0]], &[h, h, h]);
     let grid = GridConfig { shape: [17, 11, 10], spacing: [6.0, 7.0, 6.5], origin: [1.0, 2.0, 0.5] };
     let mut warnings = Vec::new();
-    let vp = vol.resample(&grid, [0.0; 3], "test", &mut warnings).unwrap();
+    let vp = vol.resample(&grid, 0..grid.shape[2], [0.0; 3], "test", &mut warnings).unwrap();
     assert!(warnings.is_empty(), "{warnings:?}");
     for iz in 0..10 {
         for iy in 0..11 {
@@ -155,7 +155,7 @@ fn grid_beyond_the_model_takes_the_edge_value_and_warns() {
     let vol = VelocityVolume::new(vec![1000.0, 2000.0, 3000.0, 4000.0], &[0, 2], &[2, 2], &[10.0, 10.0]);
     let grid = GridConfig { shape: [4, 1, 2], spacing: [10.0, 10.0, 10.0], origin: [-10.0, 0.0, 0.0] };
     let mut warnings = Vec::new();
-    let vp = vol.resample(&grid, [0.0; 3], "tiny", &mut warnings).unwrap();
+    let vp = vol.resample(&grid, 0..grid.shape[2], [0.0; 3], "tiny", &mut warnings).unwrap();
     // x = -10 and 20 clamp to x = 0 and 10.
     assert_eq!(vp, vec![1000.0, 1000.0, 3000.0, 3000.0, 2000.0, 2000.0, 4000.0, 4000.0]);
     assert_eq!(warnings.len(), 1, "{warnings:?}");
@@ -253,4 +253,34 @@ fn fetch_without_network_says_how_to_download_by_hand() {
     let e = model::dataset::fetch_from(&d, &format!("file://{}", wrong.display()), &dest).unwrap_err();
     assert!(format!("{e:#}").contains("holds 16 bytes"), "{e:#}");
     assert!(!dest.join("marmousi/vp_marmousi_bi").exists());
+}
+
+/// A rank's part of the model (`sample_planes`) is the whole sampling's planes, bit for bit, for
+/// every kind: constant, layered, a raw file resampled trilinearly and Marmousi resampled.
+#[test]
+fn sampled_planes_equal_the_whole_model_restricted_to_them() {
+    let dir = scratch("planes");
+    let (n, h) = ([6, 5, 7], 20.0);
+    let values: Vec<f32> =
+        (0..n[2]).flat_map(|iz| (0..n[1]).flat_map(move |iy| (0..n[0]).map(move |ix| field(ix, iy, iz)))).collect();
+    std::fs::write(dir.join("m.bin"), raw_bytes(&values)).unwrap();
+    let grid = "shape = [13, 9, 17]\nspacing = [9.0, 11.0, 7.3]\norigin = [1.0, 2.0, 0.7]";
+    let file =
+        format!("kind = \"file\"\npath = \"m.bin\"\nshape = [{}, {}, {}]\nspacing = [{h}, {h}, {h}]", n[2], n[1], n[0]);
+    for model in [
+        "kind = \"constant\"\nvp = 1800.0".to_string(),
+        "kind = \"layered\"\ndepths = [30.0, 61.1]\nvelocities = [1500.0, 2000.0, 3000.0]".into(),
+        file,
+        "kind = \"marmousi\"\nx_offset = 333.3".into(),
+    ] {
+        let cfg = config(grid, &model);
+        let whole = model::sample(&cfg, &dir).unwrap().vp;
+        let plane = 13 * 9;
+        for planes in [0..17, 0..5, 4..11, 16..17, 9..9] {
+            let part = model::sample_planes(&cfg, &dir, planes.clone()).unwrap().vp;
+            let want = &whole[planes.start * plane..planes.end * plane];
+            assert!(part.iter().zip(want).all(|(a, b)| a.to_bits() == b.to_bits()), "{model}: planes {planes:?}");
+            assert_eq!(part.len(), want.len(), "{model}: planes {planes:?}");
+        }
+    }
 }

@@ -31,6 +31,22 @@ pub trait Exchange {
     /// Every rank's `parts` (one per local subdomain) at rank 0, in rank order; None elsewhere.
     fn gather(&mut self, parts: Vec<Vec<f32>>) -> Result<Option<Vec<Vec<f32>>>>;
 
+    /// Every rank's `parts` (one per local subdomain) handed to `each` at rank 0 with the rank
+    /// they come from, in rank order and one at a time, so that rank 0 need not hold them all at
+    /// once (an exchange across processes streams them; the default gathers them first).
+    fn stream_to_root(
+        &mut self,
+        parts: Vec<Vec<f32>>,
+        each: &mut dyn FnMut(usize, Vec<f32>) -> Result<()>,
+    ) -> Result<()> {
+        if let Some(all) = self.gather(parts)? {
+            for (rank, part) in all.into_iter().enumerate() {
+                each(rank, part)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Whether `value` holds on every rank (every rank gets the answer).
     fn all(&mut self, value: bool) -> Result<bool>;
 

@@ -111,10 +111,22 @@ impl SubDomain {
 impl Decomposition {
     /// `ranks` slabs of nz / ranks planes, the first nz % ranks of them one plane thicker.
     pub fn even(problem: &Problem, ranks: usize) -> Result<Decomposition> {
-        ensure!(ranks >= 1, "a decomposition needs at least one rank");
-        let nz = problem.layout.nz;
-        let counts: Vec<usize> = (0..ranks).map(|r| nz / ranks + usize::from(r < nz % ranks)).collect();
+        let counts: Vec<usize> = Self::even_planes(problem.layout.nz, ranks)?.iter().map(|s| s.len()).collect();
         Self::with_planes(problem, &counts)
+    }
+
+    /// The owned planes of each rank in [`even`](Self::even)'s split of `nz` planes (known before
+    /// the problem is: a rank samples its part of the model from them).
+    pub fn even_planes(nz: usize, ranks: usize) -> Result<Vec<std::ops::Range<usize>>> {
+        ensure!(ranks >= 1, "a decomposition needs at least one rank");
+        let mut z = 0;
+        Ok((0..ranks)
+            .map(|r| {
+                let n = nz / ranks + usize::from(r < nz % ranks);
+                z += n;
+                z - n..z
+            })
+            .collect())
     }
 
     /// Slabs of the given plane counts, top first (they must add up to grid.shape[2]).
@@ -193,14 +205,27 @@ impl Decomposition {
         2 * (self.halo * problem.layout.nx * problem.layout.ny * 4) as u64
     }
 
-    /// Rank `rank`'s subdomain of `problem` (the single-domain run).
-    pub fn subdomain(&self, problem: &Problem, rank: usize) -> SubDomain {
+    /// The z-planes rank `rank` holds: its owned planes and its ghost planes.
+    pub fn planes_held(&self, rank: usize) -> std::ops::Range<usize> {
         let (z0, z1) = self.slabs[rank];
         let lo = if rank > 0 { self.halo } else { 0 };
         let hi = if rank + 1 < self.ranks() { self.halo } else { 0 };
-        let (first, end) = (z0 - lo, z1 + hi);
+        z0 - lo..z1 + hi
+    }
+
+    /// Rank `rank`'s subdomain of `problem` (the single-domain run, built from the whole model or
+    /// from a part holding at least [`planes_held`](Self::planes_held)).
+    pub fn subdomain(&self, problem: &Problem, rank: usize) -> Result<SubDomain> {
+        let (z0, z1) = self.slabs[rank];
+        let std::ops::Range { start: first, end } = self.planes_held(rank);
         let l = problem.layout;
         let plane = l.nx * l.ny;
+        let vp_planes = problem.vp_first..problem.vp_first + problem.vp.len() / plane.max(1);
+        ensure!(
+            vp_planes.start <= first && end <= vp_planes.end,
+            "rank {rank} holds z-planes {first}..{end} but the problem's model has planes {vp_planes:?}"
+        );
+        let vp_at = |z: usize| (z - problem.vp_first) * plane;
         let shift = |taps: &[Tap], keep: &dyn Fn(usize) -> bool| -> Vec<Tap> {
             taps.iter()
                 .filter(|t| keep(t.point[2]))
@@ -232,14 +257,16 @@ impl Decomposition {
             stencil: problem.stencil.clone(),
             dt: problem.dt,
             steps: problem.steps,
-            vp: problem.vp[first * plane..end * plane].to_vec(),
+            vp: problem.vp[vp_at(first)..vp_at(end)].to_vec(),
+            vp_first: 0,
+            vp_range: problem.vp_range,
             boundary,
             source,
             receivers: rec,
             warnings: Vec::new(),
             precision: problem.precision,
         };
-        SubDomain { rank, owned: (z0, z1), first, problem: sub, receivers }
+        Ok(SubDomain { rank, owned: (z0, z1), first, problem: sub, receivers })
     }
 }
 
@@ -282,11 +309,11 @@ mod tests {
     #[test]
     fn the_memory_check_per_rank_accepts_n_ranks_and_refuses_fewer() {
         let p = problem(62, "cpml");
-        let one = Decomposition::even(&p, 1).unwrap().subdomain(&p, 0);
+        let one = Decomposition::even(&p, 1).unwrap().subdomain(&p, 0).unwrap();
         let budget = one.cpu_bytes() * 6 / 10;
         let d2 = Decomposition::even(&p, 2).unwrap();
         for r in 0..2 {
-            d2.subdomain(&p, r).check_fits(&d2, p.shape(), budget).unwrap();
+            d2.subdomain(&p, r).unwrap().check_fits(&d2, p.shape(), budget).unwrap();
         }
         let d1 = Decomposition::even(&p, 1).unwrap();
         let e = one.check_fits(&d1, p.shape(), budget).unwrap_err().to_string();
@@ -298,11 +325,48 @@ mod tests {
     fn subdomains_restrict_the_model_profiles_and_source() {
         let p = problem(31, "cpml");
         let d = Decomposition::with_planes(&p, &[10, 11, 10]).unwrap();
-        let s = d.subdomain(&p, 1);
+        let s = d.subdomain(&p, 1).unwrap();
         assert_eq!((s.first, s.planes(), s.owned_local()), (8, 15, 2));
         assert_eq!(s.problem.boundary.profiles[2].a, p.boundary.profiles[2].a[8..23].to_vec());
         assert_eq!(s.problem.source.taps, vec![Tap { point: [6, 5, 2], weight: 1.0 }]);
-        assert!(d.subdomain(&p, 0).problem.source.taps.is_empty());
+        assert!(d.subdomain(&p, 0).unwrap().problem.source.taps.is_empty());
         assert_eq!(s.problem.vp.len(), 12 * 10 * 15);
+    }
+
+    /// A rank's subdomain built from its part of the model only (`Problem::build_part` with the
+    /// whole model's velocity range) is the one built from the whole model.
+    #[test]
+    fn subdomains_from_a_part_of_the_model_equal_those_from_the_whole() {
+        let p = problem(31, "cpml");
+        let plane = 12 * 10;
+        let vp: Vec<f32> = (0..31 * plane).map(|i| 1500.0 + (i % 97) as f32).collect();
+        let cfg = Config::from_toml(
+            "[grid]\nshape = [12, 10, 31]\nspacing = [10.0, 10.0, 10.0]\n[model]\nkind = \"constant\"\nvp = 2000.0\n\
+             [stencil]\nradius = 2\n[time]\nduration = 0.01\n[source]\nposition = [60.0, 50.0, 100.0]\nfrequency = 10.0\n\
+             [boundary]\nkind = \"cpml\"\nwidth = 3\n",
+        )
+        .unwrap();
+        assert_eq!(p.layout.nz, 31);
+        let whole = Problem::build(&cfg, vp.clone()).unwrap();
+        let d = Decomposition::even(&whole, 3).unwrap();
+        for rank in 0..3 {
+            let held = d.planes_held(rank);
+            let part = Problem::build_part(
+                &cfg,
+                vp[held.start * plane..held.end * plane].to_vec(),
+                held.start,
+                whole.vp_range,
+            )
+            .unwrap();
+            let (a, b) = (d.subdomain(&whole, rank).unwrap(), d.subdomain(&part, rank).unwrap());
+            assert_eq!(a.problem.vp, b.problem.vp, "rank {rank}");
+            assert_eq!((a.problem.dt, a.problem.steps), (b.problem.dt, b.problem.steps));
+            assert_eq!(a.problem.boundary.profiles[2].a, b.problem.boundary.profiles[2].a);
+            assert_eq!(a.problem.source.taps, b.problem.source.taps);
+            assert_eq!(a.problem.vp_range, b.problem.vp_range);
+        }
+        let short = Problem::build_part(&cfg, vp[..5 * plane].to_vec(), 0, whole.vp_range).unwrap();
+        let e = d.subdomain(&short, 1).unwrap_err().to_string();
+        assert!(e.contains("rank 1 holds z-planes 9..23 but the problem's model has planes 0..5"), "{e}");
     }
 }

@@ -11,6 +11,8 @@ use mpi::traits::*;
 /// Tag of planes sent to the rank above (lower z), and of those sent to the rank below.
 const UP: i32 = 21;
 const DOWN: i32 = 22;
+/// Tag of parts streamed to rank 0.
+const TO_ROOT: i32 = 23;
 
 /// The exchange between the ranks of `world`, rank k holding subdomain k.
 pub struct MpiExchange {
@@ -103,6 +105,25 @@ impl Exchange for MpiExchange {
             }
         }
         Ok(Some(all))
+    }
+
+    fn stream_to_root(
+        &mut self,
+        parts: Vec<Vec<f32>>,
+        each: &mut dyn FnMut(usize, Vec<f32>) -> Result<()>,
+    ) -> Result<()> {
+        ensure!(parts.len() == 1, "an MPI rank holds one subdomain, not {}", parts.len());
+        if self.rank() != 0 {
+            self.world.process_at_rank(0).send_with_tag(&parts[0][..], TO_ROOT);
+            return Ok(());
+        }
+        let mut parts = parts;
+        each(0, parts.pop().expect("one part"))?;
+        for r in 1..self.size() {
+            let (v, _) = self.world.process_at_rank(r as i32).receive_vec_with_tag::<f32>(TO_ROOT);
+            each(r, v)?;
+        }
+        Ok(())
     }
 
     fn all(&mut self, value: bool) -> Result<bool> {

@@ -199,6 +199,14 @@ impl Exchange for NcclExchange {
         self.host.gather(parts)
     }
 
+    fn stream_to_root(
+        &mut self,
+        parts: Vec<Vec<f32>>,
+        each: &mut dyn FnMut(usize, Vec<f32>) -> Result<()>,
+    ) -> Result<()> {
+        self.host.stream_to_root(parts, each)
+    }
+
     fn all(&mut self, value: bool) -> Result<bool> {
         self.host.all(value)
     }

@@ -22,8 +22,9 @@ pub use dataset::{Descriptor, data_dirs, default_fetch_dir, descriptor, descript
 
 use crate::config::{Config, GridConfig, ModelConfig};
 use anyhow::{Result, ensure};
+use std::ops::Range;
 use std::path::Path;
-use volume::alloc_grid;
+use volume::alloc_planes;
 
 /// Velocity on the run grid and what the user should know about how it was made.
 #[derive(Clone, Debug, PartialEq)]
@@ -52,15 +53,32 @@ pub fn sample(cfg: &Config, input_dir: &Path) -> Result<Model> {
 
 /// As [`sample`], with data sets looked for in `dirs`.
 pub fn sample_with_data_dirs(cfg: &Config, input_dir: &Path, dirs: &[std::path::PathBuf]) -> Result<Model> {
+    cfg.grid.validate()?;
+    sample_planes_with_data_dirs(cfg, input_dir, dirs, 0..cfg.grid.shape[2])
+}
+
+/// As [`sample`], for the grid's z-planes `planes` only (one rank's part of a decomposed run):
+/// the values those planes have in the whole grid's sampling, bit for bit.
+pub fn sample_planes(cfg: &Config, input_dir: &Path, planes: Range<usize>) -> Result<Model> {
+    cfg.grid.validate()?;
+    sample_planes_with_data_dirs(cfg, input_dir, &data_dirs(), planes)
+}
+
+fn sample_planes_with_data_dirs(
+    cfg: &Config,
+    input_dir: &Path,
+    dirs: &[std::path::PathBuf],
+    planes: Range<usize>,
+) -> Result<Model> {
     let grid = &cfg.grid;
-    grid.validate()?;
+    ensure!(planes.start <= planes.end && planes.end <= grid.shape[2], "z-planes {planes:?} of {}", grid.shape[2]);
     let mut warnings = Vec::new();
     let vp = match &cfg.model {
         ModelConfig::Constant { vp } => {
             ensure!(vp.is_finite() && *vp > 0.0, "model.vp must be positive and finite, got {vp}");
-            filled(grid, *vp as f32)?
+            filled(grid, planes, *vp as f32)?
         }
-        ModelConfig::Layered { depths, velocities } => layered(grid, depths, velocities)?,
+        ModelConfig::Layered { depths, velocities } => layered(grid, planes, depths, velocities)?,
         ModelConfig::File { path, format, shape, spacing, units, axis_order, sha256 } => {
             let path = input_dir.join(path);
             let spec = file::FileSpec {
@@ -74,25 +92,25 @@ pub fn sample_with_data_dirs(cfg: &Config, input_dir: &Path, dirs: &[std::path::
                 key: "model",
             };
             let volume = spec.read()?;
-            volume.resample(grid, [0.0; 3], &format!("model file {}", path.display()), &mut warnings)?
+            volume.resample(grid, planes, [0.0; 3], &format!("model file {}", path.display()), &mut warnings)?
         }
         ModelConfig::Marmousi { x_offset } => {
             ensure!(x_offset.is_finite(), "model.x_offset must be finite, got {x_offset}");
             let d = descriptor("marmousi")?;
             let volume = d.load(dirs)?;
-            volume.resample(grid, [*x_offset, 0.0, 0.0], "model marmousi", &mut warnings)?
+            volume.resample(grid, planes, [*x_offset, 0.0, 0.0], "model marmousi", &mut warnings)?
         }
     };
     Ok(Model { vp, warnings })
 }
 
-fn filled(grid: &GridConfig, v: f32) -> Result<Vec<f32>> {
-    let mut out = alloc_grid(grid)?;
-    out.resize(grid.points()?, v);
+fn filled(grid: &GridConfig, planes: Range<usize>, v: f32) -> Result<Vec<f32>> {
+    let mut out = alloc_planes(grid, planes.len())?;
+    out.resize(planes.len() * grid.shape[0] * grid.shape[1], v);
     Ok(out)
 }
 
-fn layered(grid: &GridConfig, depths: &[f64], velocities: &[f64]) -> Result<Vec<f32>> {
+fn layered(grid: &GridConfig, planes: Range<usize>, depths: &[f64], velocities: &[f64]) -> Result<Vec<f32>> {
     ensure!(
         velocities.len() == depths.len() + 1,
         "model.velocities has {} entries but model.depths has {}: give one velocity more than depths \
@@ -114,9 +132,9 @@ fn layered(grid: &GridConfig, depths: &[f64], velocities: &[f64]) -> Result<Vec<
     for (i, v) in velocities.iter().enumerate() {
         ensure!(v.is_finite() && *v > 0.0, "model.velocities[{i}] must be positive and finite, got {v}");
     }
-    let [nx, ny, nz] = grid.shape;
-    let mut out = alloc_grid(grid)?;
-    for iz in 0..nz {
+    let [nx, ny, _] = grid.shape;
+    let mut out = alloc_planes(grid, planes.len())?;
+    for iz in planes {
         let z = grid.origin[2] + iz as f64 * grid.spacing[2];
         let layer = depths.iter().position(|&d| z < d).unwrap_or(depths.len());
         out.resize(out.len() + nx * ny, velocities[layer] as f32);

@@ -73,12 +73,13 @@ impl VelocityVolume {
         self.values[i[0] * self.strides[0] + i[1] * self.strides[1] + i[2] * self.strides[2]] as f64
     }
 
-    /// Samples the model at the run grid's points, dense (nz, ny, nx). Run-grid point p lies at
-    /// model coordinate `origin + p * spacing + offset` (m), the model's first sample at 0.
+    /// Samples the model at the run grid's points of z-planes `planes`, dense (planes, ny, nx).
+    /// Run-grid point p lies at model coordinate `origin + p * spacing + offset` (m), the model's first sample at 0.
     /// `name` names the model in warnings about the run grid reaching beyond its extent.
     pub fn resample(
         &self,
         grid: &GridConfig,
+        planes: std::ops::Range<usize>,
         offset: [f64; 3],
         name: &str,
         warnings: &mut Vec<String>,
@@ -117,11 +118,11 @@ impl VelocityVolume {
         }
 
         let [nx, ny, _] = grid.shape;
-        let mut out = alloc_grid(grid)?;
-        out.resize(grid.points()?, 0.0);
+        let mut out = alloc_planes(grid, planes.len())?;
+        out.resize(planes.len() * nx * ny, 0.0);
         let extruded_y = self.extent[1] == 1;
-        out.par_chunks_mut(nx * ny).enumerate().for_each(|(iz, plane)| {
-            let (z0, z1, fz) = taps[2][iz];
+        out.par_chunks_mut(nx * ny).enumerate().for_each(|(k, plane)| {
+            let (z0, z1, fz) = taps[2][planes.start + k];
             for iy in 0..ny {
                 let row = iy * nx;
                 if extruded_y && iy > 0 {
@@ -142,14 +143,16 @@ impl VelocityVolume {
     }
 }
 
-/// An empty vector with room for one value per grid point, or an error naming `grid.shape` when
-/// the host cannot hold it (rather than an abort inside the allocator).
-pub fn alloc_grid(grid: &GridConfig) -> Result<Vec<f32>> {
-    let points = grid.points()?;
+/// An empty vector with room for one value per point of `planes` z-planes of the grid, or an error
+/// naming `grid.shape` when the host cannot hold it (rather than an abort inside the allocator).
+pub fn alloc_planes(grid: &GridConfig, planes: usize) -> Result<Vec<f32>> {
+    grid.points()?;
+    let points = planes * grid.shape[0] * grid.shape[1];
     let mut v = Vec::new();
     v.try_reserve_exact(points).with_context(|| {
+        let part = if planes < grid.shape[2] { format!(" of {planes} z-planes") } else { String::new() };
         format!(
-            "grid.shape = {:?} needs {:.1} GiB of host memory for the velocity alone, more than can be allocated",
+            "grid.shape = {:?} needs {:.1} GiB of host memory for the velocity{part} alone, more than can be allocated",
             grid.shape,
             points as f64 * 4.0 / (1u64 << 30) as f64
         )

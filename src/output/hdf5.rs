@@ -25,7 +25,7 @@ use crate::grid::Section;
 use crate::output::plan::OutputPlan;
 use crate::problem::{Positioning, Problem};
 use crate::solver::{RunRecord, SnapshotSink, StepStats};
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Result, anyhow, bail, ensure};
 use rust_hdf5::{H5Dataset, H5File, H5Group, VarLenUnicode};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
@@ -79,7 +79,16 @@ impl Commit {
 }
 
 enum Message {
-    Snapshot { index: usize, step: usize, field: Vec<f32> },
+    Snapshot {
+        index: usize,
+        step: usize,
+        field: Vec<f32>,
+    },
+    /// Velocity of z-planes `first..` (dense), for a problem that holds only part of the model.
+    ModelPlanes {
+        first: usize,
+        values: Vec<f32>,
+    },
     Finish(Box<(RunRecord, StepStats)>),
 }
 
@@ -145,6 +154,14 @@ impl<'scope> Hdf5Writer<'scope> {
             }
             Err(_) => Err(writer.thread_error()),
         }
+    }
+
+    /// Velocity of the model's z-planes from `first` on, dense (planes, ny, nx): the parts of
+    /// `/model/vp` the problem did not hold ([`Problem::build_part`]); the file is complete only
+    /// once every plane has come.
+    pub fn model_planes(&mut self, first: usize, values: Vec<f32>) -> Result<()> {
+        let tx = self.messages.as_ref().ok_or_else(|| anyhow!("the HDF5 writer stopped"))?;
+        tx.send(Message::ModelPlanes { first, values }).map_err(|_| self.thread_error())
     }
 
     /// Hands over traces and statistics, waits for the file to be complete and renamed.
@@ -325,9 +342,24 @@ fn write_file(
 
     let model = file.create_group("model").map_err(h5)?;
     let vp = model.new_dataset::<f32>().shape([nz, ny, nx]).create("vp").map_err(h5)?;
-    vp.write_raw(&problem.vp).map_err(h5)?;
-    grid_attrs(&vp, problem, "zyx")?;
-    attr_string(&vp, "units", "m/s")?;
+    // Which z-planes of the model are written: all at once from a whole model, else as they come.
+    let mut vp_written = vec![false; nz];
+    let mut write_vp = |first: usize, values: &[f32]| -> Result<()> {
+        let planes = values.len() / (nx * ny).max(1);
+        ensure!(
+            values.len() == planes * nx * ny && first + planes <= nz,
+            "model planes {first}..{} of {nz}",
+            first + planes
+        );
+        if planes == nz {
+            vp.write_raw(values).map_err(h5)?;
+        } else if planes > 0 {
+            vp.write_slice(&[first, 0, 0], &[planes, ny, nx], values).map_err(h5)?;
+        }
+        vp_written[first..first + planes].fill(true);
+        Ok(())
+    };
+    write_vp(problem.vp_first, &problem.vp)?;
 
     let (record, stats) = loop {
         match inbox.recv() {
@@ -351,10 +383,16 @@ fn write_file(
                 // The run may have finished taking snapshots: then nobody waits for the buffer.
                 let _ = free.send(field);
             }
+            Ok(Message::ModelPlanes { first, values }) => write_vp(first, &values)?,
             Ok(Message::Finish(b)) => break *b,
             Err(_) => bail!("the run stopped before it finished; no output written"),
         }
     };
+    if let Some(z) = vp_written.iter().position(|&w| !w) {
+        bail!("the model's z-plane {z} never reached the writer; no output written");
+    }
+    grid_attrs(&vp, problem, "zyx")?;
+    attr_string(&vp, "units", "m/s")?;
 
     let nrec = problem.receivers.len();
     if nrec > 0 {
