@@ -366,7 +366,8 @@ mod decomposed {
             compression: cfg.output.compression,
         };
         let (out, written) = std::thread::scope(|scope| -> Result<_> {
-            let mut writer = Hdf5Writer::start(scope, out_path, &problem, &plan, meta, SNAPSHOT_BUFFERS)?;
+            let mut writer =
+                Hdf5Writer::start_with_volume_slabs(scope, out_path, &problem, &plan, meta, SNAPSHOT_BUFFERS)?;
             // /model/vp from each rank's owned planes, one rank at a time.
             exchange.stream_to_root(vec![owned_vp], &mut |r, values| writer.model_planes(d.slabs[r].0, values))?;
             let out = decomposition::run(&problem, &d, &mut domains, exchange, &plan, Some(&mut writer), &mut |done| {

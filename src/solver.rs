@@ -104,6 +104,20 @@ pub trait SnapshotSink {
     fn buffer(&mut self) -> Result<Vec<f32>>;
     /// Hands over snapshot `index` (taken after `step` steps); the sink returns the buffer later.
     fn submit(&mut self, index: usize, step: usize, field: Vec<f32>) -> Result<()>;
+
+    /// Whether volume sections come slab by slab through [`volume_slab`](Self::volume_slab) (a
+    /// decomposed run's, so that no process holds a whole volume); `buffer` and `submit` then
+    /// hold the other sections only.
+    fn takes_volume_slabs(&self) -> bool {
+        false
+    }
+
+    /// z-planes `first..` (dense) of volume section `section` (its place in the plan) of snapshot
+    /// `index`, taken after `step` steps.
+    fn volume_slab(&mut self, index: usize, step: usize, section: usize, first: usize, values: Vec<f32>) -> Result<()> {
+        let _ = (index, step, section, first, values);
+        anyhow::bail!("this snapshot sink takes whole volumes only")
+    }
 }
 
 /// What a finished run hands to the outputs.

@@ -60,11 +60,43 @@ pub fn run(
         if let Some(&(index, at)) = next_snapshot.peek()
             && at == done
         {
+            let is_root = exchange.local_ranks(decomposition).start == 0;
+            let mut sink = if is_root {
+                Some(sink.as_deref_mut().context("rank 0 of a run with snapshots needs a snapshot sink")?)
+            } else {
+                None
+            };
+            // Volumes come to rank 0 one rank's slab at a time: into the sink as slabs where it
+            // takes them (no process holds the whole volume), else into the snapshot's buffer.
+            let slabs = sink.as_ref().is_some_and(|s| s.takes_volume_slabs());
+            let mut field = match &mut sink {
+                Some(s) => s.buffer()?,
+                None => Vec::new(),
+            };
+            let plane = grid[0] * grid[1];
+            let mut offset = 0;
+            for (k, section) in sections.iter().enumerate() {
+                if *section == Section::Volume {
+                    let parts = domains.iter_mut().map(owned_planes).collect::<Result<Vec<_>>>()?;
+                    exchange.stream_to_root(parts, &mut |rank, values| {
+                        let first = decomposition.slabs[rank].0;
+                        match &mut sink {
+                            Some(s) if slabs => s.volume_slab(index, done, k, first, values),
+                            _ => {
+                                let at = offset + first * plane;
+                                field[at..at + values.len()].copy_from_slice(&values);
+                                Ok(())
+                            }
+                        }
+                    })?;
+                }
+                if !(slabs && *section == Section::Volume) {
+                    offset += section.len(grid);
+                }
+            }
             let parts = domains.iter_mut().map(|d| snapshot_part(d, &sections)).collect::<Result<Vec<_>>>()?;
-            if let Some(all) = exchange.gather(parts)? {
-                let sink = sink.as_deref_mut().context("rank 0 of a run with snapshots needs a snapshot sink")?;
-                let mut field = sink.buffer()?;
-                assemble(decomposition, &sections, grid, &all, &mut field)?;
+            if let (Some(all), Some(sink)) = (exchange.gather(parts)?, sink) {
+                assemble(decomposition, &sections, grid, &all, &mut field, !slabs)?;
                 sink.submit(index, done, field)?;
             }
             next_snapshot.next();
@@ -129,13 +161,14 @@ pub fn run(
     }))
 }
 
-/// Points of `section` a rank owning `owned` (of the whole grid) contributes, in the section's
-/// layout: whole z-rows for sections that run along z, the plane itself for its owner.
+/// Points of `section` a rank owning `owned` (of the whole grid) contributes to the gathered
+/// parts, in the section's layout: whole z-rows for sections that run along z, the plane itself
+/// for its owner, none of a volume (which comes by itself).
 fn part_len(section: &Section, owned: (usize, usize), grid: [usize; 3]) -> usize {
     let [nx, ny, _] = grid;
     let planes = owned.1 - owned.0;
     match *section {
-        Section::Volume => planes * nx * ny,
+        Section::Volume => 0,
         Section::Xz { .. } => planes * nx,
         Section::Yz { .. } => planes * ny,
         Section::Xy { iz } => {
@@ -148,7 +181,17 @@ fn part_len(section: &Section, owned: (usize, usize), grid: [usize; 3]) -> usize
     }
 }
 
-/// This subdomain's owned points of every section, one section after the other.
+/// This subdomain's owned planes of p^n, dense.
+fn owned_planes(dom: &mut Domain) -> Result<Vec<f32>> {
+    let l = dom.sub.problem.layout;
+    let planes = dom.sub.owned.1 - dom.sub.owned.0;
+    let mut out = vec![0.0; planes * l.nx * l.ny];
+    dom.backend.planes_out(dom.sub.owned_local(), planes, &mut out)?;
+    Ok(out)
+}
+
+/// This subdomain's owned points of every plane section (volumes go by [`owned_planes`]), one
+/// section after the other.
 fn snapshot_part(dom: &mut Domain, sections: &[Section]) -> Result<Vec<f32>> {
     let sub = &dom.sub;
     let l = sub.problem.layout;
@@ -157,12 +200,8 @@ fn snapshot_part(dom: &mut Domain, sections: &[Section]) -> Result<Vec<f32>> {
     let mut out = Vec::new();
     let mut local = Vec::new();
     for s in sections {
-        let at = out.len();
         match *s {
-            Section::Volume => {
-                out.resize(at + planes * l.nx * l.ny, 0.0);
-                dom.backend.planes_out(own, planes, &mut out[at..])?;
-            }
+            Section::Volume => {}
             Section::Xz { .. } | Section::Yz { .. } => {
                 local.resize(s.len(grid), 0.0);
                 dom.backend.snapshot_sections(std::slice::from_ref(s), &mut local)?;
@@ -182,18 +221,24 @@ fn snapshot_part(dom: &mut Domain, sections: &[Section]) -> Result<Vec<f32>> {
     Ok(out)
 }
 
-/// Every rank's parts (from [`snapshot_part`], rank order) laid out as one single-domain snapshot.
+/// Every rank's parts (from [`snapshot_part`], rank order) laid out as one single-domain snapshot,
+/// stepping over the volumes' places in `out` where it has them (`volumes_in_out`).
 fn assemble(
     d: &Decomposition,
     sections: &[Section],
     grid: [usize; 3],
     parts: &[Vec<f32>],
     out: &mut [f32],
+    volumes_in_out: bool,
 ) -> Result<()> {
     ensure!(parts.len() == d.ranks(), "{} snapshot parts for {} ranks", parts.len(), d.ranks());
     let mut offsets = vec![0usize; parts.len()];
     let mut at = 0;
     for s in sections {
+        if *s == Section::Volume {
+            at += if volumes_in_out { s.len(grid) } else { 0 };
+            continue;
+        }
         for (rank, part) in parts.iter().enumerate() {
             let n = part_len(s, d.slabs[rank], grid);
             ensure!(offsets[rank] + n <= part.len() && at + n <= out.len(), "snapshot part of rank {rank} too short");

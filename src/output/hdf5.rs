@@ -89,11 +89,21 @@ enum Message {
         first: usize,
         values: Vec<f32>,
     },
+    /// z-planes `first..` of volume section `section` of snapshot `index`.
+    VolumeSlab {
+        index: usize,
+        step: usize,
+        section: usize,
+        first: usize,
+        values: Vec<f32>,
+    },
     Finish(Box<(RunRecord, StepStats)>),
 }
 
 /// The writer thread's handle; also the run's [`SnapshotSink`].
 pub struct Hdf5Writer<'scope> {
+    /// Volume snapshots come slab by slab ([`Hdf5Writer::start_with_volume_slabs`]).
+    volume_slabs: bool,
     messages: Option<SyncSender<Message>>,
     free: Receiver<Vec<f32>>,
     thread: Option<ScopedJoinHandle<'scope, Result<Commit>>>,
@@ -111,12 +121,38 @@ impl<'scope> Hdf5Writer<'scope> {
         meta: RunMetadata,
         snapshot_buffers: usize,
     ) -> Result<Hdf5Writer<'scope>> {
+        Self::start_with(scope, path, problem, plan, meta, snapshot_buffers, false)
+    }
+
+    /// [`start`](Self::start) for a run that hands volume snapshots over slab by slab
+    /// ([`SnapshotSink::volume_slab`]): its buffers hold the plane sections only.
+    pub fn start_with_volume_slabs<'env>(
+        scope: &'scope Scope<'scope, 'env>,
+        path: &Path,
+        problem: &'env Problem,
+        plan: &'env OutputPlan,
+        meta: RunMetadata,
+        snapshot_buffers: usize,
+    ) -> Result<Hdf5Writer<'scope>> {
+        Self::start_with(scope, path, problem, plan, meta, snapshot_buffers, true)
+    }
+
+    fn start_with<'env>(
+        scope: &'scope Scope<'scope, 'env>,
+        path: &Path,
+        problem: &'env Problem,
+        plan: &'env OutputPlan,
+        meta: RunMetadata,
+        snapshot_buffers: usize,
+        volume_slabs: bool,
+    ) -> Result<Hdf5Writer<'scope>> {
         let path = path.to_path_buf();
         let (messages, inbox) = sync_channel::<Message>(snapshot_buffers.max(1));
         let buffers = if plan.snapshot_steps.is_empty() { 0 } else { snapshot_buffers.max(1) };
         let (free_tx, free) = sync_channel::<Vec<f32>>(buffers.max(1));
         for _ in 0..buffers {
-            free_tx.send(vec![0.0f32; plan.snapshot_len(problem.shape())]).expect("receiver alive");
+            let volumes = if volume_slabs { plan.volume_len(problem.shape()) } else { 0 };
+            free_tx.send(vec![0.0f32; plan.snapshot_len(problem.shape()) - volumes]).expect("receiver alive");
         }
         let (ready_tx, ready) = sync_channel::<Result<()>>(1);
         let thread = scope.spawn(move || {
@@ -136,13 +172,13 @@ impl<'scope> Hdf5Writer<'scope> {
                 }
             };
             let _ = ready_tx.send(Ok(()));
-            match write_file(file, problem, plan, &meta, inbox, free_tx) {
+            match write_file(file, problem, plan, &meta, inbox, free_tx, volume_slabs) {
                 Ok(()) => Ok(Commit { tmp, path }),
                 // Dropping the temporary file removed it.
                 Err(e) => Err(disk_full_hint(e, &path).context(format!("writing {}", path.display()))),
             }
         });
-        let mut writer = Hdf5Writer { messages: Some(messages), free, thread: Some(thread) };
+        let mut writer = Hdf5Writer { volume_slabs, messages: Some(messages), free, thread: Some(thread) };
         match ready.recv() {
             Ok(Ok(())) => Ok(writer),
             Ok(Err(e)) => {
@@ -198,6 +234,16 @@ impl<'scope> Hdf5Writer<'scope> {
 impl SnapshotSink for Hdf5Writer<'_> {
     fn buffer(&mut self) -> Result<Vec<f32>> {
         self.free.recv().map_err(|_| self.thread_error())
+    }
+
+    fn takes_volume_slabs(&self) -> bool {
+        self.volume_slabs
+    }
+
+    fn volume_slab(&mut self, index: usize, step: usize, section: usize, first: usize, values: Vec<f32>) -> Result<()> {
+        ensure!(self.volume_slabs, "this writer takes whole volume snapshots");
+        let tx = self.messages.as_ref().ok_or_else(|| anyhow!("the HDF5 writer stopped"))?;
+        tx.send(Message::VolumeSlab { index, step, section, first, values }).map_err(|_| self.thread_error())
     }
 
     fn submit(&mut self, index: usize, step: usize, field: Vec<f32>) -> Result<()> {
@@ -272,6 +318,7 @@ fn write_file(
     meta: &RunMetadata,
     inbox: Receiver<Message>,
     free: SyncSender<Vec<f32>>,
+    volume_slabs: bool,
 ) -> Result<()> {
     let grid = problem.shape();
     let [nx, ny, nz] = grid;
@@ -361,15 +408,21 @@ fn write_file(
     };
     write_vp(problem.vp_first, &problem.vp)?;
 
+    // z-planes of each (snapshot, volume section) that came as slabs.
+    let mut slab_planes = vec![0usize; plan.snapshot_steps.len() * plan.snapshots.len()];
     let (record, stats) = loop {
         match inbox.recv() {
             Ok(Message::Snapshot { index, step, field }) => {
                 if plan.snapshot_steps.get(index) != Some(&step) {
                     bail!("snapshot {index} arrived for step {step}, planned for {:?}", plan.snapshot_steps.get(index));
                 }
-                // The buffer holds the sections one after the other, in the plan's order.
+                // The buffer holds the sections one after the other, in the plan's order (the
+                // volumes not, when they come as slabs).
                 let mut rest = &field[..];
                 for (spec, ds) in plan.snapshots.iter().zip(&snapshot_sets) {
+                    if volume_slabs && spec.section == Section::Volume {
+                        continue;
+                    }
                     let (part, tail) = rest.split_at(spec.section.len(grid));
                     rest = tail;
                     let mut starts = vec![index];
@@ -384,10 +437,34 @@ fn write_file(
                 let _ = free.send(field);
             }
             Ok(Message::ModelPlanes { first, values }) => write_vp(first, &values)?,
+            Ok(Message::VolumeSlab { index, step, section, first, values }) => {
+                let planes = values.len() / (nx * ny).max(1);
+                ensure!(
+                    plan.snapshot_steps.get(index) == Some(&step)
+                        && plan.snapshots.get(section).is_some_and(|s| s.section == Section::Volume)
+                        && values.len() == planes * nx * ny
+                        && first + planes <= nz,
+                    "volume slab of planes {first}..{} for snapshot {index} (step {step}), section {section}",
+                    first + planes
+                );
+                snapshot_sets[section].write_slice(&[index, first, 0, 0], &[1, planes, ny, nx], &values).map_err(h5)?;
+                slab_planes[index * plan.snapshots.len() + section] += planes;
+            }
             Ok(Message::Finish(b)) => break *b,
             Err(_) => bail!("the run stopped before it finished; no output written"),
         }
     };
+    if volume_slabs {
+        for index in 0..plan.snapshot_steps.len() {
+            for (k, spec) in plan.snapshots.iter().enumerate() {
+                let got = slab_planes[index * plan.snapshots.len() + k];
+                ensure!(
+                    spec.section != Section::Volume || got == nz,
+                    "volume snapshot {index} got {got} of its {nz} z-planes; no output written"
+                );
+            }
+        }
+    }
     if let Some(z) = vp_written.iter().position(|&w| !w) {
         bail!("the model's z-plane {z} never reached the writer; no output written");
     }

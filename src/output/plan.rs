@@ -93,6 +93,11 @@ impl OutputPlan {
         self.snapshots.iter().map(|s| s.section.len(grid)).sum()
     }
 
+    /// The part of [`snapshot_len`](Self::snapshot_len) in volume sections.
+    pub fn volume_len(&self, grid: [usize; 3]) -> usize {
+        self.snapshots.iter().filter(|s| s.section == Section::Volume).map(|s| s.section.len(grid)).sum()
+    }
+
     /// An xz-plane to picture: an xz snapshot, or the volume cut through `iy`.
     pub fn xz_view(&self, iy: usize) -> Option<(usize, Section)> {
         let i = self
