@@ -48,6 +48,15 @@ pub struct SurveyConfig {
     /// move with the shot, by its offset from `[source] position` (a streamer, a moving spread).
     #[serde(default)]
     pub spread: Spread,
+    /// Processes running each shot together, its grid split into z-slabs over them (as
+    /// `[run] decomposition = "z"`); the job's processes form groups of this many, each group
+    /// taking shots in turn. 1 (default): every process runs whole shots on its own.
+    #[serde(default = "one_rank")]
+    pub ranks_per_shot: usize,
+}
+
+fn one_rank() -> usize {
+    1
 }
 
 /// Whether a survey's receivers move with the shot.
@@ -688,6 +697,11 @@ impl Config {
         self.output.validate()?;
         if let Some(survey) = &self.survey {
             survey.positions()?;
+            ensure!(
+                survey.ranks_per_shot >= 1 && survey.ranks_per_shot <= 1 << 20,
+                "survey.ranks_per_shot = {} must be at least 1 (processes running each shot together)",
+                survey.ranks_per_shot
+            );
         }
         ensure!(
             !self.output.segy || receivers > 0,

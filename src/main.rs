@@ -109,6 +109,10 @@ pub(crate) struct RunArgs {
     /// every shot runs and its file is replaced).
     #[arg(long)]
     resume: bool,
+    /// A survey: run each shot over this many processes, its grid split into z-slabs (as
+    /// `[survey] ranks_per_shot`; under mpirun, a build with `--features mpi`).
+    #[arg(long, value_name = "N")]
+    ranks_per_shot: Option<usize>,
 }
 
 fn main() -> ExitCode {
@@ -249,8 +253,10 @@ mod decomposed {
     pub fn run(args: &RunArgs, cfg: &Config, text: &str, input_dir: &Path, out_path: &Path) -> Result<()> {
         use mpi::traits::Communicator;
         let universe = mpi::initialize().context("MPI could not be initialised (run under mpirun)")?;
-        let result = ranks_run(&universe, args, cfg, text, input_dir, out_path);
         let world = universe.world();
+        let node = world.split_shared(0);
+        let on_node = (node.rank() as usize, node.size() as usize);
+        let result = shot_over(universe.world(), on_node, args, cfg, text, input_dir, out_path).map(|_| ());
         match result {
             // The other ranks would wait for this one's halos for ever: end them all.
             Err(e) if world.size() > 1 => {
@@ -261,19 +267,23 @@ mod decomposed {
         }
     }
 
+    /// One shot of `cfg` over the ranks of `comm` (every rank calls it), each rank sampling and
+    /// running its z-slab; rank 0 of `comm` writes `out_path` and gets what it wrote. `on_node`:
+    /// this process's rank among its node's processes and their number (the GPU it takes, its
+    /// share of the host's memory).
     #[cfg(feature = "mpi")]
-    fn ranks_run(
-        universe: &mpi::environment::Universe,
+    pub fn shot_over(
+        comm: mpi::topology::SimpleCommunicator,
+        on_node: (usize, usize),
         args: &RunArgs,
         cfg: &Config,
         text: &str,
         input_dir: &Path,
         out_path: &Path,
-    ) -> Result<()> {
-        use mpi::traits::Communicator;
+    ) -> Result<Option<seismic_run::output::hdf5::Written>> {
         use seismic_run::decomposition::{self, Decomposition, Domain, Exchange, mpi::MpiExchange};
         use seismic_run::model;
-        let mut host = MpiExchange::new(universe.world());
+        let mut host = MpiExchange::new(comm);
         let (rank, ranks) = (host.rank(), host.size());
         anyhow::ensure!(
             cfg.run.precision == seismic_run::config::Precision::F32,
@@ -314,30 +324,26 @@ mod decomposed {
         if cfg.run.backend != BackendChoice::Cpu {
             d.check_gpu(&problem)?;
         }
-        let node = universe.world().split_shared(0);
+        let (node_rank, node_size) = on_node;
         if cfg.run.backend == BackendChoice::Cpu
             && let Some(avail) = seismic_run::resources::available_host_memory()
         {
             // The ranks of one host share its memory.
-            sub.check_fits(&d, problem.shape(), avail / node.size().max(1) as u64)?;
+            sub.check_fits(&d, problem.shape(), avail / node_size.max(1) as u64)?;
         }
         let plan = OutputPlan::from_config(cfg, &problem)?;
         // GPUs: the node-local rank picks the device (modulo the devices present; several ranks
         // may share one), whose free memory the backend checks the slab against.
         let backend = match cfg.run.backend {
             #[cfg(feature = "cuda")]
-            BackendChoice::Cuda => {
-                seismic_run::backend::gpu::open_cuda_on(&sub.problem, cfg.run.kernel, node.rank() as usize)?
-            }
+            BackendChoice::Cuda => seismic_run::backend::gpu::open_cuda_on(&sub.problem, cfg.run.kernel, node_rank)?,
             #[cfg(feature = "hip")]
-            BackendChoice::Hip => {
-                seismic_run::backend::gpu::open_hip_on(&sub.problem, cfg.run.kernel, node.rank() as usize)?
-            }
+            BackendChoice::Hip => seismic_run::backend::gpu::open_hip_on(&sub.problem, cfg.run.kernel, node_rank)?,
             BackendChoice::Cpu => sub.cpu_backend(problem.layout.nz)?,
             other => anyhow::bail!("run.backend = {other:?}: this build has no such backend"),
         };
         let device = backend.info();
-        let (mut exchange, path) = halo_exchange(cfg, host, node.size() as usize, backend.device_field())?;
+        let (mut exchange, path) = halo_exchange(cfg, host, node_size, backend.device_field())?;
         let exchange = exchange.as_mut();
         let quiet = args.quiet || rank != 0;
         if !quiet {
@@ -357,7 +363,7 @@ mod decomposed {
         if rank != 0 {
             exchange.stream_to_root(vec![owned_vp], &mut |_, _| Ok(()))?;
             decomposition::run(&problem, &d, &mut domains, exchange, &plan, None, &mut |_| {})?;
-            return Ok(());
+            return Ok(None);
         }
         let meta = RunMetadata {
             input_toml: text.to_string(),
@@ -395,8 +401,9 @@ mod decomposed {
             );
             println!("  wrote {}", written.path.display());
         }
-        Ok(())
+        Ok(Some(written))
     }
+
     /// The halo exchange `run.halo_exchange` asks for, and a phrase naming it: NCCL device to
     /// device where every rank of the node has a CUDA GPU of its own (`auto` falls back to the
     /// host-staged MPI path otherwise, `nccl` is an error), the host path elsewhere.
@@ -500,6 +507,12 @@ fn run(args: &RunArgs) -> Result<()> {
     if let Some(n) = args.steps {
         cfg.time.steps = Some(n);
         cfg.time.duration = None;
+    }
+    if let Some(k) = args.ranks_per_shot {
+        cfg.survey
+            .as_mut()
+            .with_context(|| format!("--ranks-per-shot: {} has no [survey]", input.display()))?
+            .ranks_per_shot = k;
     }
     let (out_path, out_key) = match &args.output {
         Some(p) => (p.clone(), "--output"),

@@ -12,6 +12,8 @@ pub struct Ranks {
     pub size: usize,
     /// Rank among the processes on this node (chooses the GPU: several ranks may share one).
     pub local_rank: usize,
+    /// Processes on this node.
+    pub local_size: usize,
     #[cfg(feature = "mpi")]
     mpi: Option<(mpi::environment::Universe, mpi::topology::SimpleCommunicator)>,
 }
@@ -36,6 +38,7 @@ impl Ranks {
                 rank: world.rank() as usize,
                 size: world.size() as usize,
                 local_rank: local.rank() as usize,
+                local_size: local.size() as usize,
                 mpi: Some((universe, world)),
             });
         }
@@ -49,9 +52,16 @@ impl Ranks {
             rank: 0,
             size: 1,
             local_rank: 0,
+            local_size: 1,
             #[cfg(feature = "mpi")]
             mpi: None,
         })
+    }
+
+    /// All processes of the job (None for a single process started without a launcher).
+    #[cfg(feature = "mpi")]
+    pub fn world(&self) -> Option<&mpi::topology::SimpleCommunicator> {
+        self.mpi.as_ref().map(|(_, w)| w)
     }
 
     pub fn is_root(&self) -> bool {

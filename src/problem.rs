@@ -614,7 +614,7 @@ fn bessel_i0(x: f64) -> f64 {
 /// The source and receivers of `cfg` (their taps on the grid, the source's samples at `dt` for
 /// `steps` steps) and the warnings they raise: the part of a [`Problem`] that differs between the
 /// shots of a survey.
-fn shot_geometry(cfg: &Config, dt: f64, steps: usize) -> Result<(PointSource, Vec<Receiver>, Vec<String>)> {
+pub fn shot_geometry(cfg: &Config, dt: f64, steps: usize) -> Result<(PointSource, Vec<Receiver>, Vec<String>)> {
     let (shape, spacing, origin) = (cfg.grid.shape, cfg.grid.spacing, cfg.grid.origin);
     let src = &cfg.source;
     ensure!(src.frequency > 0.0, "source.frequency must be positive, got {}", src.frequency);

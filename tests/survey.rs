@@ -157,3 +157,35 @@ fn a_killed_rank_fails_the_job_and_resume_completes_it() {
     ok(&mpirun(&dir, 2, &["s.toml", "--resume"], &[]));
     assert_eq!(survey_traces(&dir, 6), survey_traces(&one, 6));
 }
+
+/// `--ranks-per-shot 2` under `mpirun -np 4`: two groups of two ranks, each shot split into two
+/// z-slabs over its group (each rank sampling only its planes of the model), give the whole-shot
+/// survey's traces and model bit for bit, and both groups run shots; a process count the group
+/// size does not divide is refused, naming the key.
+#[cfg(feature = "mpi")]
+#[test]
+fn groups_of_two_ranks_run_decomposed_shots_equal_to_whole_shots() {
+    let one = survey_dir("groups-one", 5);
+    ok(&run(&one, &["s.toml"]));
+    let dir = survey_dir("groups-two", 5);
+    ok(&mpirun(&dir, 4, &["s.toml", "--ranks-per-shot", "2"], &[]));
+    assert_eq!(survey_traces(&dir, 5), survey_traces(&one, 5));
+    let (a, b) = (SurveyFiles::new(&one.join("s.h5")).unwrap(), SurveyFiles::new(&dir.join("s.h5")).unwrap());
+    for i in 0..5 {
+        let vp = |f: &SurveyFiles| -> Vec<u32> {
+            let file = rust_hdf5::H5File::open(f.shot(i)).unwrap();
+            file.dataset("model/vp").unwrap().read_raw::<f32>().unwrap().iter().map(|v| v.to_bits()).collect()
+        };
+        assert_eq!(vp(&a), vp(&b), "shot {i}: /model/vp");
+    }
+    let index = survey::read_index(&dir.join("s_survey.json")).unwrap();
+    for group in ["group 0 of 2", "group 1 of 2"] {
+        assert!(
+            index.iter().any(|e| e.ran_by.as_deref().unwrap_or("").starts_with(group)),
+            "{group} ran no shot: {index:?}"
+        );
+    }
+    let out = mpirun(&survey_dir("groups-three", 2), 3, &["s.toml", "--ranks-per-shot", "2"], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("survey.ranks_per_shot = 2 does not divide the job's 3"), "{err}");
+}
