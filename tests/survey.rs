@@ -189,3 +189,26 @@ fn groups_of_two_ranks_run_decomposed_shots_equal_to_whole_shots() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("survey.ranks_per_shot = 2 does not divide the job's 3"), "{err}");
 }
+
+/// The same on one GPU: two ranks sharing it (host-staged halos) run every shot split in two and
+/// write the single-process GPU survey's traces bit for bit.
+#[cfg(all(feature = "mpi", feature = "cuda"))]
+#[test]
+#[ignore = "needs a GPU"]
+fn a_group_of_two_ranks_on_one_gpu_equals_the_whole_shot_gpu_survey() {
+    let gpu = |dir: &Path, ranks: usize, extra: &[&str]| {
+        let bin = seismic_run().get_program().to_owned();
+        let mut c = std::process::Command::new("mpirun");
+        c.current_dir(dir).args(["--allow-run-as-root", "--oversubscribe", "-np", &ranks.to_string()]);
+        c.arg(bin).arg("s.toml").args(extra).args(["--backend", "cuda", "--quiet"]).output().unwrap()
+    };
+    // On a GPU the CPML layer must be no wider than the halo (R = 4 planes).
+    let narrow = |d: &Path| std::fs::write(d.join("s.toml"), input(3).replace("width = 6", "width = 4")).unwrap();
+    let one = survey_dir("gpu-groups-one", 3);
+    narrow(&one);
+    ok(&gpu(&one, 1, &[]));
+    let dir = survey_dir("gpu-groups-two", 3);
+    narrow(&dir);
+    ok(&gpu(&dir, 2, &["--ranks-per-shot", "2"]));
+    assert_eq!(survey_traces(&dir, 3), survey_traces(&one, 3));
+}
