@@ -107,6 +107,11 @@ pub trait Backend {
         bail!("the {} backend does not run decomposed domains", self.info().backend)
     }
 
+    /// Waits until the work queued so far is done (a no-op where nothing is queued, on the CPU).
+    fn wait(&mut self) -> Result<()> {
+        Ok(())
+    }
+
     /// Where p^n lives on the device (GPU backends storing f32), for work queued after this
     /// backend's on its stream; it moves with every step (the fields swap).
     fn device_field(&self) -> Option<DeviceField> {

@@ -22,10 +22,15 @@ pub trait Exchange {
         Ok(())
     }
 
-    /// Seconds of each step's exchange timed on the device, for an exchange queued on the
-    /// solvers' streams (whose step times then include it); None for one timed on the host.
-    fn device_seconds(&mut self) -> Result<Option<Vec<f64>>> {
-        Ok(None)
+    /// Whether the exchange is queued on the solvers' streams and timed there (the step's device
+    /// time then includes it); else it is timed on the host, once the step's work is done.
+    fn timed_on_device(&self) -> bool {
+        false
+    }
+
+    /// Seconds of each step's exchange, for an exchange [`timed_on_device`](Self::timed_on_device).
+    fn device_seconds(&mut self) -> Result<Vec<f64>> {
+        anyhow::bail!("this exchange is timed on the host")
     }
 
     /// Every rank's `parts` (one per local subdomain) at rank 0, in rank order; None elsewhere.

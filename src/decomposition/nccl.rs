@@ -182,7 +182,11 @@ impl Exchange for NcclExchange {
         Ok(())
     }
 
-    fn device_seconds(&mut self) -> Result<Option<Vec<f64>>> {
+    fn timed_on_device(&self) -> bool {
+        true
+    }
+
+    fn device_seconds(&mut self) -> Result<Vec<f64>> {
         self.ctx.bind_to_thread()?;
         let mut out = Vec::with_capacity(self.used);
         for [start, end] in &self.events[..self.used] {
@@ -192,7 +196,7 @@ impl Exchange for NcclExchange {
                 out.push(cu::event::elapsed(*start, *end)? as f64 * 1e-3);
             }
         }
-        Ok(Some(out))
+        Ok(out)
     }
 
     fn gather(&mut self, parts: Vec<Vec<f32>>) -> Result<Option<Vec<Vec<f32>>>> {

@@ -1022,6 +1022,10 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
         self.rt.upload(self.cur.ptr() + ((l.halo + z0) * l.plane * 4) as DevicePtr, bytes)
     }
 
+    fn wait(&mut self) -> Result<()> {
+        self.rt.synchronize()
+    }
+
     fn device_field(&self) -> Option<DeviceField> {
         let l = self.layout;
         self.half.is_none().then(|| DeviceField {
