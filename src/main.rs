@@ -386,7 +386,8 @@ mod decomposed {
                 problem.step_bytes(),
                 problem.full_step_bytes(),
                 problem.layout.points(),
-            );
+            )
+            .with_exchange(&out.exchange_seconds);
             let written = writer.finish(out.record.clone(), stats)?;
             Ok((out, written))
         })?;

@@ -150,6 +150,9 @@ pub struct StepStats {
     pub median_full_step_gbps: f64,
     pub mean_gpts: f64,
     pub median_gpts: f64,
+    /// A decomposed run's halo exchange seconds in each step (the slowest rank's; part of
+    /// `seconds`), None for a run on one domain.
+    pub exchange_seconds: Option<Vec<f64>>,
 }
 
 impl StepStats {
@@ -171,7 +174,13 @@ impl StepStats {
             effective_gbps,
             full_step_gbps,
             gpts_per_s,
+            exchange_seconds: None,
         }
+    }
+
+    /// With a decomposed run's exchange seconds per step.
+    pub fn with_exchange(self, exchange_seconds: &[f64]) -> StepStats {
+        StepStats { exchange_seconds: Some(exchange_seconds.to_vec()), ..self }
     }
 }
 

@@ -83,6 +83,10 @@ fn compare(name: &str, input: &str, ranks: &[usize]) {
             .output()
             .expect("mpirun (openmpi-bin) runs");
         assert!(out.status.success(), "{ranks} ranks: {}", String::from_utf8_lossy(&out.stderr));
+        let f = H5File::open(&h5).unwrap();
+        let exchange: Vec<f64> = f.dataset("stats/exchange_seconds").unwrap().read_raw().unwrap();
+        let seconds: Vec<f64> = f.dataset("stats/seconds").unwrap().read_raw().unwrap();
+        assert!(exchange.len() == seconds.len() && exchange.iter().zip(&seconds).all(|(x, s)| *x > 0.0 && x <= s));
         for ((name, a), (_, b)) in want.iter().zip(datasets(&h5)) {
             assert_eq!(a.len(), b.len(), "{ranks} ranks: {name} length");
             let first = (0..a.len()).find(|&i| a[i] != b[i]);

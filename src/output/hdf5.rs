@@ -17,7 +17,8 @@
 //!   (nreceivers), attributes dt, t0, interpolation;
 //! - /source (attributes: position, frequency, amplitude, delay, wavelet, taps, injection and, for
 //!   sinc, sinc_half_width);
-//! - /stats/step, /stats/seconds, /stats/effective_gbps, /stats/gpts_per_s with summary attributes.
+//! - /stats/step, /stats/seconds, /stats/effective_gbps, /stats/gpts_per_s with summary attributes
+//!   (and /stats/exchange_seconds, the halo exchange's part of each step, for a decomposed run).
 
 use super::safe::TempFile;
 use crate::backend::DeviceInfo;
@@ -505,6 +506,9 @@ fn write_file(
     dataset_f64(&st, "effective_gbps", &stats.effective_gbps)?;
     dataset_f64(&st, "full_step_gbps", &stats.full_step_gbps)?;
     dataset_f64(&st, "gpts_per_s", &stats.gpts_per_s)?;
+    if let Some(x) = &stats.exchange_seconds {
+        dataset_f64(&st, "exchange_seconds", x)?;
+    }
     st.set_attr_numeric("mean_effective_gbps", &stats.mean_gbps).map_err(h5)?;
     st.set_attr_numeric("median_effective_gbps", &stats.median_gbps).map_err(h5)?;
     st.set_attr_numeric("mean_full_step_gbps", &stats.mean_full_step_gbps).map_err(h5)?;
