@@ -4,7 +4,7 @@
 use anyhow::{Context, Result, ensure};
 use clap::{Args, Parser, Subcommand};
 use seismic_run::config::{BackendChoice, Config, KernelChoice, Precision};
-use seismic_run::output::hdf5::{Hdf5Writer, RunMetadata};
+use seismic_run::output::hdf5::{Hdf5Writer, RunMetadata, Volumes};
 use seismic_run::output::plan::OutputPlan;
 use seismic_run::output::result::{self, ResultFile};
 use seismic_run::output::{self, plot, progress::Progress, segy, xdmf};
@@ -373,7 +373,7 @@ mod decomposed {
         };
         let (out, written) = std::thread::scope(|scope| -> Result<_> {
             let mut writer =
-                Hdf5Writer::start_with_volume_slabs(scope, out_path, &problem, &plan, meta, SNAPSHOT_BUFFERS)?;
+                Hdf5Writer::start(scope, out_path, &problem, &plan, meta, SNAPSHOT_BUFFERS, Volumes::Slabs)?;
             // /model/vp from each rank's owned planes, one rank at a time.
             exchange.stream_to_root(vec![owned_vp], &mut |r, values| writer.model_planes(d.slabs[r].0, values))?;
             let out = decomposition::run(&problem, &d, &mut domains, exchange, &plan, Some(&mut writer), &mut |done| {
@@ -569,7 +569,7 @@ fn run(args: &RunArgs) -> Result<()> {
     };
     let mut bar = Progress::new(problem.steps, problem.layout.points(), args.quiet);
     let (record, stats, written) = std::thread::scope(|scope| -> Result<_> {
-        let mut writer = Hdf5Writer::start(scope, &out_path, &problem, &plan, meta, SNAPSHOT_BUFFERS)?;
+        let mut writer = Hdf5Writer::start(scope, &out_path, &problem, &plan, meta, SNAPSHOT_BUFFERS, Volumes::Whole)?;
         let record = solver::run(&problem, backend.as_mut(), &plan, &mut writer, &mut |done| bar.update(done));
         bar.finish();
         let record = record?;

@@ -189,7 +189,6 @@ fn write_index_complete(files: &SurveyFiles, shots: &[Shot], receivers: &[Vec<[f
 /// running one shot at a time decomposed into z-slabs over its K ranks, as `[run] decomposition =
 /// "z"` runs one input; the group's first rank claims the shots (the same claims as whole-shot
 /// surveys, so `--resume` holds) and writes their files. No process loads the whole model.
-#[cfg(feature = "mpi")]
 #[allow(clippy::too_many_arguments)]
 fn grouped(
     ranks: &Ranks,
@@ -201,126 +200,120 @@ fn grouped(
     inputs: &[(String, Config)],
     want_plot: bool,
 ) -> Result<()> {
-    use mpi::topology::Color;
-    use mpi::traits::*;
-    let per_shot = cfg.survey.as_ref().map_or(1, |s| s.ranks_per_shot);
-    let world = ranks.world().context("survey.ranks_per_shot > 1 runs under mpirun (or srun)")?;
-    ensure!(
-        ranks.size.is_multiple_of(per_shot),
-        "survey.ranks_per_shot = {per_shot} does not divide the job's {} processes: start a multiple of it",
-        ranks.size
-    );
-    // Every shot's source and receivers checked before the first runs (their taps do not
-    // depend on the model).
-    let mut receivers = Vec::with_capacity(shots.len());
-    for (s, (_, c)) in shots.iter().zip(inputs) {
-        let (_, r, _) = seismic_run::problem::shot_geometry(c, 1.0, 1)
-            .with_context(|| format!("survey shot {} at {:?} m", s.index, s.source))?;
-        receivers.push(r.iter().map(|r| r.position).collect::<Vec<_>>());
+    #[cfg(not(feature = "mpi"))]
+    {
+        let _ = (ranks, args, cfg, input_dir, files, shots, inputs, want_plot);
+        bail!("survey.ranks_per_shot > 1 needs a build with `--features mpi` (and mpirun to start the processes)")
     }
-    let group = world.split_by_color(Color::with_value((ranks.rank / per_shot) as i32)).context("MPI_Comm_split")?;
-    let leader = group.rank() == 0;
-    if ranks.is_root() {
-        prepare(files, shots, &receivers, args.resume)?;
-        if !args.quiet {
-            println!(
-                "seismic-run {}: survey of {} shots, {} process(es) in {} groups of {per_shot}, each shot split into \
-                 z-slabs over its group",
-                env!("CARGO_PKG_VERSION"),
-                shots.len(),
-                ranks.size,
-                ranks.size / per_shot
-            );
+    #[cfg(feature = "mpi")]
+    {
+        use mpi::topology::Color;
+        use mpi::traits::*;
+        let per_shot = cfg.survey.as_ref().map_or(1, |s| s.ranks_per_shot);
+        let world = ranks.world().context("survey.ranks_per_shot > 1 runs under mpirun (or srun)")?;
+        ensure!(
+            ranks.size.is_multiple_of(per_shot),
+            "survey.ranks_per_shot = {per_shot} does not divide the job's {} processes: start a multiple of it",
+            ranks.size
+        );
+        // Every shot's source and receivers checked before the first runs (their taps do not
+        // depend on the model).
+        let mut receivers = Vec::with_capacity(shots.len());
+        for (s, (_, c)) in shots.iter().zip(inputs) {
+            let (_, r, _) = seismic_run::problem::shot_geometry(c, 1.0, 1)
+                .with_context(|| format!("survey shot {} at {:?} m", s.index, s.source))?;
+            receivers.push(r.iter().map(|r| r.position).collect::<Vec<_>>());
         }
-    }
-    ranks.barrier();
-    install_signal_handlers(false)?;
-    let label = format!("group {} of {}, {}", ranks.rank / per_shot, ranks.size / per_shot, ranks.label());
-    let quiet = RunArgs { quiet: true, ..args.clone() };
-    let start = Instant::now();
-    let (mut next, mut ran) = (0usize, 0usize);
-    loop {
-        // The leader claims the next free shot and tells its group which (none left: u64::MAX).
-        let mut pick = u64::MAX;
-        if leader && !solver::stop_requested() {
-            while next < shots.len() {
-                next += 1;
-                if files.try_claim(shots[next - 1].index, &label)? {
-                    pick = (next - 1) as u64;
-                    break;
+        let group =
+            world.split_by_color(Color::with_value((ranks.rank / per_shot) as i32)).context("MPI_Comm_split")?;
+        let leader = group.rank() == 0;
+        if ranks.is_root() {
+            prepare(files, shots, &receivers, args.resume)?;
+            if !args.quiet {
+                println!(
+                    "seismic-run {}: survey of {} shots, {} process(es) in {} groups of {per_shot}, each shot split into \
+                 z-slabs over its group",
+                    env!("CARGO_PKG_VERSION"),
+                    shots.len(),
+                    ranks.size,
+                    ranks.size / per_shot
+                );
+            }
+        }
+        ranks.barrier();
+        install_signal_handlers(false)?;
+        let label = format!("group {} of {}, {}", ranks.rank / per_shot, ranks.size / per_shot, ranks.label());
+        let quiet = RunArgs { quiet: true, ..args.clone() };
+        let start = Instant::now();
+        let (mut next, mut ran) = (0usize, 0usize);
+        loop {
+            // The leader claims the next free shot and tells its group which (none left: u64::MAX).
+            let mut pick = u64::MAX;
+            if leader && !solver::stop_requested() {
+                while next < shots.len() {
+                    next += 1;
+                    if files.try_claim(shots[next - 1].index, &label)? {
+                        pick = (next - 1) as u64;
+                        break;
+                    }
                 }
             }
-        }
-        group.process_at_rank(0).broadcast_into(&mut pick);
-        if pick == u64::MAX {
-            break;
-        }
-        let (shot, (text, shot_cfg)) = (&shots[pick as usize], &inputs[pick as usize]);
-        let t = Instant::now();
-        let on_node = (ranks.local_rank, ranks.local_size);
-        let written = decomposed::shot_over(
-            group.duplicate(),
-            on_node,
-            &quiet,
-            shot_cfg,
-            text,
-            input_dir,
-            &files.shot(shot.index),
-        )
-        .and_then(|w| match w {
-            Some(w) => write_derived(&w.path, cfg.output.segy, want_plot).map(|_| Some(w)),
-            None => Ok(None),
-        })
-        .with_context(|| format!("survey shot {}", shot.index));
-        let written = match written {
-            Ok(w) => w,
-            Err(e) => {
-                eprintln!("error: {e:#} ({label})");
-                ranks.abort(1)
+            group.process_at_rank(0).broadcast_into(&mut pick);
+            if pick == u64::MAX {
+                break;
             }
-        };
-        ran += 1;
-        if written.is_some() && !args.quiet {
-            let done = shots.iter().filter(|s| files.shot(s.index).exists()).count();
-            println!(
-                "shot {} done ({label}): {:.2} s; {done}/{} shots",
-                shot.index,
-                t.elapsed().as_secs_f64(),
-                shots.len()
-            );
+            let (shot, (text, shot_cfg)) = (&shots[pick as usize], &inputs[pick as usize]);
+            let t = Instant::now();
+            let on_node = (ranks.local_rank, ranks.local_size);
+            let written = decomposed::shot_over(
+                group.duplicate(),
+                on_node,
+                &quiet,
+                shot_cfg,
+                text,
+                input_dir,
+                &files.shot(shot.index),
+            )
+            .and_then(|w| match w {
+                Some(w) => write_derived(&w.path, cfg.output.segy, want_plot).map(|_| Some(w)),
+                None => Ok(None),
+            })
+            .with_context(|| format!("survey shot {}", shot.index));
+            let written = match written {
+                Ok(w) => w,
+                Err(e) => {
+                    eprintln!("error: {e:#} ({label})");
+                    ranks.abort(1)
+                }
+            };
+            ran += 1;
+            if written.is_some() && !args.quiet {
+                let done = shots.iter().filter(|s| files.shot(s.index).exists()).count();
+                println!(
+                    "shot {} done ({label}): {:.2} s; {done}/{} shots",
+                    shot.index,
+                    t.elapsed().as_secs_f64(),
+                    shots.len()
+                );
+            }
         }
-    }
-    ranks.barrier();
-    if solver::stop_requested() {
-        return Err(solver::Interrupted { steps_done: 0, steps: 0 }.into());
-    }
-    if ranks.is_root() {
-        let index = write_index_complete(files, shots, &receivers)?;
-        if !args.quiet {
-            let wall = start.elapsed().as_secs_f64();
-            println!(
-                "survey done: {} shots complete, {ran} run by this group in {wall:.2} s; wrote {}",
-                shots.len(),
-                index.display()
-            );
+        ranks.barrier();
+        if solver::stop_requested() {
+            return Err(solver::Interrupted { steps_done: 0, steps: 0 }.into());
         }
+        if ranks.is_root() {
+            let index = write_index_complete(files, shots, &receivers)?;
+            if !args.quiet {
+                let wall = start.elapsed().as_secs_f64();
+                println!(
+                    "survey done: {} shots complete, {ran} run by this group in {wall:.2} s; wrote {}",
+                    shots.len(),
+                    index.display()
+                );
+            }
+        }
+        Ok(())
     }
-    Ok(())
-}
-
-#[cfg(not(feature = "mpi"))]
-#[allow(clippy::too_many_arguments)]
-fn grouped(
-    _: &Ranks,
-    _: &RunArgs,
-    _: &Config,
-    _: &Path,
-    _: &SurveyFiles,
-    _: &[Shot],
-    _: &[(String, Config)],
-    _: bool,
-) -> Result<()> {
-    bail!("survey.ranks_per_shot > 1 needs a build with `--features mpi` (and mpirun to start the processes)")
 }
 
 fn args_input(args: &RunArgs) -> PathBuf {
@@ -381,7 +374,7 @@ fn run_shot(
     let path = files.shot(shot.index);
     let mut steps = 0.0;
     let commit = std::thread::scope(|scope| -> Result<_> {
-        let mut writer = Hdf5Writer::start(scope, &path, problem, &plan, meta, SNAPSHOT_BUFFERS)?;
+        let mut writer = Hdf5Writer::start(scope, &path, problem, &plan, meta, SNAPSHOT_BUFFERS, Volumes::Whole)?;
         let t = Instant::now();
         let record = solver::run(problem, backend, &plan, &mut writer, &mut |_| {})?;
         steps = t.elapsed().as_secs_f64();

@@ -359,7 +359,7 @@ fn input_file_errors_name_the_file() {
 fn a_blow_up_stops_the_run_and_leaves_no_result_file() {
     use seismic_run::backend::cpu::CpuSolver;
     use seismic_run::backend::{Backend, DeviceInfo};
-    use seismic_run::output::hdf5::{Hdf5Writer, RunMetadata};
+    use seismic_run::output::hdf5::{Hdf5Writer, RunMetadata, Volumes};
     use seismic_run::output::plan::OutputPlan;
     use seismic_run::solver::{self, BlowUp};
     let dir = scratch("blow-up");
@@ -380,7 +380,7 @@ fn a_blow_up_stops_the_run_and_leaves_no_result_file() {
         compression: 0,
     };
     let e = std::thread::scope(|scope| {
-        let mut writer = Hdf5Writer::start(scope, &out, &problem, &plan, meta, 2).unwrap();
+        let mut writer = Hdf5Writer::start(scope, &out, &problem, &plan, meta, 2, Volumes::Whole).unwrap();
         solver::run(&problem, &mut backend, &plan, &mut writer, &mut |_| {}).unwrap_err()
     });
     let b = e.downcast_ref::<BlowUp>().expect("a blow-up error");

@@ -116,16 +116,22 @@ fn bad_surveys_are_refused_before_anything_runs() {
     assert!(err.contains("--resume") && err.contains("no [survey]"), "{err}");
 }
 
-/// Runs the binary under `mpirun` with `ranks` processes.
+/// Runs the binary under `mpirun` with `ranks` processes on the CPU backend.
 #[cfg(feature = "mpi")]
 fn mpirun(dir: &Path, ranks: usize, args: &[&str], env: &[(&str, &str)]) -> Output {
+    mpirun_on("cpu", dir, ranks, args, env)
+}
+
+/// [`mpirun`] on `backend`.
+#[cfg(feature = "mpi")]
+fn mpirun_on(backend: &str, dir: &Path, ranks: usize, args: &[&str], env: &[(&str, &str)]) -> Output {
     let bin = seismic_run().get_program().to_owned();
     let mut c = std::process::Command::new("mpirun");
     c.current_dir(dir).args(["--allow-run-as-root", "--oversubscribe", "-np", &ranks.to_string()]);
     for (k, v) in env {
         c.args(["-x", &format!("{k}={v}")]);
     }
-    c.arg(bin).args(args).args(["--backend", "cpu", "--quiet"]).env("OMP_NUM_THREADS", "1");
+    c.arg(bin).args(args).args(["--backend", backend, "--quiet"]).env("OMP_NUM_THREADS", "1");
     c.output().expect("mpirun (Debian: openmpi-bin)")
 }
 
@@ -197,10 +203,8 @@ fn groups_of_two_ranks_run_decomposed_shots_equal_to_whole_shots() {
 #[ignore = "needs a GPU"]
 fn a_group_of_two_ranks_on_one_gpu_equals_the_whole_shot_gpu_survey() {
     let gpu = |dir: &Path, ranks: usize, extra: &[&str]| {
-        let bin = seismic_run().get_program().to_owned();
-        let mut c = std::process::Command::new("mpirun");
-        c.current_dir(dir).args(["--allow-run-as-root", "--oversubscribe", "-np", &ranks.to_string()]);
-        c.arg(bin).arg("s.toml").args(extra).args(["--backend", "cuda", "--quiet"]).output().unwrap()
+        let args: Vec<&str> = ["s.toml"].into_iter().chain(extra.iter().copied()).collect();
+        mpirun_on("cuda", dir, ranks, &args, &[])
     };
     // On a GPU the CPML layer must be no wider than the halo (R = 4 planes).
     let narrow = |d: &Path| std::fs::write(d.join("s.toml"), input(3).replace("width = 6", "width = 4")).unwrap();

@@ -101,9 +101,19 @@ enum Message {
     Finish(Box<(RunRecord, StepStats)>),
 }
 
+/// How volume snapshots reach the writer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Volumes {
+    /// Whole, in the snapshot's buffer with the plane sections.
+    Whole,
+    /// Slab by slab through [`SnapshotSink::volume_slab`] (a decomposed run's: no process holds a
+    /// whole volume).
+    Slabs,
+}
+
 /// The writer thread's handle; also the run's [`SnapshotSink`].
 pub struct Hdf5Writer<'scope> {
-    /// Volume snapshots come slab by slab ([`Hdf5Writer::start_with_volume_slabs`]).
+    /// Volume snapshots come slab by slab ([`Volumes::Slabs`]).
     volume_slabs: bool,
     messages: Option<SyncSender<Message>>,
     free: Receiver<Vec<f32>>,
@@ -112,8 +122,8 @@ pub struct Hdf5Writer<'scope> {
 
 impl<'scope> Hdf5Writer<'scope> {
     /// Creates the temporary file (errors come back here, before the run starts) and starts the
-    /// writer thread in `scope`. `snapshot_buffers` buffers (each holding every snapshot section)
-    /// are allocated now, once.
+    /// writer thread in `scope`. `snapshot_buffers` buffers (each holding every snapshot section,
+    /// or the plane sections only where `volumes` come as slabs) are allocated now, once.
     pub fn start<'env>(
         scope: &'scope Scope<'scope, 'env>,
         path: &Path,
@@ -121,32 +131,9 @@ impl<'scope> Hdf5Writer<'scope> {
         plan: &'env OutputPlan,
         meta: RunMetadata,
         snapshot_buffers: usize,
+        volumes: Volumes,
     ) -> Result<Hdf5Writer<'scope>> {
-        Self::start_with(scope, path, problem, plan, meta, snapshot_buffers, false)
-    }
-
-    /// [`start`](Self::start) for a run that hands volume snapshots over slab by slab
-    /// ([`SnapshotSink::volume_slab`]): its buffers hold the plane sections only.
-    pub fn start_with_volume_slabs<'env>(
-        scope: &'scope Scope<'scope, 'env>,
-        path: &Path,
-        problem: &'env Problem,
-        plan: &'env OutputPlan,
-        meta: RunMetadata,
-        snapshot_buffers: usize,
-    ) -> Result<Hdf5Writer<'scope>> {
-        Self::start_with(scope, path, problem, plan, meta, snapshot_buffers, true)
-    }
-
-    fn start_with<'env>(
-        scope: &'scope Scope<'scope, 'env>,
-        path: &Path,
-        problem: &'env Problem,
-        plan: &'env OutputPlan,
-        meta: RunMetadata,
-        snapshot_buffers: usize,
-        volume_slabs: bool,
-    ) -> Result<Hdf5Writer<'scope>> {
+        let volume_slabs = volumes == Volumes::Slabs;
         let path = path.to_path_buf();
         let (messages, inbox) = sync_channel::<Message>(snapshot_buffers.max(1));
         let buffers = if plan.snapshot_steps.is_empty() { 0 } else { snapshot_buffers.max(1) };
