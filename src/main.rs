@@ -256,10 +256,12 @@ mod decomposed {
         let world = universe.world();
         let node = world.split_shared(0);
         let on_node = (node.rank() as usize, node.size() as usize);
+        install_signal_handlers(false)?;
         let result = shot_over(universe.world(), on_node, args, cfg, text, input_dir, out_path).map(|_| ());
         match result {
-            // The other ranks would wait for this one's halos for ever: end them all.
-            Err(e) if world.size() > 1 => {
+            // The other ranks would wait for this one's halos for ever: end them all (a stop by
+            // signal is every rank's at the same step: each ends by itself).
+            Err(e) if world.size() > 1 && e.downcast_ref::<solver::Interrupted>().is_none() => {
                 eprintln!("error: rank {} of {}: {e:#}", world.rank(), world.size());
                 world.abort(1)
             }

@@ -281,6 +281,9 @@ fn grouped(
             .with_context(|| format!("survey shot {}", shot.index));
             let written = match written {
                 Ok(w) => w,
+                // A signal: every group stops its shot at the same step (the claim stays;
+                // --resume runs the shot again).
+                Err(e) if e.downcast_ref::<solver::Interrupted>().is_some() => break,
                 Err(e) => {
                     eprintln!("error: {e:#} ({label})");
                     ranks.abort(1)

@@ -142,3 +142,50 @@ fn nccl_with_two_ranks_on_one_gpu_falls_back_or_is_refused() {
     assert!(stderr.contains("run.halo_exchange = \"nccl\": 2 ranks share 1 GPU(s)"), "{stderr}");
     assert!(!h5.exists(), "no file written");
 }
+
+/// SIGTERM to the ranks (a batch scheduler's time limit) stops every rank at the same step (they
+/// vote every 16 steps), the job ends with 128 + SIGTERM, and no result file (nor a temporary
+/// one) is left.
+#[test]
+fn sigterm_stops_every_rank_together_and_leaves_no_output() {
+    let dir = scratch("decomposition_mpi", "sigterm");
+    let long = INPUT.replace("duration = 0.05", "steps = 400000").replace("[run]\n", "[run]\ndecomposition = \"z\"\n");
+    std::fs::write(dir.join("long.toml"), long).unwrap();
+    let h5 = dir.join("long.h5");
+    let child = Command::new("mpirun")
+        .args(["--allow-run-as-root", "--oversubscribe", "-np", "2"])
+        .arg(seismic_run().get_program())
+        .arg(dir.join("long.toml"))
+        .arg("-q")
+        .arg("-o")
+        .arg(&h5)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("mpirun (openmpi-bin) runs");
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    // The ranks (mpirun's children) get the signal, as a batch scheduler's time limit sends it to
+    // every task; mpirun itself, signalled, kills its job.
+    let ranks: Vec<i32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let after_name = stat.rsplit(')').next().unwrap_or("");
+            after_name.split_whitespace().nth(1) == Some(&child.id().to_string())
+        })
+        .collect();
+    assert_eq!(ranks.len(), 2, "mpirun's two ranks: {ranks:?}");
+    for pid in ranks {
+        // SAFETY: a signal to a process this test started.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // mpirun ends the job when the first rank exits (143: 128 + SIGTERM), so the other's own
+    // message may not come through.
+    assert_eq!(out.status.code(), Some(143), "{stderr}");
+    assert!(stderr.contains("interrupted after"), "the ranks stop by themselves: {stderr}");
+    let left: Vec<_> = std::fs::read_dir(&*dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(!h5.exists() && left.len() == 1, "only the input is left: {left:?}");
+}

@@ -7,9 +7,13 @@ use crate::backend::Backend;
 use crate::grid::Section;
 use crate::output::plan::OutputPlan;
 use crate::problem::Problem;
-use crate::solver::{BlowUp, PROGRESS_INTERVAL, RunRecord, SnapshotSink};
+use crate::solver::{BlowUp, Interrupted, PROGRESS_INTERVAL, RunRecord, SnapshotSink, stop_requested};
 use anyhow::{Context, Result, ensure};
 use std::time::Instant;
+
+/// Steps between two votes on stopping (a signal reaches the ranks at different steps; they stop
+/// together, at the first vote after it, or the others would wait for their halos for ever).
+const STOP_VOTE_EVERY: usize = 16;
 
 /// One subdomain and the backend running it.
 pub struct Domain {
@@ -51,6 +55,9 @@ pub fn run(
     // the exchange (device events would count the device's idle wait for the exchange as well).
     let mut compute_seconds = Vec::with_capacity(if exchange_in_step { 0 } else { steps });
     for n in 0..steps {
+        if n % STOP_VOTE_EVERY == 0 && n > 0 && !exchange.all(!stop_requested())? {
+            return Err(Interrupted { steps_done: n, steps }.into());
+        }
         let t = Instant::now();
         for dom in domains.iter_mut() {
             dom.backend.step_field(n).with_context(|| format!("time step {n} on rank {}", dom.sub.rank))?;
