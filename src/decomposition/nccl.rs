@@ -32,6 +32,9 @@ pub struct NcclExchange {
     /// by [`Exchange::begin`], so the loop creates none).
     events: Vec<[cusys::CUevent; 2]>,
     used: usize,
+    /// Each step's device fields and messages, kept so that a step allocates nothing.
+    fields: Vec<DeviceField>,
+    transfers: Vec<Transfer>,
 }
 
 /// NCCL's version as "2.28.3", or why the library cannot be used.
@@ -55,7 +58,7 @@ impl NcclExchange {
         // SAFETY: one communicator for one device, written into `comm`.
         guarded("ncclCommInitAll", || unsafe { nccl::comm_init_all(&mut comm, 1, devices.as_ptr()) })?
             .map_err(|e| anyhow!("ncclCommInitAll on GPU {device}: {e:?}"))?;
-        Ok(NcclExchange { comm, in_process: true, host, ctx, events: Vec::new(), used: 0 })
+        Ok(NcclExchange::with(comm, true, host, ctx))
     }
 
     /// One subdomain per MPI rank, this rank on GPU `device` (each rank its own GPU: NCCL refuses
@@ -76,7 +79,12 @@ impl NcclExchange {
         // SAFETY: every rank of the world joins with the same id; `comm` receives the handle.
         guarded("ncclCommInitRank", || unsafe { nccl::comm_init_rank(&mut comm, size as i32, id, rank as i32) })?
             .map_err(|e| anyhow!("ncclCommInitRank (rank {rank} of {size}, GPU {device}): {e:?}"))?;
-        Ok(NcclExchange { comm, in_process: false, host: Box::new(host), ctx, events: Vec::new(), used: 0 })
+        Ok(NcclExchange::with(comm, false, Box::new(host), ctx))
+    }
+
+    fn with(comm: sys::ncclComm_t, in_process: bool, host: Box<dyn Exchange>, ctx: Arc<CudaContext>) -> NcclExchange {
+        let (events, fields, transfers) = (Vec::new(), Vec::new(), Vec::new());
+        NcclExchange { comm, in_process, host, ctx, events, used: 0, fields, transfers }
     }
 
     fn comm_rank(&self, rank: usize) -> i32 {
@@ -119,21 +127,20 @@ impl Exchange for NcclExchange {
     fn halos(&mut self, d: &Decomposition, domains: &mut [Domain]) -> Result<()> {
         let local = self.local_ranks(d);
         ensure!(domains.len() == local.len(), "{} subdomains for local ranks {local:?}", domains.len());
-        let fields = domains
-            .iter()
-            .map(|dom| {
-                dom.backend.device_field().with_context(|| {
-                    format!("rank {}: the NCCL exchange needs a CUDA backend storing f32", dom.sub.rank)
-                })
-            })
-            .collect::<Result<Vec<DeviceField>>>()?;
+        let (mut fields, mut transfers) = (std::mem::take(&mut self.fields), std::mem::take(&mut self.transfers));
+        fields.clear();
+        for dom in domains.iter() {
+            fields.push(dom.backend.device_field().with_context(|| {
+                format!("rank {}: the NCCL exchange needs a CUDA backend storing f32", dom.sub.rank)
+            })?);
+        }
         let field = |rank: usize| &fields[rank - local.start];
         let h = d.halo;
         let at = |f: &DeviceField, z: usize| f.plane0 + (z * f.plane_values * 4) as u64;
         let first = |rank: usize| d.slabs[rank].0 - if rank > 0 { h } else { 0 };
         // Two messages per cut, in local plane indices: rank k's last h owned planes into k + 1's
         // upper ghost planes, and k + 1's first h owned planes into k's lower ghost planes.
-        let mut transfers = Vec::with_capacity(2 * d.ranks());
+        transfers.clear();
         for a in 0..d.ranks().saturating_sub(1) {
             let (b, cut) = (a + 1, d.slabs[a].1);
             transfers.push(Transfer { from: a, to: b, src: cut - h - first(a), dst: 0 });
@@ -173,6 +180,8 @@ impl Exchange for NcclExchange {
             posted = posted.and(r?.map(|_| ()).map_err(|e| anyhow!("ncclRecv from rank {}: {e:?}", t.from)));
         }
         let ended = guarded("ncclGroupEnd", nccl::group_end)?.map_err(|e| anyhow!("ncclGroupEnd: {e:?}"));
+        self.fields = fields;
+        self.transfers = transfers;
         posted?;
         ended?;
         // The group orders every stream it used after the transfers: this event marks them done.
