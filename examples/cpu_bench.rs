@@ -5,7 +5,7 @@
 //! bytes a step must move at least: p^n, p^{n-1}, c^2 dt^2 read, p^{n+1} written, plus the halos)
 //! over the 3-read-1-write ceiling. A benchmark, not a test:
 //!
-//!     cargo run --release --example cpu_bench [-- [--isa avx512|avx2|portable] [--steps N] sizes...]
+//!     cargo run --release --example cpu_bench [-- [--isa avx512|avx2|portable] [--steps N] [--only none|sponge|cpml|r8|f64] sizes...]
 //!
 //! Default: 200^3, R = 4, a 20-point layer, f32, 30 timed steps (median) after 3 untimed.
 
@@ -97,6 +97,7 @@ fn main() {
     let mut isa = Isa::detect();
     let mut steps = 30;
     let mut sizes = Vec::new();
+    let mut only: Option<String> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -108,6 +109,7 @@ fn main() {
                     other => panic!("--isa takes avx512, avx2 or portable, not {other:?}"),
                 }
             }
+            "--only" => only = args.next(),
             "--steps" => steps = args.next().and_then(|s| s.parse().ok()).expect("--steps takes a count"),
             s => sizes.push(s.parse::<usize>().unwrap_or_else(|_| panic!("not a grid size: {s}"))),
         }
@@ -128,6 +130,16 @@ fn main() {
         for (radius, boundary, prec) in
             [(4, "none", "f32"), (4, "sponge", "f32"), (4, "cpml", "f32"), (8, "none", "f32"), (4, "none", "f64")]
         {
+            let case = if radius == 8 {
+                "r8"
+            } else if prec == "f64" {
+                "f64"
+            } else {
+                boundary
+            };
+            if only.as_deref().is_some_and(|o| o != case) {
+                continue;
+            }
             let p = problem(n, radius, boundary);
             let s = if prec == "f32" {
                 seconds_per_step::<f32>(&p, isa, steps)

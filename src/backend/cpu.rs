@@ -65,6 +65,13 @@ impl Real for f64 {
 /// Width of the x chunks the CPML loops work on (a stack buffer, so the step allocates nothing).
 const CHUNK: usize = 64;
 
+/// Width of the chunks that finish a row whose length is not a multiple of CHUNK.
+const TAIL: usize = 8;
+
+/// Points of an x layer computed together: two AVX2 vectors of f32 (on 20-point layers 16 ran
+/// faster than 8, whose extra chunk costs more than the lanes it saves).
+const XLANES: usize = 16;
+
 /// Instruction set of the sweep, chosen once at run time: the widest this CPU has.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Isa {
@@ -556,6 +563,18 @@ struct Sweep<'a, T: Real, const R: usize> {
     tiles: &'a [(usize, usize)],
 }
 
+/// A hint to bring the cache line at `p` into L1; no effect off x86-64.
+#[inline(always)]
+fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// Slab coordinate of grid index i on an axis of n points with layers of width w, if in a layer.
 #[inline(always)]
 fn layer(i: usize, n: usize, w: usize) -> Option<usize> {
@@ -636,34 +655,44 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
     }
 
     /// p^{n+1} = g (2 p^n - g p^{n-1} + c^2 dt^2 L p^n) on one row (g = 1 without a sponge), CHUNK
-    /// points at a time.
+    /// points at a time, the tail TAIL at a time.
     #[inline(always)]
     fn interior_row(&self, out: &mut [T], row: usize, iy: usize, iz: usize) {
+        let nx = self.l.nx;
+        let whole = nx - nx % CHUNK;
+        for x0 in (0..whole).step_by(CHUNK) {
+            self.interior_chunk::<CHUNK>(out, row, iy, iz, x0);
+        }
+        // The row's tail in vectors of TAIL points, not a whole CHUNK of mostly padding.
+        for x0 in (whole..nx).step_by(TAIL) {
+            self.interior_chunk::<TAIL>(out, row, iy, iz, x0);
+        }
+    }
+
+    /// [`Self::interior_row`] at the N points from x0 (those inside the row).
+    #[inline(always)]
+    fn interior_chunk<const N: usize>(&self, out: &mut [T], row: usize, iy: usize, iz: usize, x0: usize) {
         let l = self.l;
         let two = T::of(2.0);
-        let mut x0 = 0;
-        while x0 < l.nx {
-            let w = CHUNK.min(l.nx - x0);
-            let o = row + x0;
-            let mut lap = [T::default(); CHUNK];
-            laplacian_chunk::<T, R>(self.cur, o, [l.pitch, l.plane], &self.coef, self.centre, &mut lap);
-            let out = &mut out[x0..x0 + w];
-            let (c, v) = (&self.cur[o..o + w], &self.vel[o..o + w]);
-            if let Some(g) = self.damp {
-                // Sponge: p^{n-1} is damped too, so the factor acts as a friction term
-                // (~ -2 (1 - g) dp/dt) rather than a restoring force that would reflect.
-                let gyz = g[1][iy] * g[2][iz];
-                let gx = &g[0][x0..x0 + w];
-                for i in 0..w {
-                    let gi = gx[i] * gyz;
-                    out[i] = gi * (two * c[i] - gi * out[i] + v[i] * lap[i]);
-                }
-            } else {
-                for i in 0..w {
-                    out[i] = two * c[i] - out[i] + v[i] * lap[i];
-                }
+        let w = N.min(l.nx - x0);
+        let o = row + x0;
+        let mut lap = [T::default(); N];
+        laplacian_chunk::<T, R, N>(self.cur, o, [l.pitch, l.plane], &self.coef, self.centre, &mut lap);
+        let out = &mut out[x0..x0 + w];
+        let (c, v) = (&self.cur[o..o + w], &self.vel[o..o + w]);
+        if let Some(g) = self.damp {
+            // Sponge: p^{n-1} is damped too, so the factor acts as a friction term
+            // (~ -2 (1 - g) dp/dt) rather than a restoring force that would reflect.
+            let gyz = g[1][iy] * g[2][iz];
+            let gx = &g[0][x0..x0 + w];
+            for i in 0..w {
+                let gi = gx[i] * gyz;
+                out[i] = gi * (two * c[i] - gi * out[i] + v[i] * lap[i]);
             }
-            x0 += w;
+        } else {
+            for i in 0..w {
+                out[i] = two * c[i] - out[i] + v[i] * lap[i];
+            }
         }
     }
 
@@ -678,57 +707,65 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
         let l = self.l;
         let (cur, vel, w) = (self.cur, self.vel, c.width);
         let (a, b, c1, c2) = (c.a[0], c.b[0], c.c1[0], c.c2[0]);
+        let c1k: [T; R] = std::array::from_fn(|k| c1[k + 1]);
+        let c2k: [T; R] = std::array::from_fn(|k| c2[k + 1]);
         let at = (iz * l.ny + iy) * 2 * w;
         let psi = &c.psi[0][at..at + 2 * w];
         // SAFETY: forwarded.
         let (psi_next, zeta) = unsafe { (c.psi_next[0].get(at, 2 * w), c.zeta[0].get(at, 2 * w)) };
+        let pairs = x_pairs_stride(w);
         for half in 0..2 {
             let x0 = if half == 0 { 0 } else { l.nx - w };
             let o = l.row(iy, iz) + x0;
             let seg = &psi[half * w..(half + 1) * w];
             let nseg = &mut psi_next[half * w..(half + 1) * w];
             let zseg = &mut zeta[half * w..(half + 1) * w];
-            for j in (0..w).step_by(CHUNK) {
-                let n = CHUNK.min(w - j);
-                let mut dp = [T::default(); CHUNK];
-                let mut dpsi = [T::default(); CHUNK];
-                let mut d2 = [T::default(); CHUNK];
-                let mut sa = [T::default(); CHUNK];
-                let cc = &cur[o + j..o + j + n];
-                // The sums over p^n in one loop, all taps unrolled (as in cpml_yz_row).
+            // XLANES points at a time, every lane computed (whole vectors) and the n in the layer
+            // kept: reads past the layer's end stay in the row's padding or the field's slack.
+            for j in (0..w).step_by(XLANES) {
+                let n = XLANES.min(w - j);
+                let q = o + j;
+                assert!(q >= R && q + XLANES + R <= cur.len(), "x layer chunk at {q} outside the field");
                 let u = half * w + j;
-                let fl: [&[T]; R] = std::array::from_fn(|k| &cur[o + j - k - 1..o + j - k - 1 + n]);
-                let fh: [&[T]; R] = std::array::from_fn(|k| &cur[o + j + k + 1..o + j + k + 1 + n]);
-                let ap: [&[T]; R] = std::array::from_fn(|k| &c.x_pairs[k * 2 * w + u..k * 2 * w + u + n]);
-                let am: [&[T]; R] = std::array::from_fn(|k| &c.x_pairs[(R + k) * 2 * w + u..(R + k) * 2 * w + u + n]);
-                for i in 0..n {
+                // SAFETY: [q - R, q + XLANES + R) is inside `cur` (checked above).
+                let ld = |off: isize| -> [T; XLANES] {
+                    unsafe { std::ptr::read_unaligned(cur.as_ptr().offset(q as isize + off).cast()) }
+                };
+                let cc = ld(0);
+                let fl: [[T; XLANES]; R] = std::array::from_fn(|k| ld(-(k as isize) - 1));
+                let fh: [[T; XLANES]; R] = std::array::from_fn(|k| ld(k as isize + 1));
+                let ap: [[T; XLANES]; R] = std::array::from_fn(|k| lanes(&c.x_pairs[k * pairs + u..][..XLANES]));
+                let am: [[T; XLANES]; R] = std::array::from_fn(|k| lanes(&c.x_pairs[(R + k) * pairs + u..][..XLANES]));
+                let (mut dp, mut d2, mut sa) = ([T::default(); XLANES], [T::default(); XLANES], [T::default(); XLANES]);
+                for i in 0..XLANES {
                     let c0 = cc[i];
                     let (mut sdp, mut sd2, mut ssa) = (T::default(), c2[0] * c0, T::default());
                     for k in 0..R {
                         let (lv, hv) = (fl[k][i], fh[k][i]);
-                        sdp += c1[k + 1] * (hv - lv);
-                        sd2 += c2[k + 1] * (lv + hv);
-                        ssa += c2[k + 1] * (ap[k][i] * (hv - c0) + am[k][i] * (lv - c0));
+                        sdp += c1k[k] * (hv - lv);
+                        sd2 += c2k[k] * (lv + hv);
+                        ssa += c2k[k] * (ap[k][i] * (hv - c0) + am[k][i] * (lv - c0));
                     }
                     (dp[i], d2[i], sa[i]) = (sdp, sd2, ssa);
                 }
+                // phi of the chunk and R on each side, zero outside this half of the slab (phi is
+                // zero outside its layer), so every lane takes the same taps.
+                let mut ph = [[T::default(); XLANES]; 2];
+                let ph = &mut ph.as_flattened_mut()[..XLANES + 2 * R];
+                let (m0, m1) = (j.saturating_sub(R), (j + XLANES + R).min(w));
+                ph[m0 + R - j..m1 + R - j].copy_from_slice(&seg[m0..m1]);
+                let mut dpsi = [T::default(); XLANES];
                 for k in 1..=R {
-                    // Plus neighbour seg[j + i + k] exists for j + i + k < w.
-                    let np = n.min(w.saturating_sub(j + k));
-                    let p = &seg[(j + k).min(w)..(j + k).min(w) + np];
-                    for i in 0..np {
-                        dpsi[i] += c1[k] * p[i];
+                    for i in 0..XLANES {
+                        dpsi[i] += c1[k] * ph[R + i + k];
                     }
-                    // Minus neighbour seg[j + i - k] exists for j + i >= k.
-                    let i0 = k.saturating_sub(j).min(n);
-                    let m = &seg[j + i0 - k.min(j + i0)..j + n - k.min(j + n)];
-                    for i in i0..n {
-                        dpsi[i] = dpsi[i] - c1[k] * m[i - i0];
+                    for i in 0..XLANES {
+                        dpsi[i] = dpsi[i] - c1[k] * ph[R + i - k];
                     }
                 }
                 let (aq, bq) = (&a[x0 + j..x0 + j + n], &b[x0 + j..x0 + j + n]);
                 let (ps, ns) = (&seg[j..j + n], &mut nseg[j..j + n]);
-                let (z, v) = (&mut zseg[j..j + n], &vel[o + j..o + j + n]);
+                let (z, v) = (&mut zseg[j..j + n], &vel[q..q + n]);
                 let out = &mut out[x0 + j..x0 + j + n];
                 for i in 0..n {
                     let ds = dpsi[i] + sa[i];
@@ -767,6 +804,17 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
         let (nrow, zrow) = unsafe { (c.psi_next[axis].get(prow, l.nx), c.zeta[axis].get(prow, l.nx)) };
         for x0 in (0..l.nx).step_by(CHUNK) {
             let (o, n, po) = (row + x0, CHUNK.min(l.nx - x0), prow + x0);
+            if axis == 1 {
+                // The next row's memory variables: with p^n's 2R + 1 rows and three more fields
+                // in flight the prefetchers lose these streams (0.94x the wall time on 519 steps
+                // of marmousi.toml, where the y layers hold 62% of the points; paired runs).
+                let ahead = |v: *const T, at: usize| prefetch(v.wrapping_add(at));
+                for line in (0..n).step_by(64 / std::mem::size_of::<T>()) {
+                    ahead(c.zeta[axis].ptr, po + l.nx + line);
+                    ahead(c.psi_next[axis].ptr, po + l.nx + line);
+                    ahead(psi.as_ptr(), po + (R + 1) * l.nx + line);
+                }
+            }
             let mut dp = [T::default(); CHUNK];
             let mut dpsi = [T::default(); CHUNK];
             let mut d2 = [T::default(); CHUNK];
@@ -815,20 +863,33 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
 }
 
 /// The pair means a_mean(a, q, q + k) (side 0) and a_mean(a, q, q - k) (side 1, clamped at 0) of
-/// every x-slab point, at [(side * R + k - 1) * 2 width + t] for slab index t (low layer, then
-/// high), so that the x layers' loop reads them as rows instead of clamping per point.
+/// every x-slab point, at [(side * R + k - 1) * x_pairs_stride(width) + t] for slab index t (low
+/// layer, then high), so that the x layers' loop reads them as rows instead of clamping per point.
+/// Each row ends in XLANES zeros, read by the whole-vector lanes past the layer.
 fn x_pair_means<T: Real>(a: &[T], radius: usize, width: usize) -> Vec<T> {
     let nx = a.len();
-    let mut out = Vec::with_capacity(2 * radius * 2 * width);
+    let mut out = Vec::with_capacity(2 * radius * x_pairs_stride(width));
     for side in 0..2 {
         for k in 1..=radius {
             for t in 0..2 * width {
                 let q = if t < width { t } else { nx - 2 * width + t };
                 out.push(if side == 0 { a_mean(a, q, q + k) } else { a_mean(a, q, q.saturating_sub(k)) });
             }
+            out.extend([T::default(); XLANES]);
         }
     }
     out
+}
+
+/// Row length of [`x_pair_means`]'s table.
+fn x_pairs_stride(width: usize) -> usize {
+    2 * width + XLANES
+}
+
+/// The first XLANES values of `v`.
+#[inline(always)]
+fn lanes<T: Real>(v: &[T]) -> [T; XLANES] {
+    v[..XLANES].try_into().expect("XLANES values")
 }
 
 /// (a_q + a_m) / 2, a clamped at the grid's end: the weight of the pair (q, m) in the compact
@@ -838,28 +899,28 @@ pub(crate) fn a_mean<T: Real>(a: &[T], q: usize, m: usize) -> T {
     T::of(0.5) * (a[q] + a[m.min(a.len() - 1)])
 }
 
-/// The star-stencil Laplacian at the CHUNK points from offset `o` of field `f` (strides 1, pitch,
+/// The star-stencil Laplacian at the N points from offset `o` of field `f` (strides 1, pitch,
 /// plane). Points past the row's end are computed from padding and discarded by the caller; the
 /// layout's tail slack keeps every read inside the allocation.
 #[inline(always)]
-fn laplacian_chunk<T: Real, const R: usize>(
+fn laplacian_chunk<T: Real, const R: usize, const N: usize>(
     f: &[T],
     o: usize,
     [py, pz]: [usize; 2],
     coef: &[[T; R]; 3],
     centre: T,
-    lap: &mut [T; CHUNK],
+    lap: &mut [T; N],
 ) {
-    let at = |off: usize| -> &[T; CHUNK] { f[off..off + CHUNK].try_into().expect("chunk in bounds") };
+    let at = |off: usize| -> &[T; N] { f[off..off + N].try_into().expect("chunk in bounds") };
     let c = at(o);
-    let xm: [&[T; CHUNK]; R] = std::array::from_fn(|k| at(o - k - 1));
-    let xp: [&[T; CHUNK]; R] = std::array::from_fn(|k| at(o + k + 1));
-    let ym: [&[T; CHUNK]; R] = std::array::from_fn(|k| at(o - (k + 1) * py));
-    let yp: [&[T; CHUNK]; R] = std::array::from_fn(|k| at(o + (k + 1) * py));
-    let zm: [&[T; CHUNK]; R] = std::array::from_fn(|k| at(o - (k + 1) * pz));
-    let zp: [&[T; CHUNK]; R] = std::array::from_fn(|k| at(o + (k + 1) * pz));
+    let xm: [&[T; N]; R] = std::array::from_fn(|k| at(o - k - 1));
+    let xp: [&[T; N]; R] = std::array::from_fn(|k| at(o + k + 1));
+    let ym: [&[T; N]; R] = std::array::from_fn(|k| at(o - (k + 1) * py));
+    let yp: [&[T; N]; R] = std::array::from_fn(|k| at(o + (k + 1) * py));
+    let zm: [&[T; N]; R] = std::array::from_fn(|k| at(o - (k + 1) * pz));
+    let zp: [&[T; N]; R] = std::array::from_fn(|k| at(o + (k + 1) * pz));
     // One pass per axis keeps the live streams (2R + 1) within the vector registers for R = 8.
-    for i in 0..CHUNK {
+    for i in 0..N {
         let mut acc = centre * c[i];
         for k in 0..R {
             acc = coef[0][k].mul_add(xm[k][i] + xp[k][i], acc);
@@ -867,7 +928,7 @@ fn laplacian_chunk<T: Real, const R: usize>(
         lap[i] = acc;
     }
     for (axis, (m, p)) in [(1, (&ym, &yp)), (2, (&zm, &zp))] {
-        for i in 0..CHUNK {
+        for i in 0..N {
             let mut acc = lap[i];
             for k in 0..R {
                 acc = coef[axis][k].mul_add(m[k][i] + p[k][i], acc);
