@@ -212,14 +212,15 @@ impl Tuning {
 
     /// The launch shape of the f16 step (kernels/fused_half.cu) at `radius`: this one's block
     /// width, vector width, ring depth, window and grid-index order, with one row a thread in
-    /// blocks of 8 rows (or R), 3 blocks a multiprocessor up to R = 4, and the halos through
-    /// registers (that kernel has no halo or tile ring). H200, 512^3 (kernels/NOTES.md, session
-    /// 14): R = 4, 0.476 ms against 0.533 with the f32 default's two rows of 6 (162 registers, 2
-    /// blocks); R = 1, 3 blocks 0.366 against 0.379 ms; R = 8, 2 blocks 0.767 against 0.793 ms.
+    /// blocks of 8 rows (or R), 3 blocks a multiprocessor up to R = 6, and the halos through
+    /// registers (that kernel has no halo or tile ring). H200, 512^3 (kernels/NOTES.md, sessions
+    /// 14 and 16): R = 4, 0.476 ms against 0.533 with the f32 default's two rows of 6 (162
+    /// registers, 2 blocks); R = 1, 3 blocks 0.366 against 0.379 ms; R = 5, 0.564 against 0.631;
+    /// R = 6, 0.656 against 0.677; R = 8, 2 blocks 0.767 against 0.793 ms.
     pub fn for_half(self, radius: usize) -> Tuning {
         let r = radius as u32;
         let block_y = (self.block_y * self.rows).min(8).max(r);
-        let min_blocks = if r <= 4 { self.min_blocks.max(3) } else { self.min_blocks };
+        let min_blocks = if r <= 6 { self.min_blocks.max(3) } else { self.min_blocks };
         Tuning { block_y, rows: 1, min_blocks, tile_ring: 0, halo_ring: 0, ..self }
     }
 
