@@ -485,16 +485,29 @@ fn dropping_the_solver_frees_its_memory() {
     let expected = gpu::estimate_bytes(&problem, KernelChoice::ThreePass) as i64;
     // Warm the kernel cache and context so that only the solver's buffers move the figure.
     drop(GpuSolver::new(CudaRuntime::new(0).unwrap(), &problem, KernelChoice::ThreePass, Tuning::for_radius(4)));
-    let before = watcher.mem_info().unwrap().0 as i64;
-    let mut s =
-        GpuSolver::new(CudaRuntime::new(0).unwrap(), &problem, KernelChoice::ThreePass, Tuning::for_radius(4)).unwrap();
-    s.step(0).unwrap();
-    let during = watcher.mem_info().unwrap().0 as i64;
-    drop(s);
-    let after = watcher.mem_info().unwrap().0 as i64;
-    eprintln!("free before {before}, during {during}, after {after}, estimate {expected}");
-    assert!(before - during >= expected * 9 / 10, "the solver should hold its buffers while open");
-    assert!((before - after).abs() < 64 << 20, "memory not returned: {} bytes", before - after);
+    // Free memory is device-wide: another process allocating or freeing between the readings
+    // moves it (the other GPU tests in parallel did, once a session). A solver that leaks fails
+    // every attempt; one that does not passes the first quiet one.
+    let mut last = String::new();
+    for attempt in 1..=5 {
+        let before = watcher.mem_info().unwrap().0 as i64;
+        let mut s =
+            GpuSolver::new(CudaRuntime::new(0).unwrap(), &problem, KernelChoice::ThreePass, Tuning::for_radius(4))
+                .unwrap();
+        s.step(0).unwrap();
+        let during = watcher.mem_info().unwrap().0 as i64;
+        drop(s);
+        let after = watcher.mem_info().unwrap().0 as i64;
+        last = format!("free before {before}, during {during}, after {after}, estimate {expected}");
+        eprintln!("attempt {attempt}: {last}");
+        let held = before - during >= expected * 9 / 10;
+        let returned = (before - after).abs() < 64 << 20;
+        if held && returned {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_secs(2));
+    }
+    panic!("the solver should hold its buffers while open and return them when dropped: {last}");
 }
 
 /// The blow-up check on the GPU: finite after ordinary steps, non-finite once a NaN or an infinity
