@@ -284,3 +284,80 @@ fn sampled_planes_equal_the_whole_model_restricted_to_them() {
         }
     }
 }
+
+/// A rank reads of a model file only the z-samples its planes interpolate from (no rank holds the
+/// whole model): the part read holds just those samples, in every storage order (z slowest,
+/// between, fastest; 3D raw, 2D `.npy`), and resamples to the whole model's planes bit for bit.
+#[test]
+fn a_part_of_a_model_file_holds_only_the_z_samples_its_planes_need() {
+    use seismic_run::config::{FileFormat, Units};
+    use seismic_run::model::file::FileSpec;
+    use seismic_run::model::volume::planes_needed;
+    let dir = scratch("file-part");
+    let n = [6, 5, 9]; // x, y, z samples of the file, 20 m apart
+    let letter = |a: usize| ["x", "y", "z"][a];
+    let grid_text = "shape = [13, 9, 31]\nspacing = [9.0, 11.0, 5.3]\norigin = [1.0, 2.0, 0.7]";
+    let cfg_grid = config(grid_text, "kind = \"constant\"\nvp = 1.0").grid;
+    let plane = 13 * 9;
+    for order in [[2, 1, 0], [0, 2, 1], [1, 0, 2], [2, 0, 3], [0, 2, 3]] {
+        // Axis 3 marks a 2D section: axes x and z only, stored as .npy in km/s.
+        let axes: Vec<usize> = order.iter().copied().filter(|&a| a < 3).collect();
+        let two_d = axes.len() == 2;
+        let shape: Vec<usize> = axes.iter().map(|&a| n[a]).collect();
+        let mut values = Vec::new();
+        let mut idx = [0usize; 3];
+        let count: usize = shape.iter().product();
+        for flat in 0..count {
+            let mut rest = flat;
+            for k in (0..axes.len()).rev() {
+                idx[axes[k]] = rest % shape[k];
+                rest /= shape[k];
+            }
+            let v = field(idx[0], if two_d { 0 } else { idx[1] }, idx[2]);
+            values.push(if two_d { v / 1000.0 } else { v });
+        }
+        let axis_order: String = axes.iter().map(|&a| letter(a)).collect();
+        let (name, format, units) = if two_d {
+            std::fs::write(dir.join(format!("{axis_order}.npy")), npy::to_bytes(&shape, &values)).unwrap();
+            (format!("{axis_order}.npy"), "npy", "km/s")
+        } else {
+            std::fs::write(dir.join(format!("{axis_order}.bin")), raw_bytes(&values)).unwrap();
+            (format!("{axis_order}.bin"), "raw-f32", "m/s")
+        };
+        let spacing = vec![20.0; axes.len()];
+        let model = format!(
+            "kind = \"file\"\npath = \"{name}\"\nformat = \"{format}\"\nunits = \"{units}\"\nshape = {shape:?}\n\
+             spacing = {spacing:?}\naxis_order = \"{axis_order}\""
+        );
+        let cfg = config(grid_text, &model);
+        let whole = model::sample(&cfg, &dir).unwrap().vp;
+        let spec = FileSpec {
+            path: &dir.join(&name),
+            format: if two_d { FileFormat::Npy } else { FileFormat::RawF32 },
+            shape: &shape,
+            spacing: &spacing,
+            units: if two_d { Units::KilometresPerSecond } else { Units::MetresPerSecond },
+            axis_order: &axis_order,
+            sha256: None,
+            key: "model",
+        };
+        for planes in [0..31, 0..5, 12..19, 30..31] {
+            let needed = planes_needed(n[2], 20.0, &cfg_grid, planes.clone(), 0.0);
+            assert!(needed.len() < n[2] || planes.len() == 31, "{axis_order}: planes {planes:?} need {needed:?}");
+            let part = spec.read_planes(Some(needed.clone())).unwrap();
+            assert_eq!(part.values.len(), count / n[2] * needed.len(), "{axis_order}: planes {planes:?}");
+            assert_eq!(part.held_z, needed);
+            let sampled = model::sample_planes(&cfg, &dir, planes.clone()).unwrap().vp;
+            let want = &whole[planes.start * plane..planes.end * plane];
+            assert_eq!(sampled.len(), want.len());
+            assert!(
+                sampled.iter().zip(want).all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{axis_order}: planes {planes:?}"
+            );
+        }
+        // The z-samples a part holds are what it reads: asking it for planes beyond them is an error.
+        let part = spec.read_planes(Some(0..2)).unwrap();
+        let err = part.resample(&cfg_grid, 20..31, [0.0; 3], "test", &mut Vec::new()).unwrap_err();
+        assert!(format!("{err}").contains("were read"), "{err}");
+    }
+}

@@ -7,7 +7,7 @@
 //! so a fresh clone next to `../shared` finds the project's copy), and its size and SHA-256 are
 //! checked before use. [`fetch`] downloads it with curl.
 
-use super::file::{FileSpec, sha256_hex};
+use super::file::{FileSpec, sha256_of};
 use super::volume::VelocityVolume;
 use crate::config::{FileFormat, Units};
 use anyhow::{Context, Result, bail, ensure};
@@ -124,9 +124,19 @@ impl Descriptor {
 
     /// Locates the file among `dirs`, checks size and SHA-256, and reads it (m/s).
     pub fn load(&self, dirs: &[PathBuf]) -> Result<VelocityVolume> {
+        self.load_planes(dirs, None)
+    }
+
+    /// As [`Self::load`], keeping only the model's z-indices `held_z` (see [`FileSpec::read_planes`]).
+    pub fn load_planes(&self, dirs: &[PathBuf], held_z: Option<std::ops::Range<usize>>) -> Result<VelocityVolume> {
         let path = self.locate(dirs)?;
         self.check_file(&path)?;
-        self.spec(&path).read()
+        self.spec(&path).read_planes(held_z)
+    }
+
+    /// The data set's z-axis: samples and spacing (m).
+    pub fn z_axis(&self) -> Result<(usize, f64)> {
+        self.spec(Path::new(&self.file)).z_axis()
     }
 
     /// Size, then SHA-256, of a candidate data file; errors say how to replace it.
@@ -140,8 +150,8 @@ impl Descriptor {
             path.display(),
             self.bytes
         );
-        let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-        let actual = sha256_hex(&bytes);
+        let mut file = std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let actual = sha256_of(&mut file).with_context(|| format!("cannot read {}", path.display()))?;
         ensure!(
             actual == self.sha256,
             "model data set {:?}: {} has SHA-256 {actual}, expected {}: the file is corrupt. {fix}",

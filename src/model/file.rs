@@ -9,6 +9,9 @@ use super::volume::{VelocityVolume, parse_axis_order};
 use crate::config::{FileFormat, Units};
 use anyhow::{Result, bail, ensure};
 use sha2::{Digest, Sha256};
+use std::fs::File;
+use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::ops::Range;
 use std::path::Path;
 
 /// What a velocity file is said to hold, from `[model]` or a data-set descriptor.
@@ -31,6 +34,22 @@ pub struct FileSpec<'a> {
 /// Lowercase hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Lowercase hex SHA-256 of what `r` reads to its end, read in pieces (a model file need not fit
+/// in memory to be checked).
+pub fn sha256_of(r: &mut impl Read) -> std::io::Result<String> {
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 22];
+    loop {
+        match r.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => hasher.update(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 
 impl FileSpec<'_> {
@@ -63,77 +82,132 @@ impl FileSpec<'_> {
 
     /// Reads, checks and converts the file to m/s.
     pub fn read(&self) -> Result<VelocityVolume> {
+        self.read_planes(None)
+    }
+
+    /// The model's z-axis: its number of samples and their spacing (m), from the description.
+    pub fn z_axis(&self) -> Result<(usize, f64)> {
+        let axes = self.validate()?;
+        let k = axes.iter().position(|&a| a == 2).expect("axis orders hold z");
+        Ok((self.shape[k], self.spacing[k]))
+    }
+
+    /// As [`Self::read`], keeping only the model's z-indices `held_z` (all where None): a rank of a
+    /// decomposed run holds its part of the model, not the whole. The file is streamed, so every
+    /// value is still checked and the SHA-256 taken over the whole file, with the same errors.
+    pub fn read_planes(&self, held_z: Option<Range<usize>>) -> Result<VelocityVolume> {
         let axes = self.validate()?;
         let file = self.path.display();
-        let bytes = match std::fs::read(self.path) {
-            Ok(b) => b,
+        let open = || match File::open(self.path) {
+            Ok(f) => Ok(f),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 bail!("{}.path: model file {file} does not exist", self.key)
             }
             Err(e) => bail!("{}.path: model file {file} cannot be read: {e}", self.key),
         };
+        let mut f = open()?;
+        let len = f
+            .metadata()
+            .map_err(|e| anyhow::anyhow!("{}.path: model file {file} cannot be read: {e}", self.key))?
+            .len();
         if let Some(expected) = self.sha256 {
-            let actual = sha256_hex(&bytes);
+            let actual = sha256_of(&mut f).map_err(|e| anyhow::anyhow!("model file {file} cannot be read: {e}"))?;
             ensure!(
                 actual.eq_ignore_ascii_case(expected.trim()),
                 "model file {file} has SHA-256 {actual}, expected {expected}: the file is corrupt, \
                  incomplete or a different one"
             );
+            f = open()?;
         }
         let count = self.shape.iter().try_fold(1usize, |n, &s| n.checked_mul(s));
         let Some(count) = count else { bail!("{}.shape = {:?} overflows", self.key, self.shape) };
-        let values = match self.format {
+        let data_at = match self.format {
             FileFormat::RawF32 => {
                 ensure!(
-                    bytes.len() as u128 == count as u128 * 4,
-                    "model file {file} holds {} bytes, expected {} ({}.shape = {:?} values of 4-byte f32)",
-                    bytes.len(),
+                    len as u128 == count as u128 * 4,
+                    "model file {file} holds {len} bytes, expected {} ({}.shape = {:?} values of 4-byte f32)",
                     count as u128 * 4,
                     self.key,
                     self.shape
                 );
-                bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+                0
             }
             FileFormat::Npy => {
-                let array = npy::parse(&bytes, self.path)?;
+                let mut head = Vec::with_capacity(npy::HEADER_BYTES);
+                (&mut f).take(npy::HEADER_BYTES as u64).read_to_end(&mut head)?;
+                let (shape, at) = npy::parse_header(&head, self.path)?;
+                let held = shape.iter().product::<usize>() as u128 * 4;
                 ensure!(
-                    array.shape == self.shape,
-                    "model file {file} holds an array of shape {:?}, but {}.shape = {:?}",
-                    array.shape,
+                    len as u128 == at as u128 + held,
+                    "{file}: .npy shape {shape:?} needs {held} bytes of data, the file holds {}",
+                    len.saturating_sub(at as u64)
+                );
+                ensure!(
+                    shape == self.shape,
+                    "model file {file} holds an array of shape {shape:?}, but {}.shape = {:?}",
                     self.key,
                     self.shape
                 );
-                array.values
+                at as u64
             }
         };
-        drop(bytes);
-        let mut values: Vec<f32> = values;
-        if let Some(flat) = values.iter().position(|v| !v.is_finite() || *v <= 0.0) {
-            let mut index = vec![0; self.shape.len()];
-            let mut rest = flat;
-            for k in (0..self.shape.len()).rev() {
-                index[k] = rest % self.shape[k];
-                rest /= self.shape[k];
-            }
-            bail!(
-                "model file {file}: value {} at index {index:?} (axes {:?}, flat index {flat}); \
-                 velocities must be finite and positive",
-                values[flat],
-                self.axis_order
-            );
-        }
-        if self.units == Units::KilometresPerSecond {
-            values.iter_mut().for_each(|v| *v *= 1000.0);
-        }
+        f.seek(SeekFrom::Start(data_at)).map_err(|e| anyhow::anyhow!("model file {file} cannot be read: {e}"))?;
+
+        // The z-index of the flat index i is (i / inner) % nz, inner the values per z-step.
+        let kz = axes.iter().position(|&a| a == 2).expect("axis orders hold z");
+        let (nz, inner) = (self.shape[kz], self.shape[kz + 1..].iter().product::<usize>());
+        let held_z = held_z.unwrap_or(0..nz);
+        ensure!(held_z.end <= nz, "{}: model z-indices {held_z:?} of {nz}", self.key);
+        let kept = count / nz * held_z.len();
+        let mut values = Vec::new();
+        values.try_reserve_exact(kept).map_err(|_| {
+            anyhow::anyhow!(
+                "model file {file}: {:.1} GiB of its values cannot be held",
+                kept as f64 * 4.0 / (1u64 << 30) as f64
+            )
+        })?;
+        let scale = if self.units == Units::KilometresPerSecond { 1000.0 } else { 1.0 };
         let max = crate::config::MAX_VELOCITY;
-        if let Some(flat) = values.iter().position(|v| !v.is_finite() || *v as f64 > max) {
+        let mut above: Option<(usize, f32)> = None;
+        let mut reader = BufReader::with_capacity(1 << 22, f);
+        let mut bytes = [0u8; 4];
+        let (mut z, mut within) = (0usize, 0usize);
+        for flat in 0..count {
+            reader.read_exact(&mut bytes).map_err(|e| anyhow::anyhow!("model file {file} cannot be read: {e}"))?;
+            let raw = f32::from_le_bytes(bytes);
+            if !raw.is_finite() || raw <= 0.0 {
+                let mut index = vec![0; self.shape.len()];
+                let mut rest = flat;
+                for k in (0..self.shape.len()).rev() {
+                    index[k] = rest % self.shape[k];
+                    rest /= self.shape[k];
+                }
+                bail!(
+                    "model file {file}: value {raw} at index {index:?} (axes {:?}, flat index {flat}); \
+                     velocities must be finite and positive",
+                    self.axis_order
+                );
+            }
+            let v = raw * scale;
+            if above.is_none() && (!v.is_finite() || v as f64 > max) {
+                above = Some((flat, v));
+            }
+            if held_z.contains(&z) {
+                values.push(v);
+            }
+            within += 1;
+            if within == inner {
+                within = 0;
+                z = if z + 1 == nz { 0 } else { z + 1 };
+            }
+        }
+        if let Some((flat, v)) = above {
             bail!(
-                "model file {file}: value at flat index {flat} is {:e} m/s ({}), above {max:e} m/s: check {}.units",
-                values[flat],
+                "model file {file}: value at flat index {flat} is {v:e} m/s ({}), above {max:e} m/s: check {}.units",
                 if self.units == Units::KilometresPerSecond { "km/s x 1000" } else { "m/s" },
                 self.key
             );
         }
-        Ok(VelocityVolume::new(values, &axes, self.shape, self.spacing))
+        Ok(VelocityVolume::part(values, &axes, self.shape, self.spacing, held_z))
     }
 }

@@ -91,13 +91,15 @@ fn sample_planes_with_data_dirs(
                 sha256: sha256.as_deref(),
                 key: "model",
             };
-            let volume = spec.read()?;
+            let (nz, hz) = spec.z_axis()?;
+            let volume = spec.read_planes(Some(volume::planes_needed(nz, hz, grid, planes.clone(), 0.0)))?;
             volume.resample(grid, planes, [0.0; 3], &format!("model file {}", path.display()), &mut warnings)?
         }
         ModelConfig::Marmousi { x_offset } => {
             ensure!(x_offset.is_finite(), "model.x_offset must be finite, got {x_offset}");
             let d = descriptor("marmousi")?;
-            let volume = d.load(dirs)?;
+            let (nz, hz) = d.z_axis()?;
+            let volume = d.load_planes(dirs, Some(volume::planes_needed(nz, hz, grid, planes.clone(), 0.0)))?;
             volume.resample(grid, planes, [*x_offset, 0.0, 0.0], "model marmousi", &mut warnings)?
         }
     };

@@ -28,6 +28,27 @@ enum Value {
 
 /// Parses the bytes of a `.npy` file; `path` names the file in errors.
 pub fn parse(bytes: &[u8], path: &Path) -> Result<NpyArray> {
+    let (shape, end) = parse_header(bytes, path)?;
+    let file = path.display();
+    let count = shape.iter().product::<usize>();
+    let data = &bytes[end..];
+    ensure!(
+        data.len() as u128 == count as u128 * 4,
+        "{file}: .npy shape {shape:?} needs {} bytes of data, the file holds {}",
+        count as u128 * 4,
+        data.len()
+    );
+    let values = data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+    Ok(NpyArray { shape, values })
+}
+
+/// Bytes of a `.npy` file to read for [`parse_header`] (the longest header NumPy writes is far
+/// shorter; a longer one is an error).
+pub const HEADER_BYTES: usize = 1 << 16;
+
+/// The shape of the little-endian f32 C-ordered array of a `.npy` file and the offset of its data,
+/// from the file's first bytes (at least the whole header); `path` names the file in errors.
+pub fn parse_header(bytes: &[u8], path: &Path) -> Result<(Vec<usize>, usize)> {
     let file = path.display();
     ensure!(bytes.len() >= 10 && &bytes[..6] == MAGIC, "{file} is not a .npy file (no \\x93NUMPY magic)");
     let (major, minor) = (bytes[6], bytes[7]);
@@ -65,19 +86,11 @@ pub fn parse(bytes: &[u8], path: &Path) -> Result<NpyArray> {
          convert with numpy.save(path, array.astype('<f4'))"
     );
     ensure!(!fortran, "{file}: the .npy array is in Fortran order; save a C-ordered copy (numpy.ascontiguousarray)");
-    let count = shape
+    shape
         .iter()
         .try_fold(1usize, |n, &s| n.checked_mul(s))
         .ok_or_else(|| anyhow::anyhow!("{file}: .npy shape {shape:?} overflows"))?;
-    let data = &bytes[end..];
-    ensure!(
-        data.len() as u128 == count as u128 * 4,
-        "{file}: .npy shape {shape:?} needs {} bytes of data, the file holds {}",
-        count as u128 * 4,
-        data.len()
-    );
-    let values = data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
-    Ok(NpyArray { shape, values })
+    Ok((shape, end))
 }
 
 /// Parses the header's dict literal: `{'key': value, ...}` with string, bool or int-tuple values.

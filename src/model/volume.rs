@@ -23,6 +23,44 @@ pub struct VelocityVolume {
     pub spacing: [f64; 3],
     /// Offset in `values` of one step along x, y, z (0 along a missing axis).
     pub strides: [usize; 3],
+    /// The model's z-indices `values` holds, from `held_z.start` (all of them unless the volume
+    /// was read for a few run-grid planes, see [`planes_needed`]).
+    pub held_z: std::ops::Range<usize>,
+}
+
+/// Per run-grid point along axis `a`, the model's two samples around it and the weight of the
+/// second: the model has `n` samples `h` apart, run-grid point i lies at `origin + i * spacing +
+/// offset` (m).
+fn axis_taps(n: usize, h: f64, grid: &GridConfig, a: usize, offset: f64) -> Vec<(usize, usize, f64)> {
+    let last = (n - 1) as f64;
+    (0..grid.shape[a])
+        .map(|i| {
+            if n == 1 {
+                return (0, 0, 0.0);
+            }
+            let u = ((grid.origin[a] + i as f64 * grid.spacing[a] + offset) / h).clamp(0.0, last);
+            let i0 = (u.floor() as usize).min(n - 2);
+            (i0, i0 + 1, u - i0 as f64)
+        })
+        .collect()
+}
+
+/// The z-indices of a model of `n` samples `h` apart along z that the run grid's `planes` read
+/// when resampled with z offset `offset`: what a rank reads of a model file for its part.
+pub fn planes_needed(
+    n: usize,
+    h: f64,
+    grid: &GridConfig,
+    planes: std::ops::Range<usize>,
+    offset: f64,
+) -> std::ops::Range<usize> {
+    if planes.is_empty() {
+        return 0..0;
+    }
+    let taps = axis_taps(n, h, grid, 2, offset);
+    let lo = taps[planes.clone()].iter().map(|t| t.0).min().unwrap_or(0);
+    let hi = taps[planes].iter().map(|t| t.1).max().unwrap_or(0);
+    lo..hi + 1
 }
 
 /// Axis indices (0 = x, 1 = y, 2 = z) of a storage order string such as "zyx" or "xz", slowest
@@ -54,8 +92,22 @@ impl VelocityVolume {
     /// Describes `values`, stored with the axes `axes` (slowest first) of sizes `shape` and
     /// spacings `spacing`, the last axis contiguous.
     pub fn new(values: Vec<f32>, axes: &[usize], shape: &[usize], spacing: &[f64]) -> VelocityVolume {
+        let nz = axes.iter().position(|&a| a == 2).map_or(1, |k| shape[k]);
+        Self::part(values, axes, shape, spacing, 0..nz)
+    }
+
+    /// As [`Self::new`], where `values` holds only the model's z-indices `held_z` (in the same
+    /// storage order, the z axis shortened to them).
+    pub fn part(
+        values: Vec<f32>,
+        axes: &[usize],
+        shape: &[usize],
+        spacing: &[f64],
+        held_z: std::ops::Range<usize>,
+    ) -> VelocityVolume {
         assert!(axes.len() == shape.len() && axes.len() == spacing.len());
-        assert_eq!(values.len(), shape.iter().product::<usize>());
+        let held = |k: usize| if axes[k] == 2 { held_z.len() } else { shape[k] };
+        assert_eq!(values.len(), (0..axes.len()).map(held).product::<usize>());
         let mut extent = [1; 3];
         let mut h = [1.0; 3];
         let mut strides = [0; 3];
@@ -64,13 +116,14 @@ impl VelocityVolume {
             extent[axes[k]] = shape[k];
             h[axes[k]] = spacing[k];
             strides[axes[k]] = stride;
-            stride *= shape[k];
+            stride *= held(k);
         }
-        VelocityVolume { values, extent, spacing: h, strides }
+        VelocityVolume { values, extent, spacing: h, strides, held_z }
     }
 
     fn at(&self, i: [usize; 3]) -> f64 {
-        self.values[i[0] * self.strides[0] + i[1] * self.strides[1] + i[2] * self.strides[2]] as f64
+        let z = i[2] - self.held_z.start;
+        self.values[i[0] * self.strides[0] + i[1] * self.strides[1] + z * self.strides[2]] as f64
     }
 
     /// Samples the model at the run grid's points of z-planes `planes`, dense (planes, ny, nx).
@@ -84,21 +137,14 @@ impl VelocityVolume {
         name: &str,
         warnings: &mut Vec<String>,
     ) -> Result<Vec<f32>> {
-        let taps: [Vec<(usize, usize, f64)>; 3] = std::array::from_fn(|a| {
-            let n = self.extent[a];
-            let last = (n - 1) as f64;
-            (0..grid.shape[a])
-                .map(|i| {
-                    if n == 1 {
-                        return (0, 0, 0.0);
-                    }
-                    let u =
-                        ((grid.origin[a] + i as f64 * grid.spacing[a] + offset[a]) / self.spacing[a]).clamp(0.0, last);
-                    let i0 = (u.floor() as usize).min(n - 2);
-                    (i0, i0 + 1, u - i0 as f64)
-                })
-                .collect()
-        });
+        let taps: [Vec<(usize, usize, f64)>; 3] =
+            std::array::from_fn(|a| axis_taps(self.extent[a], self.spacing[a], grid, a, offset[a]));
+        let needed = planes_needed(self.extent[2], self.spacing[2], grid, planes.clone(), offset[2]);
+        ensure!(
+            needed.is_empty() || (self.held_z.start <= needed.start && needed.end <= self.held_z.end),
+            "{name}: z-planes {planes:?} read model z-indices {needed:?}, but only {:?} were read",
+            self.held_z
+        );
         for a in 0..3 {
             let n = self.extent[a];
             if n == 1 {
