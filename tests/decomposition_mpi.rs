@@ -60,9 +60,13 @@ fn datasets(path: &Path) -> Vec<(String, Vec<u32>)> {
         .collect()
 }
 
-/// The single-rank run of `input` against the same under mpirun with each of `ranks`.
-fn compare(name: &str, input: &str, ranks: &[usize]) {
+/// The single-rank run of `input` against the same under mpirun with each of `ranks`; `files`
+/// (name, bytes) are written beside the input first.
+fn compare(name: &str, input: &str, ranks: &[usize], files: &[(&str, Vec<u8>)]) {
     let dir = scratch("decomposition_mpi", name);
+    for (file, bytes) in files {
+        std::fs::write(dir.join(file), bytes).unwrap();
+    }
     std::fs::write(dir.join("single.toml"), input).unwrap();
     std::fs::write(dir.join("split.toml"), input.replace("[run]\n", "[run]\ndecomposition = \"z\"\n")).unwrap();
     let single = dir.join("single.h5");
@@ -97,7 +101,32 @@ fn compare(name: &str, input: &str, ranks: &[usize]) {
 
 #[test]
 fn two_and_three_mpi_ranks_write_the_single_rank_result_bit_for_bit() {
-    compare("cpu", INPUT, &[2, 3]);
+    compare("cpu", INPUT, &[2, 3], &[]);
+}
+
+/// Each rank reads only the z-samples of a model file its planes need (the file stored with z
+/// between x and y, at its own 40 m spacing): the result, `/model/vp` included, is the single
+/// rank's bit for bit.
+#[test]
+fn two_mpi_ranks_reading_their_parts_of_a_model_file_write_the_single_rank_result() {
+    let (nx, ny, nz) = (4, 4, 13);
+    let mut bytes = Vec::new();
+    for ix in 0..nx {
+        for iz in 0..nz {
+            for iy in 0..ny {
+                let v =
+                    1500.0 + 60.0 * iz as f32 + 25.0 * ix as f32 + 10.0 * iy as f32 + ((ix + 2 * iy + iz) % 3) as f32;
+                bytes.extend(v.to_le_bytes());
+            }
+        }
+    }
+    let model = format!(
+        "kind = \"file\"\npath = \"vp.bin\"\nshape = [{nx}, {nz}, {ny}]\nspacing = [40.0, 40.0, 40.0]\naxis_order = \"xzy\""
+    );
+    let start = INPUT.find("kind = \"layered\"").unwrap();
+    let end = INPUT.find("[stencil]").unwrap();
+    let input = format!("{}{model}\n{}", &INPUT[..start], &INPUT[end..]);
+    compare("cpu-file", &input, &[2], &[("vp.bin", bytes)]);
 }
 
 /// Two ranks sharing one GPU (host-staged halos) write the single-GPU result bit for bit.
@@ -105,7 +134,7 @@ fn two_and_three_mpi_ranks_write_the_single_rank_result_bit_for_bit() {
 #[test]
 #[ignore = "needs a GPU"]
 fn two_mpi_ranks_on_one_gpu_write_the_single_gpu_result_bit_for_bit() {
-    compare("cuda", &INPUT.replace("backend = \"cpu\"", "backend = \"cuda\""), &[2]);
+    compare("cuda", &INPUT.replace("backend = \"cpu\"", "backend = \"cuda\""), &[2], &[]);
 }
 
 /// Two ranks on one GPU: `halo_exchange = "auto"` takes the host path and says why in the banner;
