@@ -71,7 +71,7 @@ DEVICE void cpml_axis(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next, 
 // 2R + 1 times through L2; a warp's loads are 32 neighbouring vectors along x. phi's neighbours
 // are loads (the thread read them an iteration or two before: L1): a register window for them
 // too leaves fewer threads to hide latency (kernels/NOTES.md, session 13). The launch has nx / VEC
-// threads along x, the other axis over grid y and the two layers over grid z; the update is
+// threads along x, the other axis over grid y and the two layers (each in segments) over grid z; the update is
 // layers.h's layer_row, so the bits are the scalar path's.
 template <class T, int AXIS>
 DEVICE void cpml_march(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next, const T* RESTRICT vel,
@@ -81,8 +81,11 @@ DEVICE void cpml_march(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next,
     const int n = AXIS == 1 ? ny : nz;
     const int across = AXIS == 1 ? nz : ny;
     const int ix = (blockIdx.x * blockDim.x + threadIdx.x) * VEC;
-    const int half = blockIdx.z;
+    // grid z: the low and high layer, each in gridDim.z / 2 segments along the axis, so that thin
+    // grids still have enough threads in flight (the host picks the count: solver.rs, launch_cpml).
+    const int half = blockIdx.z & 1, segments = gridDim.z >> 1, seg = blockIdx.z >> 1;
     if (ix >= nx || (half == 0 && !L.low[AXIS])) return;
+    const int t0 = seg * w / segments, t1 = (seg + 1) * w / segments;
     const i64 st = AXIS == 1 ? pitch : plane;
     const i64 ss = AXIS == 1 ? (i64)nx : (i64)nx * ny;
     const float* RESTRICT phi_in = L.phi_in[AXIS];
@@ -98,8 +101,8 @@ DEVICE void cpml_march(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next,
         auto p_at = [&](int u) { return q0 + u >= -R && q0 + u < n + R ? vload(cur + o0 + (i64)u * st) : zero; };
         Vf pw[2 * R + 1];  // [R + k]: k points along the axis from the current point
 #pragma unroll
-        for (int j = 0; j < 2 * R; j++) pw[j] = p_at(j - R);
-        for (int t = 0; t < w; t++) {
+        for (int j = 0; j < 2 * R; j++) pw[j] = p_at(t0 + j - R);
+        for (int t = t0; t < t1; t++) {
             pw[2 * R] = p_at(t + R);
             const int q = q0 + t;
             if (q >= 0 && q < n) {
