@@ -241,6 +241,11 @@ fn npy_model_file_not_matching_its_description() {
     std::fs::write(dir.join("m.npy"), model::npy::to_bytes(&[16, 24, 20], &vec![2000.0; 16 * 20 * 24])).unwrap();
     let text = input(&file_model("m.npy", "format = \"npy\""), "");
     assert_names(&error_in(&dir, &text), &["m.npy", "[16, 24, 20]", "model.shape = [16, 20, 24]"]);
+    // The right shape, its data cut short by one value.
+    let mut bytes = model::npy::to_bytes(&[16, 20, 24], &vec![2000.0; 16 * 20 * 24]);
+    bytes.truncate(bytes.len() - 4);
+    std::fs::write(dir.join("m.npy"), bytes).unwrap();
+    assert_names(&error_in(&dir, &text), &["m.npy", "needs 30720 bytes", "holds 30716"]);
 }
 
 #[test]

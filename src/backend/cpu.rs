@@ -750,6 +750,7 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
                 }
                 // phi of the chunk and R on each side, zero outside this half of the slab (phi is
                 // zero outside its layer), so every lane takes the same taps.
+                const { assert!(2 * R <= XLANES, "phi's window is two XLANES wide") };
                 let mut ph = [[T::default(); XLANES]; 2];
                 let ph = &mut ph.as_flattened_mut()[..XLANES + 2 * R];
                 let (m0, m1) = (j.saturating_sub(R), (j + XLANES + R).min(w));

@@ -134,7 +134,10 @@ impl FileSpec<'_> {
             }
             FileFormat::Npy => {
                 let mut head = Vec::with_capacity(npy::HEADER_BYTES);
-                (&mut f).take(npy::HEADER_BYTES as u64).read_to_end(&mut head)?;
+                (&mut f)
+                    .take(npy::HEADER_BYTES as u64)
+                    .read_to_end(&mut head)
+                    .map_err(|e| anyhow::anyhow!("model file {file} cannot be read: {e}"))?;
                 let (shape, at) = npy::parse_header(&head, self.path)?;
                 let held = shape.iter().product::<usize>() as u128 * 4;
                 ensure!(
@@ -169,12 +172,19 @@ impl FileSpec<'_> {
         let scale = if self.units == Units::KilometresPerSecond { 1000.0 } else { 1.0 };
         let max = crate::config::MAX_VELOCITY;
         let mut above: Option<(usize, f32)> = None;
-        let mut reader = BufReader::with_capacity(1 << 22, f);
-        let mut bytes = [0u8; 4];
+        let mut reader = BufReader::new(f);
+        let mut block = vec![0u8; 1 << 22];
         let (mut z, mut within) = (0usize, 0usize);
         for flat in 0..count {
-            reader.read_exact(&mut bytes).map_err(|e| anyhow::anyhow!("model file {file} cannot be read: {e}"))?;
-            let raw = f32::from_le_bytes(bytes);
+            // The file in blocks of 1M values, each value checked and its z-index followed.
+            let at = flat % (block.len() / 4);
+            if at == 0 {
+                let n = (count - flat).min(block.len() / 4) * 4;
+                reader
+                    .read_exact(&mut block[..n])
+                    .map_err(|e| anyhow::anyhow!("model file {file} cannot be read: {e}"))?;
+            }
+            let raw = f32::from_le_bytes(block[4 * at..4 * at + 4].try_into().expect("4 bytes"));
             if !raw.is_finite() || raw <= 0.0 {
                 let mut index = vec![0; self.shape.len()];
                 let mut rest = flat;

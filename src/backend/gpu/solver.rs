@@ -94,7 +94,10 @@ pub fn check_fits(problem: &Problem, kernel: KernelChoice, device: &str, free: u
 /// layers launch 256 blocks, 0.240 unsplit, 0.226 with 2 segments). The bits are the same for any
 /// count. SEISMIC_CPML_SEGMENTS overrides it (an experiment knob).
 fn march_segments(blocks: u64, multiprocessors: u64, width: u64) -> u64 {
-    if let Some(s) = std::env::var("SEISMIC_CPML_SEGMENTS").ok().and_then(|v| v.parse::<u64>().ok()) {
+    // Read once: this runs at every step's launch.
+    static FORCED: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    let forced = FORCED.get_or_init(|| std::env::var("SEISMIC_CPML_SEGMENTS").ok().and_then(|v| v.parse().ok()));
+    if let Some(s) = *forced {
         return s.clamp(1, width.max(1));
     }
     let resident = 5 * multiprocessors;
@@ -749,9 +752,9 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 e[a.axis] = 2 * c.width as u64;
                 let grid = if a.axis > 0 && e[0] % vec == 0 && march {
                     let across = if a.axis == 1 { e[2] } else { e[1] };
-                    let blocks = (e[0] / vec).div_ceil(128) * across.min(65535) * 2;
-                    let segments = march_segments(blocks, self.rt.multiprocessors() as u64, c.width as u64);
-                    [(e[0] / vec).div_ceil(128) as u32, across.min(65535) as u32, 2 * segments as u32]
+                    let (bx, by) = ((e[0] / vec).div_ceil(128), across.min(65535));
+                    let segments = march_segments(bx * by * 2, self.rt.multiprocessors() as u64, c.width as u64);
+                    [bx as u32, by as u32, 2 * segments as u32]
                 } else {
                     [(e[0] * e[1]).div_ceil(128) as u32, e[2].min(65535) as u32, 1]
                 };
