@@ -81,10 +81,13 @@ DEVICE void cpml_march(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next,
     const int n = AXIS == 1 ? ny : nz;
     const int across = AXIS == 1 ? nz : ny;
     const int ix = (blockIdx.x * blockDim.x + threadIdx.x) * VEC;
-    // grid z: the low and high layer, each in gridDim.z / 2 segments along the axis, so that thin
-    // grids still have enough threads in flight (the host picks the count: solver.rs, launch_cpml).
-    const int half = blockIdx.z & 1, segments = gridDim.z >> 1, seg = blockIdx.z >> 1;
-    if (ix >= nx || (half == 0 && !L.low[AXIS])) return;
+    // grid z: the layers that absorb (the high one, and the low one unless a free surface or a cut
+    // replaces it), each in gridDim.z / layers segments along the axis, so that thin grids still
+    // have enough threads in flight (the host picks the count: solver.rs, launch_cpml).
+    const int layers = L.low[AXIS] ? 2 : 1;
+    const int half = layers == 2 ? (int)(blockIdx.z & 1) : 1;
+    const int segments = gridDim.z / layers, seg = blockIdx.z / layers;
+    if (ix >= nx) return;
     const int t0 = seg * w / segments, t1 = (seg + 1) * w / segments;
     const i64 st = AXIS == 1 ? pitch : plane;
     const i64 ss = AXIS == 1 ? (i64)nx : (i64)nx * ny;
@@ -132,10 +135,13 @@ DEVICE void cpml_march(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next,
 template <class T, int AXIS>
 DEVICE void cpml_layers(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next, const T* RESTRICT vel,
                         const Layers& L, int nx, int ny, int nz, i64 pitch, i64 plane) {
-    if (AXIS > 0 && !SEISMIC_HIP && nx % VEC == 0)
-        cpml_march<T, AXIS>(cur, out, next, vel, L, nx, ny, nz, pitch, plane);
-    else
-        cpml_axis<T, AXIS>(cur, out, next, vel, L, nx, ny, nz, pitch, plane);
+    if constexpr (AXIS > 0 && !SEISMIC_HIP) {
+        if (nx % VEC == 0) {
+            cpml_march<T, AXIS>(cur, out, next, vel, L, nx, ny, nz, pitch, plane);
+            return;
+        }
+    }
+    cpml_axis<T, AXIS>(cur, out, next, vel, L, nx, ny, nz, pitch, plane);
 }
 
 // Launches of 128 threads; 5 blocks a multiprocessor (96 registers) keep enough loads in flight.

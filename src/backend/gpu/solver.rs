@@ -86,22 +86,25 @@ pub fn check_fits(problem: &Problem, kernel: KernelChoice, device: &str, free: u
     Ok(())
 }
 
-/// Segments each y or z layer's march is split into along its axis (cpml.cu, cpml_march): where a
-/// launch of `blocks` unsplit blocks would not fill the `multiprocessors` once at 5 blocks each,
-/// enough segments to fill them, none shorter than 4 points of a layer `width` wide. Each segment
-/// re-reads the 2R points of p^n before it, so a launch that fills the GPU is not split (H200,
-/// R = 4: the 512^3 real step 0.935 ms unsplit, 0.942-0.963 split in 2-5; 960 x 64 x 240, whose z
-/// layers launch 256 blocks, 0.240 unsplit, 0.226 with 2 segments). The bits are the same for any
-/// count. SEISMIC_CPML_SEGMENTS overrides it (an experiment knob).
-fn march_segments(blocks: u64, multiprocessors: u64, width: u64) -> u64 {
+/// Segments each y or z layer's march is split into along its axis (cpml.cu, cpml_march), for a
+/// launch of `blocks` unsplit blocks on `multiprocessors` holding 5 blocks each. A block's time is
+/// its march: about `width / S + radius` points (the R points of p^n before a segment are loaded
+/// first, partly in parallel), and the launch takes as many of those as it has waves, so the count
+/// minimising waves x march wins, with segments no shorter than 4 points. A launch that fills its
+/// last wave is not split; one whose last wave is short or that does not fill the GPU once is (H200,
+/// R = 4, every march forced to S segments: 512^3 real step 0.935 ms at S = 1, 0.942-0.963 at 2-5;
+/// 960 x 64 x 240, 0.240 at S = 1, 0.226 at 2). The bits are the same for any count.
+/// SEISMIC_CPML_SEGMENTS overrides it (an experiment knob).
+fn march_segments(blocks: u64, multiprocessors: u64, width: u64, radius: u64) -> u64 {
     // Read once: this runs at every step's launch.
     static FORCED: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
     let forced = FORCED.get_or_init(|| std::env::var("SEISMIC_CPML_SEGMENTS").ok().and_then(|v| v.parse().ok()));
     if let Some(s) = *forced {
         return s.clamp(1, width.max(1));
     }
-    let resident = 5 * multiprocessors;
-    if blocks >= resident { 1 } else { resident.div_ceil(blocks.max(1)).clamp(1, (width / 4).max(1)) }
+    let resident = (5 * multiprocessors).max(1);
+    let cost = |s: u64| (blocks.max(1) * s).div_ceil(resident) * (width.div_ceil(s) + radius);
+    (1..=(width / 4).max(1)).min_by_key(|&s| (cost(s), s)).unwrap_or(1)
 }
 
 pub(crate) fn kernel_name(k: KernelChoice) -> &'static str {
@@ -740,21 +743,25 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let (pitch, plane) = (self.layout.pitch as i64, self.layout.plane as i64);
         let vec = self.geometry.tuning.vec as u64;
         let march = self.rt.vendor() != "hip";
+        let radius = self.radius as u64;
         let Some(c) = &mut self.cpml else { return Ok(()) };
         if !c.in_pass {
             let layers = c.layers(&self.axis_weights, 0);
             for a in &c.axes {
                 // cpml.cu: with nx a multiple of VEC the y and z layers march (VEC points of x a
-                // thread along x, the other axis over grid y, low and high layer over grid z),
-                // except on AMD (its register windows spill there); else one thread per slab
-                // point, x over the slab's first two axes, y over its third.
+                // thread along x, the other axis over grid y, the absorbing layers in segments
+                // over grid z), except on AMD (its register windows spill there); else one thread
+                // per slab point, x over the slab's first two axes, y over its third.
                 let mut e = [nx, ny, nz].map(|n| n as u64);
                 e[a.axis] = 2 * c.width as u64;
                 let grid = if a.axis > 0 && e[0] % vec == 0 && march {
                     let across = if a.axis == 1 { e[2] } else { e[1] };
                     let (bx, by) = ((e[0] / vec).div_ceil(128), across.min(65535));
-                    let segments = march_segments(bx * by * 2, self.rt.multiprocessors() as u64, c.width as u64);
-                    [bx as u32, by as u32, 2 * segments as u32]
+                    // Both layers, or the high one alone where the low face does not absorb.
+                    let layers = if c.low[a.axis] != 0 { 2 } else { 1 };
+                    let sms = self.rt.multiprocessors() as u64;
+                    let segments = march_segments(bx * by * layers, sms, c.width as u64, radius);
+                    [bx as u32, by as u32, (layers * segments) as u32]
                 } else {
                     [(e[0] * e[1]).div_ceil(128) as u32, e[2].min(65535) as u32, 1]
                 };
@@ -1079,5 +1086,25 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
         self.receivers = ReceiverTable::new(&self.rt, &self.layout, &problem.receivers, problem.steps)?;
         self.steps_done = 0;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::march_segments;
+
+    #[test]
+    fn marches_split_where_the_last_wave_is_short() {
+        // H200: 132 multiprocessors, 660 resident blocks; R = 4.
+        // 512^3, 20-point layers: 1024 blocks, 1.55 waves; splitting adds a wave per segment.
+        assert_eq!(march_segments(1024, 132, 20, 4), 1);
+        // 960 x 64 x 240 (marmousi.toml): the y layers' 960 blocks (1.45 waves) into 2 (2.9 waves).
+        assert_eq!(march_segments(960, 132, 20, 4), 2);
+        // Its z layer under a free surface: 128 blocks, split as far as 4-point segments allow.
+        assert_eq!(march_segments(128, 132, 20, 4), 5);
+        // marmousi-large's y layers: 6000 blocks, 9.1 waves.
+        assert_eq!(march_segments(6000, 132, 24, 4), 1);
+        // Layers thinner than 8 points are never split.
+        assert_eq!(march_segments(10, 132, 7, 4), 1);
     }
 }
