@@ -4,8 +4,9 @@
 // along the axis, phi of its neighbours in its own layer, a of its neighbours and its own zeta:
 //   dpsi = dphi/dx + D(a D p),                 phi' = b (phi + a dp/dx),
 //   zeta <- b zeta + a (d2p/dx2 + dpsi),       p^{n+1} += c^2 dt^2 (dpsi + zeta)
-// in the CPU reference's operation order (src/backend/cpu.rs, cpml_x_row), so both give the same
-// bits. D(a D p) is the compact self-adjoint form sum_k c2_k [abar_{+k} (p_{+k} - p) + abar_{-k}
+// in the CPU reference's operation order (src/backend/cpu.rs, cpml_x_row), each product added to a
+// sum one fused multiply-add on both sides (fmaf, mul_add; --fmad=false leaves explicit ones
+// fused), so both give the same bits. D(a D p) is the compact self-adjoint form sum_k c2_k [abar_{+k} (p_{+k} - p) + abar_{-k}
 // (p_{-k} - p)], abar_{+-k} = (a_q + a_{q+-k}) / 2 with a clamped at the grid's ends (a_pair).
 // phi is double-buffered (phi_in, phi_out; the host swaps them every step).
 #pragma once
@@ -47,19 +48,19 @@ DEVICE float layer_point(float res, float p0, const float (&lo)[R + 1], const fl
     float dp = 0.0f, dphi = 0.0f, d2 = c.c2[0] * p0, sa = 0.0f;
 #pragma unroll
     for (int k = 1; k <= R; k++) {
-        dp += c.c1[k] * (hi[k] - lo[k]);
-        if (t + k < w) dphi += c.c1[k] * phi[s + k * ss];
-        if (t >= k) dphi -= c.c1[k] * phi[s - k * ss];
-        d2 += c.c2[k] * (lo[k] + hi[k]);
+        dp = fmaf(c.c1[k], hi[k] - lo[k], dp);
+        if (t + k < w) dphi = fmaf(c.c1[k], phi[s + k * ss], dphi);
+        if (t >= k) dphi = fmaf(-c.c1[k], phi[s - k * ss], dphi);
+        d2 = fmaf(c.c2[k], lo[k] + hi[k], d2);
         const float ap = a_pair(a, aq, q + k, n), am = a_pair(a, aq, q - k, n);
-        sa += c.c2[k] * (ap * (hi[k] - p0) + am * (lo[k] - p0));
+        sa = fmaf(c.c2[k], fmaf(ap, hi[k] - p0, am * (lo[k] - p0)), sa);
     }
     const float bq = L.b[axis][q];
     const float dpsi = dphi + sa;
-    L.phi_out[axis][s] = bq * (phi[s] + aq * dp);
-    const float zn = bq * L.zeta[axis][s] + aq * (d2 + dpsi);
+    L.phi_out[axis][s] = bq * fmaf(aq, dp, phi[s]);
+    const float zn = fmaf(bq, L.zeta[axis][s], aq * (d2 + dpsi));
     L.zeta[axis][s] = zn;
-    return res + vel * (dpsi + zn);
+    return fmaf(vel, dpsi + zn, res);
 }
 
 // layer_point for the VEC points of a row at once along y or z (slab index `s` a multiple of VEC):
@@ -87,9 +88,9 @@ DEVICE Vf layer_row(Vf res, const Vf& p0, Neighbours nb, Phi phi, Vf zn, const V
         const float ap = a_pair(a, aq, q + k, n), am = a_pair(a, aq, q - k, n);
 #pragma unroll
         for (int j = 0; j < VEC; j++) {
-            dp.v[j] += c.c1[k] * (hi.v[j] - lo.v[j]);
-            d2.v[j] += c.c2[k] * (lo.v[j] + hi.v[j]);
-            sa.v[j] += c.c2[k] * (ap * (hi.v[j] - p0.v[j]) + am * (lo.v[j] - p0.v[j]));
+            dp.v[j] = fmaf(c.c1[k], hi.v[j] - lo.v[j], dp.v[j]);
+            d2.v[j] = fmaf(c.c2[k], lo.v[j] + hi.v[j], d2.v[j]);
+            sa.v[j] = fmaf(c.c2[k], fmaf(ap, hi.v[j] - p0.v[j], am * (lo.v[j] - p0.v[j])), sa.v[j]);
         }
     }
 #pragma unroll
@@ -97,12 +98,12 @@ DEVICE Vf layer_row(Vf res, const Vf& p0, Neighbours nb, Phi phi, Vf zn, const V
         if (t + k < w) {
             const Vf f = phi(k);
 #pragma unroll
-            for (int j = 0; j < VEC; j++) dphi.v[j] += c.c1[k] * f.v[j];
+            for (int j = 0; j < VEC; j++) dphi.v[j] = fmaf(c.c1[k], f.v[j], dphi.v[j]);
         }
         if (t >= k) {
             const Vf f = phi(-k);
 #pragma unroll
-            for (int j = 0; j < VEC; j++) dphi.v[j] -= c.c1[k] * f.v[j];
+            for (int j = 0; j < VEC; j++) dphi.v[j] = fmaf(-c.c1[k], f.v[j], dphi.v[j]);
         }
     }
     const float bq = L.b[axis][q];
@@ -111,9 +112,9 @@ DEVICE Vf layer_row(Vf res, const Vf& p0, Neighbours nb, Phi phi, Vf zn, const V
 #pragma unroll
     for (int j = 0; j < VEC; j++) {
         const float dpsi = dphi.v[j] + sa.v[j];
-        phn.v[j] = bq * (ph.v[j] + aq * dp.v[j]);
-        zn.v[j] = bq * zn.v[j] + aq * (d2.v[j] + dpsi);
-        res.v[j] = res.v[j] + vel.v[j] * (dpsi + zn.v[j]);
+        phn.v[j] = bq * fmaf(aq, dp.v[j], ph.v[j]);
+        zn.v[j] = fmaf(bq, zn.v[j], aq * (d2.v[j] + dpsi));
+        res.v[j] = fmaf(vel.v[j], dpsi + zn.v[j], res.v[j]);
     }
     vstore(L.phi_out[axis] + s, phn);
     vstore(L.zeta[axis] + s, zn);

@@ -27,6 +27,7 @@ pub trait Real:
     + std::ops::Add<Output = Self>
     + std::ops::Sub<Output = Self>
     + std::ops::Mul<Output = Self>
+    + std::ops::Neg<Output = Self>
     + std::ops::AddAssign
     + 'static
 {
@@ -742,9 +743,9 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
                     let (mut sdp, mut sd2, mut ssa) = (T::default(), c2[0] * c0, T::default());
                     for k in 0..R {
                         let (lv, hv) = (fl[k][i], fh[k][i]);
-                        sdp += c1k[k] * (hv - lv);
-                        sd2 += c2k[k] * (lv + hv);
-                        ssa += c2k[k] * (ap[k][i] * (hv - c0) + am[k][i] * (lv - c0));
+                        sdp = c1k[k].mul_add(hv - lv, sdp);
+                        sd2 = c2k[k].mul_add(lv + hv, sd2);
+                        ssa = c2k[k].mul_add(ap[k][i].mul_add(hv - c0, am[k][i] * (lv - c0)), ssa);
                     }
                     (dp[i], d2[i], sa[i]) = (sdp, sd2, ssa);
                 }
@@ -758,10 +759,10 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
                 let mut dpsi = [T::default(); XLANES];
                 for k in 1..=R {
                     for i in 0..XLANES {
-                        dpsi[i] += c1[k] * ph[R + i + k];
+                        dpsi[i] = c1[k].mul_add(ph[R + i + k], dpsi[i]);
                     }
                     for i in 0..XLANES {
-                        dpsi[i] = dpsi[i] - c1[k] * ph[R + i - k];
+                        dpsi[i] = (-c1[k]).mul_add(ph[R + i - k], dpsi[i]);
                     }
                 }
                 let (aq, bq) = (&a[x0 + j..x0 + j + n], &b[x0 + j..x0 + j + n]);
@@ -770,9 +771,9 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
                 let out = &mut out[x0 + j..x0 + j + n];
                 for i in 0..n {
                     let ds = dpsi[i] + sa[i];
-                    ns[i] = bq[i] * (ps[i] + aq[i] * dp[i]);
-                    z[i] = bq[i] * z[i] + aq[i] * (d2[i] + ds);
-                    out[i] += v[i] * (ds + z[i]);
+                    ns[i] = bq[i] * aq[i].mul_add(dp[i], ps[i]);
+                    z[i] = bq[i].mul_add(z[i], aq[i] * (d2[i] + ds));
+                    out[i] = v[i].mul_add(ds + z[i], out[i]);
                 }
             }
         }
@@ -831,9 +832,9 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
                 let (mut sdp, mut sd2, mut ssa) = (T::default(), c2[0] * c0, T::default());
                 for k in 0..R {
                     let (lv, hv) = (fl[k][i], fh[k][i]);
-                    sdp += c1k[k] * (hv - lv);
-                    sd2 += c2k[k] * (lv + hv);
-                    ssa += c2k[k] * (ap[k] * (hv - c0) + am[k] * (lv - c0));
+                    sdp = c1k[k].mul_add(hv - lv, sdp);
+                    sd2 = c2k[k].mul_add(lv + hv, sd2);
+                    ssa = c2k[k].mul_add(ap[k].mul_add(hv - c0, am[k] * (lv - c0)), ssa);
                 }
                 (dp[i], d2[i], sa[i]) = (sdp, sd2, ssa);
             }
@@ -841,13 +842,13 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
                 if t + k < lo + w {
                     let p = &psi[po + k * ps..po + k * ps + n];
                     for i in 0..n {
-                        dpsi[i] += c1[k] * p[i];
+                        dpsi[i] = c1[k].mul_add(p[i], dpsi[i]);
                     }
                 }
                 if t >= lo + k {
                     let p = &psi[po - k * ps..po - k * ps + n];
                     for i in 0..n {
-                        dpsi[i] = dpsi[i] - c1[k] * p[i];
+                        dpsi[i] = (-c1[k]).mul_add(p[i], dpsi[i]);
                     }
                 }
             }
@@ -855,9 +856,9 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
             let (out, v) = (&mut out[x0..x0 + n], &vel[o..o + n]);
             for i in 0..n {
                 let ds = dpsi[i] + sa[i];
-                ns[i] = bq * (p0[i] + aq * dp[i]);
-                z[i] = bq * z[i] + aq * (d2[i] + ds);
-                out[i] += v[i] * (ds + z[i]);
+                ns[i] = bq * aq.mul_add(dp[i], p0[i]);
+                z[i] = bq.mul_add(z[i], aq * (d2[i] + ds));
+                out[i] = v[i].mul_add(ds + z[i], out[i]);
             }
         }
     }

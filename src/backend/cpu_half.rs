@@ -337,23 +337,23 @@ impl CpuHalfSolver {
                     let (mut dp, mut dphi, mut d2, mut sa) = (0.0f32, 0.0f32, c2[0] * cur[i], 0.0f32);
                     for k in 1..=r {
                         let (lo, hi) = (cur[i - k * s], cur[i + k * s]);
-                        dp += c1[k] * (hi - lo);
+                        dp = c1[k].mul_add(hi - lo, dp);
                         if q + k < na && in_layer(q + k) && same_layer(q + k, q) {
-                            dphi += c1[k] * phi[d + k * ds];
+                            dphi = c1[k].mul_add(phi[d + k * ds], dphi);
                         }
                         if q >= k && in_layer(q - k) && same_layer(q - k, q) {
-                            dphi -= c1[k] * phi[d - k * ds];
+                            dphi = (-c1[k]).mul_add(phi[d - k * ds], dphi);
                         }
-                        d2 += c2[k] * (lo + hi);
+                        d2 = c2[k].mul_add(lo + hi, d2);
                         // The compact self-adjoint D(a D p) (boundary.rs), a clamped at the ends.
                         let (ap, am) = (a_mean(a, q, q + k), a_mean(a, q, q.saturating_sub(k)));
-                        sa += c2[k] * (ap * (hi - cur[i]) + am * (lo - cur[i]));
+                        sa = c2[k].mul_add(ap.mul_add(hi - cur[i], am * (lo - cur[i])), sa);
                     }
                     let dpsi = dphi + sa;
-                    phi_next[d] = b[q] * (phi[d] + a[q] * dp);
-                    let z = b[q] * zeta[d] + a[q] * (d2 + dpsi);
+                    phi_next[d] = b[q] * a[q].mul_add(dp, phi[d]);
+                    let z = b[q].mul_add(zeta[d], a[q] * (d2 + dpsi));
                     zeta[d] = z;
-                    out[i] = round_f16(out[i] + vel[i] * (dpsi + z));
+                    out[i] = round_f16(vel[i].mul_add(dpsi + z, out[i]));
                 }
             }
         }
