@@ -840,26 +840,53 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
             }
             for k in 1..=R {
                 if t + k < lo + w {
-                    let p = &psi[po + k * ps..po + k * ps + n];
-                    for i in 0..n {
-                        dpsi[i] = c1[k].mul_add(p[i], dpsi[i]);
-                    }
+                    axpy(&mut dpsi, c1[k], &psi[po + k * ps..], n);
                 }
                 if t >= lo + k {
-                    let p = &psi[po - k * ps..po - k * ps + n];
-                    for i in 0..n {
-                        dpsi[i] = (-c1[k]).mul_add(p[i], dpsi[i]);
-                    }
+                    axpy(&mut dpsi, -c1[k], &psi[po - k * ps..], n);
                 }
             }
-            let (p0, ns, z) = (&psi[po..po + n], &mut nrow[x0..x0 + n], &mut zrow[x0..x0 + n]);
-            let (out, v) = (&mut out[x0..x0 + n], &vel[o..o + n]);
-            for i in 0..n {
-                let ds = dpsi[i] + sa[i];
-                ns[i] = bq * aq.mul_add(dp[i], p0[i]);
-                z[i] = bq.mul_add(z[i], aq * (d2[i] + ds));
-                out[i] = v[i].mul_add(ds + z[i], out[i]);
+            // Whole chunks through fixed-size loops (the usual case); the row's tail by its length.
+            if n == CHUNK {
+                let (p0, ns, z): (&[T; CHUNK], &mut [T; CHUNK], &mut [T; CHUNK]) = (
+                    psi[po..po + CHUNK].try_into().expect("chunk"),
+                    (&mut nrow[x0..x0 + CHUNK]).try_into().expect("chunk"),
+                    (&mut zrow[x0..x0 + CHUNK]).try_into().expect("chunk"),
+                );
+                let (out, v): (&mut [T; CHUNK], &[T; CHUNK]) =
+                    ((&mut out[x0..x0 + CHUNK]).try_into().expect("chunk"), vel[o..o + CHUNK].try_into().expect("chunk"));
+                for i in 0..CHUNK {
+                    let ds = dpsi[i] + sa[i];
+                    ns[i] = bq * aq.mul_add(dp[i], p0[i]);
+                    z[i] = bq.mul_add(z[i], aq * (d2[i] + ds));
+                    out[i] = v[i].mul_add(ds + z[i], out[i]);
+                }
+            } else {
+                let (p0, ns, z) = (&psi[po..po + n], &mut nrow[x0..x0 + n], &mut zrow[x0..x0 + n]);
+                let (out, v) = (&mut out[x0..x0 + n], &vel[o..o + n]);
+                for i in 0..n {
+                    let ds = dpsi[i] + sa[i];
+                    ns[i] = bq * aq.mul_add(dp[i], p0[i]);
+                    z[i] = bq.mul_add(z[i], aq * (d2[i] + ds));
+                    out[i] = v[i].mul_add(ds + z[i], out[i]);
+                }
             }
+        }
+    }
+}
+
+/// acc[i] += w p[i] (one rounding) for the first n lanes; a whole chunk in a loop of known length
+/// (vectorised without a remainder loop).
+#[inline(always)]
+fn axpy<T: Real, const N: usize>(acc: &mut [T; N], w: T, p: &[T], n: usize) {
+    if n == N {
+        let p: &[T; N] = p[..N].try_into().expect("a whole chunk");
+        for i in 0..N {
+            acc[i] = w.mul_add(p[i], acc[i]);
+        }
+    } else {
+        for i in 0..n {
+            acc[i] = w.mul_add(p[i], acc[i]);
         }
     }
 }
