@@ -35,6 +35,13 @@ impl Layout {
         Layout { nx, ny, nz, halo, x_offset, pitch, plane }
     }
 
+    /// The same field with rows of `pitch` elements (at least the rows' own, a multiple of
+    /// ROW_ALIGN): a CPU backend spreads its rows over the cache sets with it.
+    pub fn with_pitch(self, pitch: usize) -> Self {
+        assert!(pitch >= self.x_offset + self.nx + self.halo && pitch % ROW_ALIGN == 0, "pitch {pitch} for {self:?}");
+        Layout { pitch, plane: pitch * (self.ny + 2 * self.halo), ..self }
+    }
+
     /// Interior points.
     pub fn points(&self) -> usize {
         self.nx * self.ny * self.nz

@@ -164,7 +164,8 @@ fn open_cpu(problem: &Problem) -> Result<Box<dyn Backend>> {
         )?;
         return Ok(Box::new(crate::backend::cpu_half::CpuHalfSolver::new(problem)?));
     }
-    crate::resources::check_host_memory(problem.layout, cpu_bytes_per_point(problem.layout), "the CPU backend")?;
+    let layout = crate::backend::cpu::cpu_layout::<f32>(problem.layout);
+    crate::resources::check_host_memory(problem.layout, cpu_bytes_per_point(layout), "the CPU backend")?;
     Ok(Box::new(crate::backend::cpu::CpuSolver::<f32>::new(problem)?))
 }
 
