@@ -38,7 +38,10 @@ impl Layout {
     /// The same field with rows of `pitch` elements (at least the rows' own, a multiple of
     /// ROW_ALIGN): a CPU backend spreads its rows over the cache sets with it.
     pub fn with_pitch(self, pitch: usize) -> Self {
-        assert!(pitch >= self.x_offset + self.nx + self.halo && pitch % ROW_ALIGN == 0, "pitch {pitch} for {self:?}");
+        assert!(
+            pitch >= self.x_offset + self.nx + self.halo && pitch.is_multiple_of(ROW_ALIGN),
+            "pitch {pitch} for {self:?}"
+        );
         Layout { pitch, plane: pitch * (self.ny + 2 * self.halo), ..self }
     }
 

@@ -66,10 +66,10 @@ fn setup(radius: usize, free_surface: bool, cut: usize, width: usize) -> (Config
     (cfg, problem)
 }
 
-/// (traces, snapshots) of the single-domain CPU run.
+/// (traces, snapshots) of the single-domain CPU run, as seismic-run runs it (subnormals flushed).
 fn single(cfg: &Config, problem: &Problem) -> Output {
     let plan = OutputPlan::from_config(cfg, problem).unwrap();
-    let mut backend = CpuSolver::<f32>::new(problem).unwrap();
+    let mut backend = CpuSolver::<f32>::new(problem).unwrap().flushing_subnormals(true);
     let mut sink = Keep(Vec::new(), plan.snapshot_len(problem.shape()));
     let record = solver::run(problem, &mut backend, &plan, &mut sink, &mut |_| {}).unwrap();
     (record.traces, sink.0)

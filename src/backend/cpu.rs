@@ -135,6 +135,8 @@ pub struct CpuSolver<T: Real> {
     layout: Layout,
     radius: usize,
     isa: Isa,
+    /// Whether the sweep's threads flush subnormal values to zero ([`Self::flushing_subnormals`]).
+    flush: bool,
     /// Interior z-ranges [z0, z1), one per task of the sweep, of about equal work.
     chunks: Vec<(usize, usize)>,
     /// Row ranges [y0, y1) the sweep goes up z in, one after the other (see [`y_tiles`]).
@@ -231,6 +233,7 @@ impl<T: Real> CpuSolver<T> {
             layout,
             radius: r,
             isa,
+            flush: false,
             c2,
             centre,
             c1,
@@ -267,6 +270,19 @@ impl<T: Real> CpuSolver<T> {
     pub fn with_tile_rows(mut self, rows: usize) -> Self {
         let width = self.cpml.as_ref().map_or(0, |(axes, _)| axes[0].slab.width);
         self.tiles = y_split(self.layout.ny, width, rows);
+        self
+    }
+
+    /// With `true`, the sweep runs with subnormal inputs read as zero and subnormal results
+    /// written as zero (x86-64's DAZ and FTZ; elsewhere no change). A wave's far field decays
+    /// through the subnormal range (below 1.2e-38 in f32), where each operation can cost a
+    /// hundred cycles or more on some CPUs: marmousi.toml's step went from 24 ms to 168 ms and back
+    /// as its wavefield passed through that range (AVX-512 Xeon). Only values that small, and the
+    /// last bits of values below about 1e-30 that sums with them round differently, change
+    /// (tests/cpu_subnormals.rs); the default keeps IEEE arithmetic, the GPU's, so that GPU = CPU
+    /// comparisons stay bit for bit. seismic-run's own CPU runs flush.
+    pub fn flushing_subnormals(mut self, flush: bool) -> Self {
+        self.flush = flush;
         self
     }
 
@@ -380,7 +396,11 @@ impl<T: Real> CpuSolver<T> {
         let isa = self.isa;
         // SAFETY: each task writes its own planes of p^{n+1}, of the new psi and of zeta, and reads
         // only p^n and the current psi, which no task writes (Sweep's docs).
-        self.chunks.par_iter().for_each(|&(z0, z1)| unsafe { sweep.dispatch(isa, z0, z1) });
+        let flush = self.flush;
+        self.chunks.par_iter().for_each(|&(z0, z1)| {
+            let _mode = flush.then(SubnormalsAsZero::enter);
+            unsafe { sweep.dispatch(isa, z0, z1) }
+        });
         if let Some((axes, _)) = &mut self.cpml {
             for a in axes.iter_mut() {
                 std::mem::swap(&mut a.psi, &mut a.psi_next);
@@ -395,7 +415,7 @@ impl<T: Real> CpuSolver<T> {
 /// 0.94x the time of its first 150 steps with the longer rows; at 200^3 (1 KiB rows) a longer
 /// row was slower (1.06x), so other pitches stay.
 pub(crate) fn cpu_layout<T>(l: Layout) -> Layout {
-    let aliased = (l.pitch * std::mem::size_of::<T>()) % 4096 == 0;
+    let aliased = (l.pitch * std::mem::size_of::<T>()).is_multiple_of(4096);
     l.with_pitch(l.pitch + if aliased { crate::grid::ROW_ALIGN } else { 0 })
 }
 
@@ -572,6 +592,52 @@ struct Sweep<'a, T: Real, const R: usize> {
     coef: [[T; R]; 3],
     cpml: Option<CpmlSweep<'a, T>>,
     tiles: &'a [(usize, usize)],
+}
+
+/// While alive, this thread's SSE/AVX arithmetic reads subnormal inputs as zero and writes
+/// subnormal results as zero (MXCSR's DAZ and FTZ bits); dropping it restores the thread's mode.
+/// A no-op off x86-64.
+struct SubnormalsAsZero {
+    #[cfg(target_arch = "x86_64")]
+    saved: u32,
+}
+
+impl SubnormalsAsZero {
+    #[cfg(target_arch = "x86_64")]
+    const DAZ_FTZ: u32 = (1 << 6) | (1 << 15);
+
+    fn enter() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let saved = read_mxcsr();
+            write_mxcsr(saved | Self::DAZ_FTZ);
+            SubnormalsAsZero { saved }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        SubnormalsAsZero {}
+    }
+}
+
+impl Drop for SubnormalsAsZero {
+    fn drop(&mut self) {
+        #[cfg(target_arch = "x86_64")]
+        write_mxcsr(self.saved);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn read_mxcsr() -> u32 {
+    let mut v = 0u32;
+    // SAFETY: stmxcsr stores the 4-byte control register to a valid, writable u32.
+    unsafe { std::arch::asm!("stmxcsr [{}]", in(reg) &mut v, options(nostack, preserves_flags)) };
+    v
+}
+
+#[cfg(target_arch = "x86_64")]
+fn write_mxcsr(v: u32) {
+    // SAFETY: ldmxcsr loads a control word that read_mxcsr produced, with only DAZ and FTZ
+    // (valid, non-reserved bits) changed; no exception is unmasked.
+    unsafe { std::arch::asm!("ldmxcsr [{}]", in(reg) &v, options(nostack, readonly, preserves_flags)) };
 }
 
 /// A hint to bring the cache line at `p` into L1; no effect off x86-64.

@@ -166,7 +166,7 @@ fn open_cpu(problem: &Problem) -> Result<Box<dyn Backend>> {
     }
     let layout = crate::backend::cpu::cpu_layout::<f32>(problem.layout);
     crate::resources::check_host_memory(problem.layout, cpu_bytes_per_point(layout), "the CPU backend")?;
-    Ok(Box::new(crate::backend::cpu::CpuSolver::<f32>::new(problem)?))
+    Ok(Box::new(crate::backend::cpu::CpuSolver::<f32>::new(problem)?.flushing_subnormals(true)))
 }
 
 #[cfg(feature = "cuda")]

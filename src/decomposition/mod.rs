@@ -69,9 +69,11 @@ impl SubDomain {
         self.owned.0 - self.first
     }
 
-    /// A CPU solver for this subdomain (the single domain's CPML z layers kept).
+    /// A CPU solver for this subdomain (the single domain's CPML z layers kept), flushing
+    /// subnormals as seismic-run's single-domain CPU runs do.
     pub fn cpu_solver(&self, global_nz: usize) -> Result<CpuSolver<f32>> {
-        CpuSolver::with_isa_at(&self.problem, crate::backend::cpu::Isa::detect(), self.first, global_nz)
+        Ok(CpuSolver::with_isa_at(&self.problem, crate::backend::cpu::Isa::detect(), self.first, global_nz)?
+            .flushing_subnormals(true))
     }
 
     /// Bytes the CPU backend holds for this subdomain: three padded f32 fields (p^n, p^{n-1},
