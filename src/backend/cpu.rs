@@ -69,8 +69,9 @@ const CHUNK: usize = 64;
 /// Width of the chunks that finish a row whose length is not a multiple of CHUNK.
 const TAIL: usize = 8;
 
-/// Rows ahead of the sweep that the interior's memory streams are prefetched (1 and 2 measured
-/// alike, 0.91-0.95x the interior step's time at 200^3 on an AVX-512 Xeon; 4 less).
+/// Rows ahead of the sweep that the interior's memory streams are prefetched, without CPML. On an
+/// AVX-512 Xeon (2 threads): 200^3 with a sponge 0.86x the time (1 and 2 rows alike, 4 less); with
+/// CPML no gain at 200^3 and 1.17x the time on marmousi.toml (1 KiB ahead, or into L2 only, too).
 const PREFETCH_ROWS: usize = 2;
 
 /// Points of an x layer computed together: two AVX2 vectors of f32 (on 20-point layers 16 ran
@@ -746,14 +747,17 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
     #[inline(always)]
     fn interior_row(&self, out: &mut [T], row: usize, iy: usize, iz: usize) {
         let nx = self.l.nx;
-        // The streams only this row's point reads from memory (p^n's leading plane, c^2 dt^2,
-        // p^{n-1}), PREFETCH_ROWS rows ahead: the hardware prefetchers, following 2R + 1 rows of
-        // p^n and the CPML arrays as well, bring them late.
-        let ahead = row + PREFETCH_ROWS * self.l.pitch;
-        for x in (0..nx).step_by(64 / std::mem::size_of::<T>()) {
-            prefetch(self.cur.as_ptr().wrapping_add(ahead + R * self.l.plane + x));
-            prefetch(self.vel.as_ptr().wrapping_add(ahead + x));
-            prefetch(self.next.ptr.cast_const().wrapping_add(ahead + x));
+        // Without CPML, the streams only this row's points read from memory (p^n's leading
+        // plane, c^2 dt^2, p^{n-1}) are prefetched PREFETCH_ROWS rows ahead: the hardware
+        // prefetchers, following 2R + 1 rows of p^n as well, bring them late. With CPML the
+        // layers' streams compete for the same fill buffers and it was slower (PREFETCH_ROWS).
+        if self.cpml.is_none() {
+            let ahead = row + PREFETCH_ROWS * self.l.pitch;
+            for x in (0..nx).step_by(64 / std::mem::size_of::<T>()) {
+                prefetch(self.cur.as_ptr().wrapping_add(ahead + R * self.l.plane + x));
+                prefetch(self.vel.as_ptr().wrapping_add(ahead + x));
+                prefetch(self.next.ptr.cast_const().wrapping_add(ahead + x));
+            }
         }
         let whole = nx - nx % CHUNK;
         for x0 in (0..whole).step_by(CHUNK) {
