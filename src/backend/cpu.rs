@@ -860,13 +860,13 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
                     c.psi[0][from..from + XLANES].try_into().expect("the x slab's slack holds the taps")
                 };
                 let mut dpsi = [T::default(); XLANES];
-                for k in 1..=R {
+                for (k, &ck) in c1.iter().enumerate().take(R + 1).skip(1) {
                     let (hi, lo) = (tap(own + k), tap(own - k));
                     for i in 0..XLANES {
-                        dpsi[i] = c1[k].mul_add(hi[i], dpsi[i]);
+                        dpsi[i] = ck.mul_add(hi[i], dpsi[i]);
                     }
                     for i in 0..XLANES {
-                        dpsi[i] = (-c1[k]).mul_add(lo[i], dpsi[i]);
+                        dpsi[i] = (-ck).mul_add(lo[i], dpsi[i]);
                     }
                 }
                 let (aq, bq) = (&a[x0 + j..x0 + j + n], &b[x0 + j..x0 + j + n]);
