@@ -141,7 +141,7 @@ impl GpuRuntime for CudaRuntime {
     /// On the solver's stream, then waited for. cuMemcpyHtoD from pageable memory may return
     /// before its DMA lands, on the legacy stream, which does not order the non-blocking stream's
     /// next kernels: a decomposed run's next step then read its ghost planes before the upload
-    /// (tests/survey.rs's GPU group: one trace sample in about one run of five, 3e-14 of peak off).
+    /// (tests/survey.rs's GPU group differed from one rank in 5 of 22 runs, by 3e-14 of the peak).
     fn upload(&self, dst: DevicePtr, src: &[u8]) -> Result<()> {
         self.bind()?;
         let stream = self.stream.cu_stream();
