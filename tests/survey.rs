@@ -197,8 +197,8 @@ fn groups_of_two_ranks_run_decomposed_shots_equal_to_whole_shots() {
 }
 
 /// The same on one GPU: two ranks sharing it (host-staged halos) run every shot split in two and
-/// write the single-process GPU survey's traces bit for bit, in each of three runs (an upload that
-/// the next step's kernels did not wait for made 5 of 22 runs differ).
+/// write the single-process GPU survey's traces bit for bit, in each of three runs (a race between
+/// the halo upload and the next step showed in only some runs).
 #[cfg(all(feature = "mpi", feature = "cuda"))]
 #[test]
 #[ignore = "needs a GPU"]

@@ -219,11 +219,9 @@ impl<T: Real> CpuSolver<T> {
             .then(|| std::array::from_fn(|a| b.profiles[a].damp.iter().map(|&g| T::of(g)).collect()));
         let cpml = (b.kind == BoundaryKind::Cpml).then(|| {
             let slabs = b.slabs(shape);
-            let mut axis = 0;
             let axes = slabs.map(|slab| {
                 // The x slab's psi holds R zeros on each side of each layer (x_psi_len).
-                let psi_len = if axis == 0 { x_psi_len(slab.len(), slab.width, r) } else { slab.len() };
-                axis += 1;
+                let psi_len = if slab.axis == 0 { x_psi_len(slab.len(), slab.width, r) } else { slab.len() };
                 CpmlAxis {
                     slab,
                     psi: vec![T::default(); psi_len],
@@ -853,8 +851,8 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
                 }
                 // phi's taps as whole vectors straight from the padded slab: the zeros around
                 // each layer are phi outside it, and lanes past the layer read the pad, the next
-                // half or the slack (discarded). A copy into a zeroed window read back at 2R
-                // offsets stalled its loads on store forwarding.
+                // half or the slack (discarded). No copy into a window: its loads stalled on
+                // store forwarding.
                 let own = pat + half * half_stride + R + j;
                 let tap = |from: usize| -> &[T; XLANES] {
                     c.psi[0][from..from + XLANES].try_into().expect("the x slab's slack holds the taps")

@@ -138,10 +138,10 @@ impl GpuRuntime for CudaRuntime {
         Ok(())
     }
 
-    /// On the solver's stream, then waited for. cuMemcpyHtoD from pageable memory may return
-    /// before its DMA lands, on the legacy stream, which does not order the non-blocking stream's
-    /// next kernels: a decomposed run's next step then read its ghost planes before the upload
-    /// (tests/survey.rs's GPU group differed from one rank in 5 of 22 runs, by 3e-14 of the peak).
+    /// On the solver's stream, then waited for: cuMemcpyHtoD from pageable memory may return
+    /// before its DMA lands, and on the legacy stream it does not order the solver's non-blocking
+    /// stream, whose next kernels (a decomposed run's next step, reading the ghost planes just
+    /// uploaded) could then run first.
     fn upload(&self, dst: DevicePtr, src: &[u8]) -> Result<()> {
         self.bind()?;
         let stream = self.stream.cu_stream();
