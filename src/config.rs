@@ -532,8 +532,16 @@ pub struct RunConfig {
     /// How a decomposed run's halo planes move between GPU ranks.
     #[serde(default)]
     pub halo_exchange: HaloExchange,
+    /// Whether a decomposed run's host exchange moves the halo planes while the rest of the step
+    /// is computed (CPU ranks): the planes next to each cut are computed first.
+    #[serde(default = "overlap_by_default")]
+    pub halo_overlap: bool,
     #[serde(default)]
     pub precision: Precision,
+}
+
+fn overlap_by_default() -> bool {
+    true
 }
 
 /// The path of a decomposed run's halo planes.

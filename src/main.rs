@@ -252,7 +252,9 @@ mod decomposed {
     #[cfg(feature = "mpi")]
     pub fn run(args: &RunArgs, cfg: &Config, text: &str, input_dir: &Path, out_path: &Path) -> Result<()> {
         use mpi::traits::Communicator;
-        let universe = mpi::initialize().context("MPI could not be initialised (run under mpirun)")?;
+        // Serialized: the overlapping halo exchange calls MPI from a thread of its own.
+        let (universe, _) = mpi::initialize_with_threading(mpi::Threading::Serialized)
+            .context("MPI could not be initialised (run under mpirun)")?;
         let world = universe.world();
         let node = world.split_shared(0);
         let on_node = (node.rank() as usize, node.size() as usize);
@@ -345,7 +347,7 @@ mod decomposed {
             other => anyhow::bail!("run.backend = {other:?}: this build has no such backend"),
         };
         let device = backend.info();
-        let (mut exchange, path) = halo_exchange(cfg, host, node_size, backend.device_field())?;
+        let (mut exchange, path) = halo_exchange(cfg, host, node_size, backend.as_ref())?;
         let exchange = exchange.as_mut();
         let quiet = args.quiet || rank != 0;
         if !quiet {
@@ -415,13 +417,13 @@ mod decomposed {
         cfg: &Config,
         host: seismic_run::decomposition::mpi::MpiExchange,
         ranks_on_node: usize,
-        field: Option<seismic_run::backend::DeviceField>,
+        backend: &dyn seismic_run::backend::Backend,
     ) -> Result<(Box<dyn seismic_run::decomposition::Exchange>, String)> {
         use seismic_run::config::HaloExchange;
+        let field = backend.device_field();
         let asked = cfg.run.halo_exchange;
-        let host_path = "halo exchange through host memory (MPI)".to_string();
         if asked == HaloExchange::Host || host.size() == 1 {
-            return Ok((Box::new(host), host_path));
+            return Ok(host_exchange(cfg, host, backend, ""));
         }
         let why_not: Option<String> = if cfg.run.backend != BackendChoice::Cuda {
             Some(format!("run.backend = {:?} (NCCL moves CUDA device memory)", cfg.run.backend))
@@ -442,9 +444,34 @@ mod decomposed {
                 asked == HaloExchange::Auto,
                 "run.halo_exchange = \"nccl\": {why}; use \"host\" or \"auto\""
             );
-            return Ok((Box::new(host), format!("{host_path}; not NCCL: {why}")));
+            return Ok(host_exchange(cfg, host, backend, &format!("; not NCCL: {why}")));
         }
         nccl_exchange(host, field)
+    }
+
+    /// The host-staged exchange, overlapping the step where `run.halo_overlap` asks for it, the
+    /// backend computes a step in parts and MPI allows a thread of its own (the phrase says which;
+    /// `why` is appended to it).
+    #[cfg(feature = "mpi")]
+    fn host_exchange(
+        cfg: &Config,
+        host: seismic_run::decomposition::mpi::MpiExchange,
+        backend: &dyn seismic_run::backend::Backend,
+        why: &str,
+    ) -> (Box<dyn seismic_run::decomposition::Exchange>, String) {
+        let path = "halo exchange through host memory (MPI)";
+        if !cfg.run.halo_overlap || host.size() == 1 {
+            return (Box::new(host), format!("{path}{why}"));
+        }
+        if !backend.splits_steps() {
+            let name = backend.info().backend;
+            return (Box::new(host), format!("{path} after the step (the {name} backend computes it whole){why}"));
+        }
+        let mut host = host;
+        match host.overlap() {
+            Ok(()) => (Box::new(host), format!("{path}, overlapping the step{why}")),
+            Err(not) => (Box::new(host), format!("{path} after the step ({not}){why}")),
+        }
     }
 
     /// `Some(why)` when the node's ranks outnumber its CUDA GPUs (NCCL needs one GPU per rank).

@@ -31,7 +31,11 @@ impl Ranks {
         #[cfg(feature = "mpi")]
         if launched_by_mpi() {
             use mpi::traits::*;
-            let Some(universe) = mpi::initialize() else { bail!("MPI was already initialised in this process") };
+            // Serialized: the overlapping halo exchange of a decomposed shot calls MPI from a
+            // thread of its own.
+            let Some((universe, _)) = mpi::initialize_with_threading(mpi::Threading::Serialized) else {
+                bail!("MPI was already initialised in this process")
+            };
             let world = universe.world();
             let local = world.split_shared(world.rank());
             return Ok(Ranks {

@@ -75,8 +75,9 @@ fn single(cfg: &Config, problem: &Problem) -> Output {
     (record.traces, sink.0)
 }
 
-/// The same through `d`, every subdomain in this process.
-fn decomposed(cfg: &Config, problem: &Problem, d: &Decomposition) -> Output {
+/// The same through `d`, every subdomain in this process; with `overlap`, each step's edge planes
+/// computed first and copied out before the rest is computed (the overlapping exchange's order).
+fn decomposed(cfg: &Config, problem: &Problem, d: &Decomposition, overlap: bool) -> Output {
     let plan = OutputPlan::from_config(cfg, problem).unwrap();
     let mut domains: Vec<Domain> = (0..d.ranks())
         .map(|r| {
@@ -86,10 +87,10 @@ fn decomposed(cfg: &Config, problem: &Problem, d: &Decomposition) -> Output {
         })
         .collect();
     let mut sink = Keep(Vec::new(), plan.snapshot_len(problem.shape()));
-    let out =
-        decomposition::run(problem, d, &mut domains, &mut InProcess::default(), &plan, Some(&mut sink), &mut |_| {})
-            .unwrap()
-            .expect("in-process runs are rank 0");
+    let mut exchange = if overlap { InProcess::overlapping() } else { InProcess::default() };
+    let out = decomposition::run(problem, d, &mut domains, &mut exchange, &plan, Some(&mut sink), &mut |_| {})
+        .unwrap()
+        .expect("in-process runs are rank 0");
     assert_eq!(out.exchange_seconds.len(), problem.steps);
     (out.record.traces, sink.0)
 }
@@ -112,7 +113,9 @@ fn assert_same(what: &str, a: &Output, b: &Output) {
 }
 
 /// Every radius 1..=8, 2 ranks (23 + 25 planes) and 3 uneven ranks (15 + 14 + 19 planes), CPML
-/// under a free surface, the source straddling the cut at plane 15 and an xy snapshot on it.
+/// under a free surface, the source straddling the cut at plane 15 and an xy snapshot on it; the
+/// exchange after the step and overlapping it (edge planes first, the source's taps split between
+/// the two parts).
 #[test]
 fn two_and_three_subdomains_equal_one_bit_for_bit_for_every_radius() {
     for radius in 1..=8 {
@@ -121,8 +124,14 @@ fn two_and_three_subdomains_equal_one_bit_for_bit_for_every_radius() {
         assert!(problem.steps >= 20, "{} steps", problem.steps);
         for counts in [vec![23, 25], vec![15, 14, 19]] {
             let d = Decomposition::with_planes(&problem, &counts).unwrap();
-            let got = decomposed(&cfg, &problem, &d);
-            assert_same(&format!("R = {radius}, slabs {counts:?} (halo {})", d.halo), &want, &got);
+            for overlap in [false, true] {
+                let got = decomposed(&cfg, &problem, &d, overlap);
+                assert_same(
+                    &format!("R = {radius}, slabs {counts:?} (halo {}), overlap {overlap}", d.halo),
+                    &want,
+                    &got,
+                );
+            }
         }
     }
 }
@@ -140,12 +149,12 @@ fn cuts_through_the_cpml_z_layers_take_2r_halo_planes_and_stay_exact() {
         assert_same(
             &format!("R = {radius}, cuts in the z layers"),
             &single(&cfg, &problem),
-            &decomposed(&cfg, &problem, &d),
+            &decomposed(&cfg, &problem, &d, radius == 2),
         );
     }
     let (cfg, problem) = setup(3, false, 24, 4);
     let d = Decomposition::even(&problem, 2).unwrap();
-    assert_same("R = 3, even split", &single(&cfg, &problem), &decomposed(&cfg, &problem, &d));
+    assert_same("R = 3, even split", &single(&cfg, &problem), &decomposed(&cfg, &problem, &d, true));
 }
 
 /// The single-GPU run of `problem`, then the same over 2 and 3 subdomains on that GPU through the

@@ -61,8 +61,8 @@ fn datasets(path: &Path) -> Vec<(String, Vec<u32>)> {
 }
 
 /// The single-rank run of `input` against the same under mpirun with each of `ranks`; `files`
-/// (name, bytes) are written beside the input first.
-fn compare(name: &str, input: &str, ranks: &[usize], files: &[(&str, Vec<u8>)]) {
+/// (name, bytes) are written beside the input first; rank 0's banner names `exchange`.
+fn compare(name: &str, input: &str, ranks: &[usize], files: &[(&str, Vec<u8>)], exchange: &str) {
     let dir = scratch("decomposition_mpi", name);
     for (file, bytes) in files {
         std::fs::write(dir.join(file), bytes).unwrap();
@@ -81,12 +81,13 @@ fn compare(name: &str, input: &str, ranks: &[usize], files: &[(&str, Vec<u8>)]) 
             .args(["--allow-run-as-root", "--oversubscribe", "-np", &ranks.to_string()])
             .arg(bin)
             .arg(dir.join("split.toml"))
-            .arg("-q")
             .arg("-o")
             .arg(&h5)
             .output()
             .expect("mpirun (openmpi-bin) runs");
         assert!(out.status.success(), "{ranks} ranks: {}", String::from_utf8_lossy(&out.stderr));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains(exchange), "{ranks} ranks: the banner names \"{exchange}\": {stdout}");
         let f = H5File::open(&h5).unwrap();
         let exchange: Vec<f64> = f.dataset("stats/exchange_seconds").unwrap().read_raw().unwrap();
         let seconds: Vec<f64> = f.dataset("stats/seconds").unwrap().read_raw().unwrap();
@@ -101,7 +102,14 @@ fn compare(name: &str, input: &str, ranks: &[usize], files: &[(&str, Vec<u8>)]) 
 
 #[test]
 fn two_and_three_mpi_ranks_write_the_single_rank_result_bit_for_bit() {
-    compare("cpu", INPUT, &[2, 3], &[]);
+    compare("cpu", INPUT, &[2, 3], &[], "halo exchange through host memory (MPI), overlapping the step");
+}
+
+/// With `halo_overlap = false` the planes move after the step, on the main thread: the same bits.
+#[test]
+fn the_exchange_after_the_step_writes_the_same_result() {
+    let input = INPUT.replace("[run]\n", "[run]\nhalo_overlap = false\n");
+    compare("cpu-after", &input, &[2], &[], "halo exchange through host memory (MPI); not NCCL");
 }
 
 /// Each rank reads only the z-samples of a model file its planes need (the file stored with z
@@ -126,7 +134,7 @@ fn two_mpi_ranks_reading_their_parts_of_a_model_file_write_the_single_rank_resul
     let start = INPUT.find("kind = \"layered\"").unwrap();
     let end = INPUT.find("[stencil]").unwrap();
     let input = format!("{}{model}\n{}", &INPUT[..start], &INPUT[end..]);
-    compare("cpu-file", &input, &[2], &[("vp.bin", bytes)]);
+    compare("cpu-file", &input, &[2], &[("vp.bin", bytes)], "overlapping the step");
 }
 
 /// Two ranks sharing one GPU (host-staged halos) write the single-GPU result bit for bit.
@@ -134,7 +142,8 @@ fn two_mpi_ranks_reading_their_parts_of_a_model_file_write_the_single_rank_resul
 #[test]
 #[ignore = "needs a GPU"]
 fn two_mpi_ranks_on_one_gpu_write_the_single_gpu_result_bit_for_bit() {
-    compare("cuda", &INPUT.replace("backend = \"cpu\"", "backend = \"cuda\""), &[2], &[]);
+    let input = INPUT.replace("backend = \"cpu\"", "backend = \"cuda\"");
+    compare("cuda", &input, &[2], &[], "after the step (the cuda backend computes it whole)");
 }
 
 /// Two ranks on one GPU: `halo_exchange = "auto"` takes the host path and says why in the banner;

@@ -13,6 +13,7 @@ use crate::grid::{Layout, Section, for_each_section};
 use crate::problem::Problem;
 use anyhow::{Result, ensure};
 use rayon::prelude::*;
+use std::ops::Range;
 use std::sync::OnceLock;
 use std::time::Instant;
 
@@ -168,6 +169,26 @@ pub struct CpuSolver<T: Real> {
     rec_taps: Vec<Vec<(usize, T)>>,
     traces: Vec<Vec<T>>,
     seconds: Vec<f64>,
+    /// The planes a decomposed run computes first ([`Self::begin_field`]) and the task ranges of
+    /// both parts, kept from the last call (the same every step).
+    split: Option<Split>,
+    /// When the step [`Self::begin_field`] opened began.
+    open: Option<Instant>,
+}
+
+/// A step in two parts: the task ranges of the planes computed first and of the rest.
+struct Split {
+    first: Vec<Range<usize>>,
+    first_chunks: Vec<(usize, usize)>,
+    rest_chunks: Vec<(usize, usize)>,
+}
+
+/// Which planes a sweep computes.
+#[derive(Clone, Copy, PartialEq)]
+enum Part {
+    All,
+    First,
+    Rest,
 }
 
 impl<T: Real> CpuSolver<T> {
@@ -262,6 +283,8 @@ impl<T: Real> CpuSolver<T> {
             // One Vec per receiver, each with its own capacity (vec![v; n] clones drop capacity).
             traces: (0..problem.receivers.len()).map(|_| Vec::with_capacity(problem.steps)).collect(),
             seconds: Vec::with_capacity(problem.steps),
+            split: None,
+            open: None,
         })
     }
 
@@ -324,20 +347,114 @@ impl<T: Real> CpuSolver<T> {
         if self.free_surface {
             self.mirror_top();
         }
+        self.sweep_part(Part::All);
+        self.inject(n, Part::All);
+        self.close_step(start);
+    }
+
+    /// The first part of step `n` (without step 6) for a decomposed run: the free surface, then
+    /// interior planes `first` (sorted, disjoint ranges) with their source taps, so that they can
+    /// be sent while [`Self::finish_field`] computes the rest. Every plane sees what
+    /// [`Self::advance_field`] gives it: a plane's update reads only p^n and the memory variables
+    /// of step n, which neither part writes, and a source tap is added after its plane's sweep.
+    pub fn begin_field(&mut self, n: usize, first: &[Range<usize>]) {
+        let start = Instant::now();
+        if self.split.as_ref().is_none_or(|s| s.first != first) {
+            // Made once: a decomposed run computes the same planes first every step.
+            self.split = Some(self.split_for(first));
+        }
+        if self.free_surface {
+            self.mirror_top();
+        }
+        self.sweep_part(Part::First);
+        self.inject(n, Part::First);
+        self.open = Some(start);
+    }
+
+    /// p^{n+1} while a step is open (between [`Self::begin_field`] and [`Self::finish_field`]),
+    /// else p^n.
+    fn newest(&self) -> &[T] {
+        if self.open.is_some() { &self.prev } else { &self.cur }
+    }
+
+    /// The rest of the step [`Self::begin_field`] opened, as step `n`.
+    pub fn finish_field(&mut self, n: usize) {
+        let Some(start) = self.open.take() else { return self.advance_field(n) };
+        self.sweep_part(Part::Rest);
+        self.inject(n, Part::Rest);
+        self.close_step(start);
+    }
+
+    /// The two parts' task ranges: each part's planes split into about as many ranges of equal
+    /// work as there are threads.
+    fn split_for(&self, first: &[Range<usize>]) -> Split {
+        let nz = self.layout.nz;
+        let mut in_first = vec![false; nz];
+        for r in first {
+            in_first[r.start.min(nz)..r.end.min(nz)].iter_mut().for_each(|f| *f = true);
+        }
+        let weight = |iz: usize| if self.z_layer[iz].is_some() { 2.0 } else { 1.0 };
+        let tasks = rayon::current_num_threads();
+        let pieces = |keep: bool| {
+            let planes: Vec<usize> = (0..nz).filter(|&iz| in_first[iz] == keep).collect();
+            let mut out = Vec::new();
+            if planes.is_empty() {
+                return out;
+            }
+            for (i0, i1) in partition(planes.len(), tasks, |i| weight(planes[i])) {
+                let mut s = i0;
+                for i in i0 + 1..=i1 {
+                    if i == i1 || planes[i] != planes[i - 1] + 1 {
+                        out.push((planes[s], planes[i - 1] + 1));
+                        s = i;
+                    }
+                }
+            }
+            out
+        };
+        Split { first: first.to_vec(), first_chunks: pieces(true), rest_chunks: pieces(false) }
+    }
+
+    fn sweep_part(&mut self, part: Part) {
         match self.radius {
-            1 => self.sweep::<1>(),
-            2 => self.sweep::<2>(),
-            3 => self.sweep::<3>(),
-            4 => self.sweep::<4>(),
-            5 => self.sweep::<5>(),
-            6 => self.sweep::<6>(),
-            7 => self.sweep::<7>(),
-            8 => self.sweep::<8>(),
+            1 => self.sweep::<1>(part),
+            2 => self.sweep::<2>(part),
+            3 => self.sweep::<3>(part),
+            4 => self.sweep::<4>(part),
+            5 => self.sweep::<5>(part),
+            6 => self.sweep::<6>(part),
+            7 => self.sweep::<7>(part),
+            8 => self.sweep::<8>(part),
             r => unreachable!("stencil radius {r} outside 1..=8"),
         }
-        if let Some(&s) = self.src_samples.get(n) {
-            for &(o, w) in &self.src_taps {
+    }
+
+    /// Step 5 for the source taps on the planes of `part`, in their order.
+    fn inject(&mut self, n: usize, part: Part) {
+        let Some(&s) = self.src_samples.get(n) else { return };
+        let plane = self.layout.plane;
+        let halo = self.layout.halo;
+        let in_first = |o: usize| {
+            let iz = o / plane - halo;
+            self.split.as_ref().is_some_and(|sp| sp.first.iter().any(|r| r.contains(&iz)))
+        };
+        for &(o, w) in &self.src_taps {
+            let take = match part {
+                Part::All => true,
+                Part::First => in_first(o),
+                Part::Rest => !in_first(o),
+            };
+            if take {
                 self.prev[o] += w * s;
+            }
+        }
+    }
+
+    /// Step 7, and the step's time.
+    fn close_step(&mut self, start: Instant) {
+        if let Some((axes, _)) = &mut self.cpml {
+            for a in axes.iter_mut() {
+                std::mem::swap(&mut a.psi, &mut a.psi_next);
             }
         }
         std::mem::swap(&mut self.cur, &mut self.prev);
@@ -373,10 +490,10 @@ impl<T: Real> CpuSolver<T> {
         }
     }
 
-    /// Steps 2-4 of the step in one sweep over z-planes, one contiguous range of planes per task
-    /// (see [`Sweep`]); with CPML, each axis's new psi goes to its second buffer, which then
-    /// becomes the current one.
-    fn sweep<const R: usize>(&mut self) {
+    /// Steps 2-4 of the step for the planes of `part` in one sweep over z-planes, one contiguous
+    /// range of planes per task (see [`Sweep`]); with CPML, each axis's new psi goes to its second
+    /// buffer, which becomes the current one when the step closes.
+    fn sweep<const R: usize>(&mut self, part: Part) {
         let cpml = self.cpml.as_mut().map(|(axes, coef)| {
             let [ax, ay, az] = axes;
             CpmlSweep {
@@ -404,19 +521,35 @@ impl<T: Real> CpuSolver<T> {
             tiles: &self.tiles,
         };
         let isa = self.isa;
-        // SAFETY: each task writes its own planes of p^{n+1}, of the new psi and of zeta, and reads
-        // only p^n and the current psi, which no task writes (Sweep's docs).
         let flush = self.flush;
-        self.chunks.par_iter().for_each(|&(z0, z1)| {
+        let chunks = match (part, &self.split) {
+            (Part::First, Some(s)) => &s.first_chunks,
+            (Part::Rest, Some(s)) => &s.rest_chunks,
+            _ => &self.chunks,
+        };
+        chunks.par_iter().for_each(|&(z0, z1)| {
             let _mode = flush.then(SubnormalsAsZero::enter);
+            // SAFETY: each task writes its own planes of p^{n+1}, of the new psi and of zeta (the
+            // ranges of one part are disjoint, and a plane is swept by one part a step), and reads
+            // only p^n and the current psi, which no task writes (Sweep's docs).
             unsafe { sweep.dispatch(isa, z0, z1) }
         });
-        if let Some((axes, _)) = &mut self.cpml {
-            for a in axes.iter_mut() {
-                std::mem::swap(&mut a.psi, &mut a.psi_next);
+    }
+}
+
+/// Interior z-planes `z0..z0 + planes` of `field` into `buf`, dense (planes, ny, nx), through f32.
+fn copy_planes_out<T: Real>(l: &Layout, field: &[T], z0: usize, planes: usize, buf: &mut [f32]) -> Result<()> {
+    let plane = l.nx * l.ny;
+    ensure!(z0 + planes <= l.nz && buf.len() == planes * plane, "halo planes {z0}..{} of {}", z0 + planes, l.nz);
+    for (k, chunk) in buf.chunks_exact_mut(plane).enumerate() {
+        for (iy, row) in chunk.chunks_exact_mut(l.nx).enumerate() {
+            let src = l.row(iy, z0 + k);
+            for (o, v) in row.iter_mut().zip(&field[src..src + l.nx]) {
+                *o = v.f64() as f32;
             }
         }
     }
+    Ok(())
 }
 
 /// The problem's layout, its rows one ROW_ALIGN longer where a row is a whole number of 4 KiB
@@ -1144,6 +1277,7 @@ impl<T: Real> Backend for CpuSolver<T> {
         self.src_samples = problem.source.samples.iter().map(|&s| T::of(s)).collect();
         self.traces = (0..problem.receivers.len()).map(|_| Vec::with_capacity(problem.steps)).collect();
         self.seconds.clear();
+        self.open = None;
         Ok(())
     }
 
@@ -1173,18 +1307,30 @@ impl<T: Real> Backend for CpuSolver<T> {
 
     /// The planes go through f32: a decomposed run is exact in f32 only.
     fn planes_out(&mut self, z0: usize, planes: usize, buf: &mut [f32]) -> Result<()> {
-        let l = self.layout;
-        let plane = l.nx * l.ny;
-        ensure!(z0 + planes <= l.nz && buf.len() == planes * plane, "halo planes {z0}..{} of {}", z0 + planes, l.nz);
-        for (k, chunk) in buf.chunks_exact_mut(plane).enumerate() {
-            for (iy, row) in chunk.chunks_exact_mut(l.nx).enumerate() {
-                let src = l.row(iy, z0 + k);
-                for (o, v) in row.iter_mut().zip(&self.cur[src..src + l.nx]) {
-                    *o = v.f64() as f32;
-                }
-            }
-        }
+        copy_planes_out(&self.layout, &self.cur, z0, planes, buf)
+    }
+
+    fn begin_field(&mut self, n: usize, first: &[Range<usize>]) -> Result<()> {
+        let nz = self.layout.nz;
+        ensure!(
+            first.windows(2).all(|w| w[0].end <= w[1].start) && first.iter().all(|r| r.start <= r.end && r.end <= nz),
+            "planes {first:?} to compute first are not sorted disjoint ranges of 0..{nz}"
+        );
+        CpuSolver::begin_field(self, n, first);
         Ok(())
+    }
+
+    fn next_planes_out(&mut self, z0: usize, planes: usize, buf: &mut [f32]) -> Result<()> {
+        copy_planes_out(&self.layout, self.newest(), z0, planes, buf)
+    }
+
+    fn finish_field(&mut self, n: usize) -> Result<()> {
+        CpuSolver::finish_field(self, n);
+        Ok(())
+    }
+
+    fn splits_steps(&self) -> bool {
+        true
     }
 
     fn planes_in(&mut self, z0: usize, planes: usize, buf: &[f32]) -> Result<()> {

@@ -88,6 +88,34 @@ pub trait Backend {
         bail!("the {} backend does not run decomposed domains", self.info().backend)
     }
 
+    /// [`step_field`](Self::step_field) in two parts, so that a decomposed run can send the planes
+    /// its neighbours need while the rest is computed: interior z-planes `first` now (with their
+    /// source taps), the rest in [`finish_field`](Self::finish_field); in between,
+    /// [`next_planes_out`](Self::next_planes_out) reads the new planes. The result is
+    /// [`step_field`](Self::step_field)'s. Backends that do not split a step
+    /// ([`splits_steps`](Self::splits_steps) false) do the whole step here.
+    fn begin_field(&mut self, n: usize, first: &[std::ops::Range<usize>]) -> Result<()> {
+        let _ = first;
+        self.step_field(n)
+    }
+
+    /// [`planes_out`](Self::planes_out) of the new wavefield p^{n+1} of the step
+    /// [`begin_field`](Self::begin_field) began (planes of its `first` only).
+    fn next_planes_out(&mut self, z0: usize, planes: usize, buf: &mut [f32]) -> Result<()> {
+        self.planes_out(z0, planes, buf)
+    }
+
+    /// The rest of step `n`, begun by [`begin_field`](Self::begin_field).
+    fn finish_field(&mut self, n: usize) -> Result<()> {
+        let _ = n;
+        Ok(())
+    }
+
+    /// Whether [`begin_field`](Self::begin_field) computes its `first` planes alone.
+    fn splits_steps(&self) -> bool {
+        false
+    }
+
     /// Step 6 of the step just done by [`step_field`](Self::step_field).
     fn record_receivers(&mut self) -> Result<()> {
         bail!("the {} backend does not run decomposed domains", self.info().backend)

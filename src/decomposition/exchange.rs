@@ -16,6 +16,27 @@ pub trait Exchange {
     /// process's subdomains, in rank order) with the neighbour's owned plane.
     fn halos(&mut self, decomposition: &Decomposition, domains: &mut [Domain]) -> Result<()>;
 
+    /// Whether the exchange overlaps the step: [`start_halos`](Self::start_halos) starts moving
+    /// the planes a neighbour needs as soon as they are computed, and the rest of the step is
+    /// computed while they travel; [`finish_halos`](Self::finish_halos) completes it.
+    fn overlaps(&self) -> bool {
+        false
+    }
+
+    /// For an exchange that [`overlaps`](Self::overlaps): after every subdomain's
+    /// [`begin_field`](crate::backend::Backend::begin_field) with [`edge_planes`], copies out
+    /// the new owned planes next to each cut and starts sending them.
+    fn start_halos(&mut self, decomposition: &Decomposition, domains: &mut [Domain]) -> Result<()> {
+        let _ = (decomposition, domains);
+        Ok(())
+    }
+
+    /// After the step: the ghost planes of p^n overwritten, as [`halos`](Self::halos) does (for
+    /// an exchange that overlaps, with the planes [`start_halos`](Self::start_halos) sent).
+    fn finish_halos(&mut self, decomposition: &Decomposition, domains: &mut [Domain]) -> Result<()> {
+        self.halos(decomposition, domains)
+    }
+
     /// Called once before a run of `steps` steps (what the loop needs is made here).
     fn begin(&mut self, steps: usize) -> Result<()> {
         let _ = steps;
@@ -59,10 +80,39 @@ pub trait Exchange {
     fn max(&mut self, value: f64) -> Result<f64>;
 }
 
+/// The owned planes of `dom` (local indices) that its neighbours take as ghost planes: the first
+/// `halo` under a cut above it, the last `halo` over a cut below it.
+pub fn edge_planes(d: &Decomposition, dom: &Domain) -> Vec<std::ops::Range<usize>> {
+    let (rank, h) = (dom.sub.rank, d.halo);
+    let (own0, own1) = (dom.sub.owned_local(), dom.sub.owned.1 - dom.sub.first);
+    let mut out = Vec::with_capacity(2);
+    if rank > 0 {
+        out.push(own0..own0 + h);
+    }
+    if rank + 1 < d.ranks() {
+        // Thin slabs: the two edges may meet or overlap (a slab is at least `halo` planes).
+        let lo = (own1 - h).max(out.last().map_or(0, |r| r.end));
+        out.push(lo..own1);
+    }
+    out
+}
+
 /// All subdomains in this process: the exchange is a copy of planes.
 #[derive(Default)]
 pub struct InProcess {
     buf: Vec<f32>,
+    /// With [`overlapping`](Self::overlapping): per cut, the planes going up and down, copied
+    /// out in the middle of the step.
+    cuts: Option<Vec<[Vec<f32>; 2]>>,
+}
+
+impl InProcess {
+    /// The exchange that copies each cut's planes out as soon as they are computed
+    /// ([`Exchange::start_halos`]) and into the ghost planes after the step: the order of an
+    /// overlapping exchange, for backends that compute a step in parts.
+    pub fn overlapping() -> InProcess {
+        InProcess { buf: Vec::new(), cuts: Some(Vec::new()) }
+    }
 }
 
 impl Exchange for InProcess {
@@ -84,6 +134,36 @@ impl Exchange for InProcess {
             b.backend.planes_in(0, h, &self.buf)?;
             b.backend.planes_out(h, h, &mut self.buf)?;
             a.backend.planes_in(a_end, h, &self.buf)?;
+        }
+        Ok(())
+    }
+
+    fn overlaps(&self) -> bool {
+        self.cuts.is_some()
+    }
+
+    fn start_halos(&mut self, d: &Decomposition, domains: &mut [Domain]) -> Result<()> {
+        let Some(cuts) = &mut self.cuts else { return Ok(()) };
+        let h = d.halo;
+        cuts.resize_with(domains.len().saturating_sub(1), Default::default);
+        for (k, [down, up]) in cuts.iter_mut().enumerate() {
+            let plane = domains[k].sub.problem.layout.nx * domains[k].sub.problem.layout.ny;
+            down.resize(h * plane, 0.0);
+            up.resize(h * plane, 0.0);
+            let a_end = domains[k].sub.owned.1 - domains[k].sub.first;
+            domains[k].backend.next_planes_out(a_end - h, h, down)?;
+            domains[k + 1].backend.next_planes_out(h, h, up)?;
+        }
+        Ok(())
+    }
+
+    fn finish_halos(&mut self, d: &Decomposition, domains: &mut [Domain]) -> Result<()> {
+        let Some(cuts) = &self.cuts else { return self.halos(d, domains) };
+        let h = d.halo;
+        for (k, [down, up]) in cuts.iter().enumerate() {
+            let a_end = domains[k].sub.owned.1 - domains[k].sub.first;
+            domains[k + 1].backend.planes_in(0, h, down)?;
+            domains[k].backend.planes_in(a_end, h, up)?;
         }
         Ok(())
     }

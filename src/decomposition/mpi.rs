@@ -1,12 +1,20 @@
 //! The host-staged MPI exchange: one subdomain per rank, halo planes copied out of the backend,
 //! sent to and received from the neighbouring ranks (non-blocking, both cuts at once), copied in.
+//!
+//! With [`MpiExchange::overlap`], a thread of its own (the mover) moves the planes while the
+//! backend computes the rest of the step: MPI progresses only inside MPI calls, so requests
+//! started before the interior and waited for after it would move little in between. The mover
+//! has a duplicate of the communicator (its messages never match the main thread's), and the
+//! main thread makes no MPI call while the mover works (it waits for it first), which MPI's
+//! `MPI_THREAD_SERIALIZED` level allows.
 
 use super::run::Domain;
 use super::{Decomposition, Exchange};
-use anyhow::{Result, ensure};
+use anyhow::{Context, Result, ensure};
 use mpi::collective::SystemOperation;
 use mpi::topology::{Communicator, SimpleCommunicator};
 use mpi::traits::*;
+use std::sync::mpsc;
 
 /// Tag of planes sent to the rank above (lower z), and of those sent to the rank below.
 const UP: i32 = 21;
@@ -17,13 +25,87 @@ const TO_ROOT: i32 = 23;
 /// The exchange between the ranks of `world`, rank k holding subdomain k.
 pub struct MpiExchange {
     world: SimpleCommunicator,
+    /// Planes to the rank above and below, and from them (moved to the mover and back).
+    planes: Planes,
+    mover: Option<Mover>,
+    /// Whether the mover holds the planes of the step under way.
+    in_flight: bool,
+}
+
+/// The halo planes of one exchange and the neighbours they go to and come from.
+#[derive(Default)]
+struct Planes {
     send: [Vec<f32>; 2],
     recv: [Vec<f32>; 2],
+    up: Option<i32>,
+    down: Option<i32>,
+}
+
+/// The thread that moves the planes of an overlapping exchange.
+struct Mover {
+    work: Option<mpsc::Sender<Planes>>,
+    done: mpsc::Receiver<Planes>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// The mover's communicator. MPI handles may be used by any thread of a process initialised with
+/// `MPI_THREAD_SERIALIZED` or more, one call at a time ([`MpiExchange::overlap`] checks
+/// the level; the main thread waits for the mover before its own calls).
+struct MoverComm(SimpleCommunicator);
+// SAFETY: see the type's docs.
+unsafe impl Send for MoverComm {}
+
+impl Drop for Mover {
+    fn drop(&mut self) {
+        // Closing the channel ends the thread's loop.
+        self.work.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 impl MpiExchange {
     pub fn new(world: SimpleCommunicator) -> MpiExchange {
-        MpiExchange { world, send: [Vec::new(), Vec::new()], recv: [Vec::new(), Vec::new()] }
+        MpiExchange { world, planes: Planes::default(), mover: None, in_flight: false }
+    }
+
+    /// From now on the planes are moved by a thread of its own while the step is computed
+    /// (collective: every rank calls it). Where MPI was initialised below
+    /// `MPI_THREAD_SERIALIZED`, the exchange stays as it was and the error says why.
+    pub fn overlap(&mut self) -> std::result::Result<(), String> {
+        // Every rank decides alike, or ranks with a mover would wait for planes on a
+        // communicator their neighbours do not use.
+        let level = mpi::environment::threading_support();
+        match self.all(level >= mpi::Threading::Serialized) {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(format!("MPI gives threading level {level:?} on some rank, the overlap needs Serialized"));
+            }
+            Err(e) => return Err(format!("{e:#}")),
+        }
+        let comm = MoverComm(self.world.duplicate());
+        let (work, jobs) = mpsc::channel::<Planes>();
+        let (give, done) = mpsc::channel::<Planes>();
+        let thread = std::thread::Builder::new().name("halo mover".into()).spawn(move || {
+            let comm = comm;
+            for mut planes in jobs {
+                planes.exchange(&comm.0, true);
+                if give.send(planes).is_err() {
+                    break;
+                }
+            }
+        });
+        let started = thread.is_ok();
+        let mover = thread.ok().map(|t| Mover { work: Some(work), done, thread: Some(t) });
+        match self.all(started) {
+            Ok(true) => {
+                self.mover = mover;
+                Ok(())
+            }
+            Ok(false) => Err("the halo mover thread could not start on some rank".into()),
+            Err(e) => Err(format!("{e:#}")),
+        }
     }
 
     pub fn rank(&self) -> usize {
@@ -40,6 +122,75 @@ impl MpiExchange {
     }
 }
 
+impl Planes {
+    /// Sizes the buffers for `dom` and copies its edge planes out of the backend: of p^{n+1} of
+    /// the step under way with `next`, else of p^n.
+    fn fill(&mut self, d: &Decomposition, dom: &mut Domain, next: bool) -> Result<()> {
+        let (rank, h) = (dom.sub.rank, d.halo);
+        let l = dom.sub.problem.layout;
+        let n = h * l.nx * l.ny;
+        self.up = (rank > 0).then(|| rank as i32 - 1);
+        self.down = (rank + 1 < d.ranks()).then_some(rank as i32 + 1);
+        let (own0, own1) = (dom.sub.owned_local(), dom.sub.owned.1 - dom.sub.first);
+        for b in self.send.iter_mut().chain(self.recv.iter_mut()) {
+            b.resize(n, 0.0);
+        }
+        let b = &mut dom.backend;
+        let [s_up, s_down] = &mut self.send;
+        for (z0, buf, to) in [(own0, s_up, self.up), (own1 - h, s_down, self.down)] {
+            if to.is_some() {
+                if next { b.next_planes_out(z0, h, buf)? } else { b.planes_out(z0, h, buf)? }
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends to both neighbours and receives from both, all at once; `polite` waits by testing
+    /// and yielding the core between tests (the mover shares the cores with the step).
+    fn exchange(&mut self, comm: &SimpleCommunicator, polite: bool) {
+        let (up, down) = (self.up, self.down);
+        let ([s_up, s_down], [r_up, r_down]) = (&self.send, &mut self.recv);
+        mpi::request::scope(|scope| {
+            let recv_up =
+                up.map(|r| comm.process_at_rank(r).immediate_receive_into_with_tag(scope, &mut r_up[..], DOWN));
+            let recv_down =
+                down.map(|r| comm.process_at_rank(r).immediate_receive_into_with_tag(scope, &mut r_down[..], UP));
+            let send_up = up.map(|r| comm.process_at_rank(r).immediate_send_with_tag(scope, &s_up[..], UP));
+            let send_down = down.map(|r| comm.process_at_rank(r).immediate_send_with_tag(scope, &s_down[..], DOWN));
+            let mut pending = [recv_up, recv_down, send_up, send_down];
+            if !polite {
+                for r in pending.into_iter().flatten() {
+                    r.wait();
+                }
+                return;
+            }
+            while pending.iter().any(Option::is_some) {
+                for slot in pending.iter_mut() {
+                    if let Some(r) = slot.take() {
+                        *slot = r.test().err();
+                    }
+                }
+                if pending.iter().any(Option::is_some) {
+                    std::thread::yield_now();
+                }
+            }
+        });
+    }
+
+    /// Overwrites the ghost planes of `dom` with the planes received.
+    fn empty(&self, d: &Decomposition, dom: &mut Domain) -> Result<()> {
+        let h = d.halo;
+        let own1 = dom.sub.owned.1 - dom.sub.first;
+        if self.up.is_some() {
+            dom.backend.planes_in(0, h, &self.recv[0])?;
+        }
+        if self.down.is_some() {
+            dom.backend.planes_in(own1, h, &self.recv[1])?;
+        }
+        Ok(())
+    }
+}
+
 impl Exchange for MpiExchange {
     fn local_ranks(&self, _: &Decomposition) -> std::ops::Range<usize> {
         self.rank()..self.rank() + 1
@@ -48,44 +199,34 @@ impl Exchange for MpiExchange {
     fn halos(&mut self, d: &Decomposition, domains: &mut [Domain]) -> Result<()> {
         ensure!(domains.len() == 1, "an MPI rank holds one subdomain, not {}", domains.len());
         let dom = &mut domains[0];
-        let (rank, h) = (dom.sub.rank, d.halo);
-        let l = dom.sub.problem.layout;
-        let n = h * l.nx * l.ny;
-        let up = (rank > 0).then(|| rank as i32 - 1);
-        let down = (rank + 1 < d.ranks()).then_some(rank as i32 + 1);
-        let (own0, own1) = (dom.sub.owned_local(), dom.sub.owned.1 - dom.sub.first);
-        for b in self.send.iter_mut().chain(self.recv.iter_mut()) {
-            b.resize(n, 0.0);
-        }
-        if up.is_some() {
-            dom.backend.planes_out(own0, h, &mut self.send[0])?;
-        }
-        if down.is_some() {
-            dom.backend.planes_out(own1 - h, h, &mut self.send[1])?;
-        }
-        let world = &self.world;
-        let ([s_up, s_down], [r_up, r_down]) = (&self.send, &mut self.recv);
-        mpi::request::scope(|scope| {
-            let recv_up =
-                up.map(|r| world.process_at_rank(r).immediate_receive_into_with_tag(scope, &mut r_up[..], DOWN));
-            let recv_down =
-                down.map(|r| world.process_at_rank(r).immediate_receive_into_with_tag(scope, &mut r_down[..], UP));
-            let send_up = up.map(|r| world.process_at_rank(r).immediate_send_with_tag(scope, &s_up[..], UP));
-            let send_down = down.map(|r| world.process_at_rank(r).immediate_send_with_tag(scope, &s_down[..], DOWN));
-            for r in [recv_up, recv_down].into_iter().flatten() {
-                r.wait();
-            }
-            for s in [send_up, send_down].into_iter().flatten() {
-                s.wait();
-            }
-        });
-        if up.is_some() {
-            dom.backend.planes_in(0, h, &self.recv[0])?;
-        }
-        if down.is_some() {
-            dom.backend.planes_in(own1, h, &self.recv[1])?;
-        }
+        self.planes.fill(d, dom, false)?;
+        self.planes.exchange(&self.world, false);
+        self.planes.empty(d, dom)
+    }
+
+    fn overlaps(&self) -> bool {
+        self.mover.is_some()
+    }
+
+    fn start_halos(&mut self, d: &Decomposition, domains: &mut [Domain]) -> Result<()> {
+        ensure!(domains.len() == 1, "an MPI rank holds one subdomain, not {}", domains.len());
+        let Some(mover) = &self.mover else { return Ok(()) };
+        ensure!(!self.in_flight, "a halo exchange is already under way");
+        self.planes.fill(d, &mut domains[0], true)?;
+        let work = mover.work.as_ref().context("the halo mover has stopped")?;
+        work.send(std::mem::take(&mut self.planes)).ok().context("the halo mover thread has ended")?;
+        self.in_flight = true;
         Ok(())
+    }
+
+    fn finish_halos(&mut self, d: &Decomposition, domains: &mut [Domain]) -> Result<()> {
+        if !self.in_flight {
+            return self.halos(d, domains);
+        }
+        let mover = self.mover.as_ref().context("a halo exchange under way without its mover")?;
+        self.planes = mover.done.recv().ok().context("the halo mover thread ended during an exchange")?;
+        self.in_flight = false;
+        self.planes.empty(d, &mut domains[0])
     }
 
     fn gather(&mut self, parts: Vec<Vec<f32>>) -> Result<Option<Vec<Vec<f32>>>> {
