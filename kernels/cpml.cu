@@ -42,7 +42,9 @@ DEVICE void cpml_axis(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next, 
     const int u = c[AXIS];  // slab coordinate along the axis, if the axis is x or y
     const i64 st = AXIS == 0 ? 1 : (AXIS == 1 ? pitch : plane);
     const i64 ss = AXIS == 0 ? 1 : (AXIS == 1 ? (i64)e[0] : (i64)e[0] * e[1]);
-    for (int k2 = blockIdx.y; k2 < e[2]; k2 += gridDim.y) {
+    // Along z only the planes [z_begin, z_end): x and y slabs start there, z slabs filter below.
+    const int k2_end = AXIS == 2 ? e[2] : imin(e[2], L.z_end);
+    for (int k2 = (AXIS == 2 ? 0 : L.z_begin) + blockIdx.y; k2 < k2_end; k2 += gridDim.y) {
         c[2] = k2;
         const int sc = AXIS == 2 ? k2 : u;  // slab coordinate along the axis
         const int half = sc < w ? 0 : 1;
@@ -51,6 +53,7 @@ DEVICE void cpml_axis(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next, 
         int g[3] = {c[0], c[1], c[2]};
         g[AXIS] = half == 0 ? t : n[AXIS] - w + t;  // grid coordinate along the axis
         if (g[AXIS] < 0 || g[AXIS] >= n[AXIS]) continue;  // a subdomain thinner than its layers
+        if (g[2] < L.z_begin || g[2] >= L.z_end) continue;
         const i64 o = (i64)g[2] * plane + (i64)g[1] * pitch + g[0];
         const i64 s = ((i64)c[2] * e[1] + c[1]) * e[0] + c[0];
         float lo[R + 1], hi[R + 1];
@@ -96,7 +99,9 @@ DEVICE void cpml_march(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next,
     Vf zero;
 #pragma unroll
     for (int j = 0; j < VEC; j++) zero.v[j] = 0.0f;
-    for (int c = blockIdx.y; c < across; c += gridDim.y) {
+    // y layers: the planes [z_begin, z_end) go over grid y; z layers: only those planes are written.
+    const int c_end = AXIS == 1 ? imin(across, L.z_end) : across;
+    for (int c = (AXIS == 1 ? L.z_begin : 0) + blockIdx.y; c < c_end; c += gridDim.y) {
         const i64 o0 = AXIS == 1 ? (i64)c * plane + (i64)q0 * pitch + ix : (i64)q0 * plane + (i64)c * pitch + ix;
         const i64 s0 = AXIS == 1 ? ((i64)c * (2 * w) + half * w) * nx + ix : ((i64)half * w * ny + c) * nx + ix;
         // p^n at grid index q0 + u where it exists (the halo reaches R past the grid; a subdomain
@@ -108,7 +113,7 @@ DEVICE void cpml_march(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next,
         for (int t = t0; t < t1; t++) {
             pw[2 * R] = p_at(t + R);
             const int q = q0 + t;
-            if (q >= 0 && q < n) {
+            if (q >= 0 && q < n && (AXIS == 1 || (q >= L.z_begin && q < L.z_end))) {
                 const i64 o = o0 + (i64)t * st, s = s0 + (i64)t * ss;
                 auto nb = [&](int k, Vf& lo, Vf& hi) {
                     lo = pw[R - k];

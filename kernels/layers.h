@@ -25,8 +25,10 @@ struct Layers {
     int width;   // points per layer; 0: no CPML
     int low[3];  // 1 where the axis's low face absorbs (z's does not under a free surface)
     int select;  // fused kernels: 0 every block, 1 the blocks without layer points, 2 those with
+    // cpml.cu: the planes [z_begin, z_end) a launch updates (a decomposed run's step in two parts)
+    int z_begin, z_end;
 };
-static_assert(sizeof(Layers) == 360 && alignof(Layers) == 8, "Layers must match the host's struct");
+static_assert(sizeof(Layers) == 368 && alignof(Layers) == 8, "Layers must match the host's struct");
 
 // The weight (a_q + a_m) / 2 of the pair (q, m) in D(a D p), a clamped at the ends of the n points.
 DEVICE float a_pair(const float* RESTRICT a, float aq, int m, int n) {

@@ -1,13 +1,16 @@
 // sources.cu: the point source and the receivers, on the device so that nothing returns to the
 // host inside a step. Offsets are from the start of the field allocation (grid.rs `Layout::index`).
 
-// p^{n+1}[tap] += (w c^2 dt^2)[tap] * s_n, one thread per tap (taps are distinct points).
+// p^{n+1}[tap] += (w c^2 dt^2)[tap] * s_n, one thread per tap (taps are distinct points), for the
+// taps with offsets in [lo, hi) (the planes of one part of a step in two parts).
 extern "C" __global__ void inject_source(float* RESTRICT field, const u64* RESTRICT offsets,
                                          const float* RESTRICT weights, int ntaps, const float* RESTRICT samples,
-                                         int nsamples, int step) {
+                                         int nsamples, int step, u64 lo, u64 hi) {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= ntaps || step >= nsamples) return;
-    field[offsets[t]] += weights[t] * samples[step];
+    const u64 o = offsets[t];
+    if (o < lo || o >= hi) return;
+    field[o] += weights[t] * samples[step];
 }
 
 // trace[r * steps + step] = sum over the receiver's taps of w p^{n+1}; taps of receiver r are

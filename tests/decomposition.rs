@@ -34,9 +34,9 @@ impl SnapshotSink for Keep {
 /// A layered model, CPML of `width` points, a sinc source between planes `cut - 1` and `cut`, sinc and
 /// trilinear receivers along z across every plane, and volume, xz, yz and two xy snapshots (one on
 /// `cut`).
-fn setup(radius: usize, free_surface: bool, cut: usize, width: usize) -> (Config, Problem) {
+fn cfg_text(radius: usize, free_surface: bool, cut: usize, width: usize) -> String {
     let h = 10.0;
-    let toml = format!(
+    format!(
         "[grid]\nshape = [{}, {}, {}]\nspacing = [{h}, {h}, {h}]\n\
          [model]\nkind = \"constant\"\nvp = 2000.0\n\
          [stencil]\nradius = {radius}\n\
@@ -58,8 +58,16 @@ fn setup(radius: usize, free_surface: bool, cut: usize, width: usize) -> (Config
         SHAPE[2],
         (cut as f64 - 0.5) * h,
         cut as f64 * h,
-    );
-    let cfg = Config::from_toml(&toml).expect("test configuration parses");
+    )
+}
+
+fn setup(radius: usize, free_surface: bool, cut: usize, width: usize) -> (Config, Problem) {
+    problem_of(&cfg_text(radius, free_surface, cut, width))
+}
+
+/// The configuration `toml` and its problem on the layered model of [`setup`].
+fn problem_of(toml: &str) -> (Config, Problem) {
+    let cfg = Config::from_toml(toml).expect("test configuration parses");
     let plane = SHAPE[0] * SHAPE[1];
     let vp = (0..SHAPE[2] * plane).map(|i| 1500.0 + 20.0 * (i / plane) as f32 + (i % 7) as f32).collect();
     let problem = Problem::build(&cfg, vp).expect("test problem builds");
@@ -161,36 +169,69 @@ fn cuts_through_the_cpml_z_layers_take_2r_halo_planes_and_stay_exact() {
 /// exchange `make` opens, checked bit for bit; returns the exchange seconds of each split.
 #[cfg(feature = "cuda")]
 fn gpu_splits_equal_one_gpu(make: &dyn Fn() -> Box<dyn decomposition::Exchange>) -> Vec<Vec<f64>> {
+    let (cfg, problem) = setup(4, true, 15, 4);
+    gpu_splits_of(&cfg, &problem, &[vec![23, 25], vec![15, 14, 19]], make)
+}
+
+/// [`gpu_splits_equal_one_gpu`] for any problem and slab counts.
+#[cfg(feature = "cuda")]
+fn gpu_splits_of(
+    cfg: &Config,
+    problem: &Problem,
+    splits: &[Vec<usize>],
+    make: &dyn Fn() -> Box<dyn decomposition::Exchange>,
+) -> Vec<Vec<f64>> {
     use seismic_run::backend::gpu;
     use seismic_run::config::KernelChoice;
-    let (cfg, problem) = setup(4, true, 15, 4);
-    let plan = OutputPlan::from_config(&cfg, &problem).unwrap();
-    let mut single = gpu::open_cuda(&problem, KernelChoice::Fused).unwrap();
+    let plan = OutputPlan::from_config(cfg, problem).unwrap();
+    let mut single = gpu::open_cuda(problem, KernelChoice::Fused).unwrap();
     let mut sink = Keep(Vec::new(), plan.snapshot_len(problem.shape()));
-    let record = solver::run(&problem, single.as_mut(), &plan, &mut sink, &mut |_| {}).unwrap();
+    let record = solver::run(problem, single.as_mut(), &plan, &mut sink, &mut |_| {}).unwrap();
     let want = (record.traces, sink.0);
     let mut seconds = Vec::new();
-    for counts in [vec![23, 25], vec![15, 14, 19]] {
-        let d = Decomposition::with_planes(&problem, &counts).unwrap();
-        d.check_gpu(&problem).unwrap();
+    for counts in splits {
+        let d = Decomposition::with_planes(problem, counts).unwrap();
+        d.check_gpu(problem).unwrap();
         let mut domains: Vec<Domain> = (0..d.ranks())
             .map(|r| {
-                let sub = d.subdomain(&problem, r).unwrap();
+                let sub = d.subdomain(problem, r).unwrap();
                 let backend = gpu::open_cuda(&sub.problem, KernelChoice::Fused).unwrap();
                 Domain { sub, backend }
             })
             .collect();
         let mut sink = Keep(Vec::new(), plan.snapshot_len(problem.shape()));
         let mut exchange = make();
-        let out =
-            decomposition::run(&problem, &d, &mut domains, exchange.as_mut(), &plan, Some(&mut sink), &mut |_| {})
-                .unwrap()
-                .unwrap();
-        assert_same(&format!("GPU, slabs {counts:?} (halo {})", d.halo), &want, &(out.record.traces, sink.0));
+        let out = decomposition::run(problem, &d, &mut domains, exchange.as_mut(), &plan, Some(&mut sink), &mut |_| {})
+            .unwrap()
+            .unwrap();
+        let what = format!("GPU, R = {}, slabs {counts:?} (halo {})", problem.stencil.radius, d.halo);
+        assert_same(&what, &want, &(out.record.traces, sink.0));
         assert_eq!(out.exchange_seconds.len(), problem.steps);
         seconds.push(out.exchange_seconds);
     }
     seconds
+}
+
+/// The step in two parts on the GPU (the planes next to each cut first, then the rest, each part
+/// with its own launches of the fused step, the CPML layers and the source taps), with the planes
+/// copied out between the parts: the single-GPU run bit for bit for R = 1..8 (CPML under a free
+/// surface, the source on a cut), with a cut on a CPML z layer's last plane (the first part then
+/// holds layer planes), and with the sponge (its z factors offset with the planes).
+#[cfg(feature = "cuda")]
+#[test]
+#[ignore = "needs a GPU"]
+fn a_gpu_step_in_two_parts_equals_the_single_gpu_run_bit_for_bit() {
+    let overlapping = || Box::new(InProcess::overlapping()) as Box<dyn decomposition::Exchange>;
+    for radius in 1..=8 {
+        let (cfg, problem) = setup(radius, true, 15, 4);
+        gpu_splits_of(&cfg, &problem, &[vec![23, 25], vec![15, 14, 19]], &overlapping);
+    }
+    // Cuts at planes 4 and 44: the first and last ranks own a z layer's 4 planes each, all of them
+    // in the first part.
+    let (cfg, problem) = setup(4, false, 24, 4);
+    gpu_splits_of(&cfg, &problem, &[vec![4, 40, 4]], &overlapping);
+    let (cfg, problem) = problem_of(&cfg_text(4, true, 15, 4).replace("kind = \"cpml\"", "kind = \"sponge\""));
+    gpu_splits_of(&cfg, &problem, &[vec![23, 25]], &overlapping);
 }
 
 /// Two subdomains on one GPU through the host-staged planes (the in-process exchange) equal the

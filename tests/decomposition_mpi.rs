@@ -137,13 +137,14 @@ fn two_mpi_ranks_reading_their_parts_of_a_model_file_write_the_single_rank_resul
     compare("cpu-file", &input, &[2], &[("vp.bin", bytes)], "overlapping the step");
 }
 
-/// Two ranks sharing one GPU (host-staged halos) write the single-GPU result bit for bit.
+/// Two ranks sharing one GPU (host-staged halos, moved while the rest of the step runs) write the
+/// single-GPU result bit for bit.
 #[cfg(feature = "cuda")]
 #[test]
 #[ignore = "needs a GPU"]
 fn two_mpi_ranks_on_one_gpu_write_the_single_gpu_result_bit_for_bit() {
     let input = INPUT.replace("backend = \"cpu\"", "backend = \"cuda\"");
-    compare("cuda", &input, &[2], &[], "after the step (the cuda backend computes it whole)");
+    compare("cuda", &input, &[2], &[], "halo exchange through host memory (MPI), overlapping the step");
 }
 
 /// Two ranks on one GPU: `halo_exchange = "auto"` takes the host path and says why in the banner;

@@ -95,7 +95,12 @@ impl LaunchGeometry {
     /// order 3, x tiles, tile rows per band, z-chunks x bands (bands of about half the blocks that
     /// fit on the device at once, so that two chunks of a band run together).
     pub fn fused_grid(&self, window: u32) -> [u32; 3] {
-        let [nx, ny, nz] = self.shape;
+        self.fused_grid_planes(window, self.shape[2])
+    }
+
+    /// [`fused_grid`](Self::fused_grid) for a launch over `nz` of the grid's z-planes.
+    pub fn fused_grid_planes(&self, window: u32, nz: usize) -> [u32; 3] {
+        let [nx, ny, _] = self.shape;
         let tx = nx.div_ceil(self.tuning.fused_tile_x()) as u32;
         let ty = ny.div_ceil(self.tuning.fused_tile_y() as usize) as u32;
         let tz = (nz as u32).div_ceil(window);

@@ -52,15 +52,19 @@ pub struct Layers {
     pub low: [i32; 3],
     /// Fused launches: 0 every block, 1 the blocks without layer points, 2 those with.
     pub select: i32,
+    /// cpml.cu launches: the z-planes [z_begin, z_end) they update.
+    pub z_begin: i32,
+    pub z_end: i32,
 }
 const _: () = assert!(
-    size_of::<Layers>() == 360
+    size_of::<Layers>() == 368
         && align_of::<Layers>() == 8
         && offset_of!(Layers, b) == 96
         && offset_of!(Layers, w) == 120
         && offset_of!(Layers, width) == 336
         && offset_of!(Layers, low) == 340
         && offset_of!(Layers, select) == 352
+        && offset_of!(Layers, z_end) == 360
 );
 
 /// Grid, block and dynamic shared memory of one launch.
@@ -183,7 +187,8 @@ kernel_params!(
 );
 
 kernel_params!(
-    /// `inject_source` (sources.cu): field[offsets[t]] += weights[t] * samples[step].
+    /// `inject_source` (sources.cu): field[offsets[t]] += weights[t] * samples[step], for the taps
+    /// with offsets in [lo, hi).
     InjectSource {
         field: DevicePtr,
         offsets: DevicePtr,
@@ -192,6 +197,8 @@ kernel_params!(
         samples: DevicePtr,
         nsamples: i32,
         step: i32,
+        lo: u64,
+        hi: u64,
     }
 );
 

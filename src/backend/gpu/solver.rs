@@ -161,9 +161,11 @@ struct CpmlDev<Rt: GpuRuntime> {
 }
 
 impl<Rt: GpuRuntime> CpmlDev<Rt> {
-    /// The kernels' view of the current buffers; `select` picks a fused launch's blocks.
-    fn layers(&self, w: &[AxisWeights; 3], select: i32) -> Layers {
-        let mut l = Layers { w: *w, width: self.width, low: self.low, select, ..Default::default() };
+    /// The kernels' view of the current buffers; `select` picks a fused launch's blocks, `z` the
+    /// planes a cpml.cu launch updates.
+    fn layers(&self, w: &[AxisWeights; 3], select: i32, z: std::ops::Range<usize>) -> Layers {
+        let (z_begin, z_end) = (z.start as i32, z.end as i32);
+        let mut l = Layers { w: *w, width: self.width, low: self.low, select, z_begin, z_end, ..Default::default() };
         for c in &self.axes {
             let a = c.axis;
             l.phi_in[a] = c.phi[0].ptr();
@@ -305,6 +307,9 @@ pub struct GpuSolver<Rt: GpuRuntime> {
     trace_steps: usize,
     steps_done: usize,
     events: Vec<Rt::Event>,
+    /// The z-ranges a decomposed run's step computed first (`begin_field`) while that step is
+    /// open, kept (with their complement) between steps so that the loop allocates nothing.
+    split: Option<StepSplit>,
     /// Host copy of the interior z-planes for snapshots (sized at the first one, then reused).
     snapshot_staging: Vec<f32>,
     /// Device buffer plane snapshots are gathered into (allocated at the first, grown as needed).
@@ -317,6 +322,13 @@ pub struct GpuSolver<Rt: GpuRuntime> {
     /// Keeps the functions in `f` valid.
     _module: Rt::Module,
     rt: Rc<Rt>,
+}
+
+/// A step in two parts: the z-ranges computed first and the rest, and whether a step is open.
+struct StepSplit {
+    first: Vec<std::ops::Range<usize>>,
+    rest: Vec<std::ops::Range<usize>>,
+    open: bool,
 }
 
 impl<Rt: GpuRuntime> Drop for GpuSolver<Rt> {
@@ -502,6 +514,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             trace_steps: problem.steps,
             steps_done: 0,
             events,
+            split: None,
             snapshot_staging: Vec::new(),
             section_staging: None,
             finite_flag: None,
@@ -673,15 +686,36 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
 
     /// Enqueues the interior update (or L p into `out` with the Laplacian-only kernel).
     fn launch_interior(&self, op: Operator, out: DevicePtr) -> Result<()> {
-        let [nx, ny, nz] = self.geometry.shape.map(|n| n as i32);
+        self.launch_interior_planes(op, out, 0..self.layout.nz)
+    }
+
+    /// [`launch_interior`](Self::launch_interior) for the z-planes `planes` only (the plain fused
+    /// step only, unless they are all the planes): the fused kernel runs on a grid of those planes
+    /// that starts at the first, and reads its z-neighbours from the planes next to them.
+    fn launch_interior_planes(&self, op: Operator, out: DevicePtr, planes: std::ops::Range<usize>) -> Result<()> {
+        let whole = planes == (0..self.layout.nz);
+        ensure!(
+            whole || (op == Operator::Fused && self.half.is_none() && self.cpml.as_ref().is_none_or(|c| !c.in_pass)),
+            "only the f32 fused step with its layers after the interior runs on part of the planes"
+        );
+        let [nx, ny, _] = self.geometry.shape.map(|n| n as i32);
+        let nz = planes.len() as i32;
         let (pitch, plane) = (self.layout.pitch as i64, self.layout.plane as i64);
-        let (cur, out, vel) = (self.origin(self.cur.ptr()), self.origin(out), self.origin(self.vel.ptr()));
+        let skip = (planes.start * self.layout.plane) as u64 * self.value_bytes();
+        let (cur, out, vel) =
+            (self.origin(self.cur.ptr()) + skip, self.origin(out) + skip, self.origin(self.vel.ptr()) + skip);
         let [gx, gy, gz] = self.damp.each_ref().map(ptr_or_null);
+        let gz = if gz == 0 { 0 } else { gz + 4 * planes.start as u64 };
         let w = self.weights;
         let t = &self.geometry.tuning;
         let window = if op == Operator::Laplacian { self.laplacian_window } else { self.window };
+        let grid = if whole {
+            self.geometry.fused_grid(window)
+        } else {
+            self.geometry.fused_grid_planes(window, planes.len())
+        };
         let fused = |f: Rt::Function, shared: u32, layers: Layers| {
-            let l = Launch { grid: self.geometry.fused_grid(window), block: [t.block_x, t.block_y, 1], shared };
+            let l = Launch { grid, block: [t.block_x, t.block_y, 1], shared };
             let window = window as i32;
             FusedStep { cur, out, vel, gx, gy, gz, w, nx, ny, nz, pitch, plane, window, layers }.launch(&*self.rt, f, l)
         };
@@ -700,10 +734,10 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                     let with_layers = self.f.fused_layers.context("fused_step_layers not compiled")?;
                     let layer_shared = shared + t.layer_tile_bytes(self.radius);
                     if c.split {
-                        fused(self.f.fused, shared, c.layers(&self.axis_weights, 1))?;
-                        fused(with_layers, layer_shared, c.layers(&self.axis_weights, 2))
+                        fused(self.f.fused, shared, c.layers(&self.axis_weights, 1, 0..nz as usize))?;
+                        fused(with_layers, layer_shared, c.layers(&self.axis_weights, 2, 0..nz as usize))
                     } else {
-                        fused(with_layers, layer_shared, c.layers(&self.axis_weights, 0))
+                        fused(with_layers, layer_shared, c.layers(&self.axis_weights, 0, 0..nz as usize))
                     }
                 }
                 _ => fused(self.f.fused, shared, Layers::default()),
@@ -734,9 +768,10 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         }
     }
 
-    /// Enqueues the CPML update of every axis after the interior's, unless the fused pass did it
-    /// (x, then y, then z, as the CPU reference adds them), then swaps each axis's phi buffers.
-    fn launch_cpml(&mut self) -> Result<()> {
+    /// Enqueues the CPML update of every axis after the interior's on the z-planes `planes`,
+    /// unless the fused pass did it (x, then y, then z, as the CPU reference adds them). The step
+    /// swaps each axis's phi buffers once all its planes are done.
+    fn launch_cpml(&self, planes: std::ops::Range<usize>) -> Result<()> {
         let (cur, out, vel) = (self.origin(self.cur.ptr()), self.origin(self.prev.ptr()), self.origin(self.vel.ptr()));
         let half = self.half.as_ref().map(|h| (&h.f, self.origin(h.inc.ptr())));
         let [nx, ny, nz] = self.geometry.shape.map(|n| n as i32);
@@ -744,16 +779,27 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let vec = self.geometry.tuning.vec as u64;
         let march = self.rt.vendor() != "hip";
         let radius = self.radius as u64;
-        let Some(c) = &mut self.cpml else { return Ok(()) };
+        let Some(c) = &self.cpml else { return Ok(()) };
         if !c.in_pass {
-            let layers = c.layers(&self.axis_weights, 0);
+            let layers = c.layers(&self.axis_weights, 0, planes.clone());
+            let span = planes.len() as u64;
             for a in &c.axes {
+                // z layers: only where the planes meet them.
+                let w = c.width as usize;
+                let in_z_layers = |z: usize| z >= self.layout.nz.saturating_sub(w) || (c.low[2] != 0 && z < w);
+                if a.axis == 2 && !planes.clone().any(in_z_layers) {
+                    continue;
+                }
                 // cpml.cu: with nx a multiple of VEC the y and z layers march (VEC points of x a
                 // thread along x, the other axis over grid y, the absorbing layers in segments
                 // over grid z), except on AMD (its register windows spill there); else one thread
                 // per slab point, x over the slab's first two axes, y over its third.
                 let mut e = [nx, ny, nz].map(|n| n as u64);
                 e[a.axis] = 2 * c.width as u64;
+                if a.axis < 2 {
+                    // x and y slabs: grid z (or grid y, marching) over the planes asked for.
+                    e[2] = span;
+                }
                 let grid = if a.axis > 0 && e[0] % vec == 0 && march {
                     let across = if a.axis == 1 { e[2] } else { e[1] };
                     let (bx, by) = ((e[0] / vec).div_ceil(128), across.min(65535));
@@ -778,7 +824,6 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 }
             }
         }
-        c.swap();
         Ok(())
     }
 
@@ -808,49 +853,121 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
     /// Enqueues step `n` (order of `backend`'s module docs; the receivers only with `record`),
     /// then swaps p^n and p^{n+1}.
     fn enqueue_step(&mut self, n: usize, record: bool) -> Result<()> {
-        let [nx, ny, _] = self.geometry.shape.map(|v| v as i32);
-        let rt = &*self.rt;
-        if self.free_surface {
-            let (pitch, plane) = (self.layout.pitch as i64, self.layout.plane as i64);
-            let l =
-                Launch { grid: [(nx as u32).div_ceil(32), (ny as u32).div_ceil(8), 1], block: [32, 8, 1], shared: 0 };
-            let cur = self.origin(self.cur.ptr());
-            match &self.half {
-                Some(h) => {
-                    let inc = self.origin(h.inc.ptr());
-                    FreeSurfaceHalf { cur, inc, nx, ny, pitch, plane }.launch(rt, h.f.free_surface, l)?
-                }
-                None => FreeSurface { cur, nx, ny, pitch, plane }.launch(rt, self.f.free_surface, l)?,
-            }
-        }
+        self.enqueue_free_surface()?;
         let op = if self.kernel == KernelChoice::ThreePass { Operator::ThreePass } else { Operator::Fused };
         self.launch_interior(op, self.prev.ptr())?;
-        self.launch_cpml()?;
-        let rt = &*self.rt;
-        let step = n as i32;
-        if let Some(s) = &self.source
-            && n < s.nsamples
-        {
-            let (offsets, weights, samples) = (s.offsets.ptr(), s.weights.ptr(), s.samples.ptr());
-            let (ntaps, nsamples) = (s.taps as i32, s.nsamples as i32);
-            let l = Launch::linear((s.taps as u32).div_ceil(32), 32);
-            match &self.half {
-                Some(h) => {
-                    let (cur, inc, next) = (self.cur.ptr(), h.inc.ptr(), self.prev.ptr());
-                    let args = InjectSourceHalf { cur, inc, next, offsets, weights, ntaps, samples, nsamples, step };
-                    args.launch(rt, h.f.inject, l)?
-                }
-                None => {
-                    let args =
-                        InjectSource { field: self.prev.ptr(), offsets, weights, ntaps, samples, nsamples, step };
-                    args.launch(rt, self.f.inject, l)?
-                }
-            }
-        }
+        self.launch_cpml(0..self.layout.nz)?;
+        self.enqueue_source(n, 0..self.layout.nz)?;
         if record {
             self.enqueue_record(self.prev.ptr(), n)?;
         }
+        self.close_step();
+        Ok(())
+    }
+
+    /// Step 1: the mirror above z = 0 (under a free surface).
+    fn enqueue_free_surface(&self) -> Result<()> {
+        if !self.free_surface {
+            return Ok(());
+        }
+        let [nx, ny, _] = self.geometry.shape.map(|v| v as i32);
+        let rt = &*self.rt;
+        let (pitch, plane) = (self.layout.pitch as i64, self.layout.plane as i64);
+        let l = Launch { grid: [(nx as u32).div_ceil(32), (ny as u32).div_ceil(8), 1], block: [32, 8, 1], shared: 0 };
+        let cur = self.origin(self.cur.ptr());
+        match &self.half {
+            Some(h) => {
+                let inc = self.origin(h.inc.ptr());
+                FreeSurfaceHalf { cur, inc, nx, ny, pitch, plane }.launch(rt, h.f.free_surface, l)
+            }
+            None => FreeSurface { cur, nx, ny, pitch, plane }.launch(rt, self.f.free_surface, l),
+        }
+    }
+
+    /// Steps 2-4 of step `n` on the z-planes `planes` (the f32 fused step), with their source taps.
+    fn enqueue_planes(&self, n: usize, planes: std::ops::Range<usize>) -> Result<()> {
+        if planes.is_empty() {
+            return Ok(());
+        }
+        self.launch_interior_planes(Operator::Fused, self.prev.ptr(), planes.clone())?;
+        self.launch_cpml(planes.clone())?;
+        self.enqueue_source(n, planes)
+    }
+
+    /// Step 5 for the source taps on the z-planes `planes`.
+    fn enqueue_source(&self, n: usize, planes: std::ops::Range<usize>) -> Result<()> {
+        let Some(s) = &self.source else { return Ok(()) };
+        if n >= s.nsamples {
+            return Ok(());
+        }
+        let rt = &*self.rt;
+        let step = n as i32;
+        let (offsets, weights, samples) = (s.offsets.ptr(), s.weights.ptr(), s.samples.ptr());
+        let (ntaps, nsamples) = (s.taps as i32, s.nsamples as i32);
+        let l = Launch::linear((s.taps as u32).div_ceil(32), 32);
+        match &self.half {
+            Some(h) => {
+                let (cur, inc, next) = (self.cur.ptr(), h.inc.ptr(), self.prev.ptr());
+                let args = InjectSourceHalf { cur, inc, next, offsets, weights, ntaps, samples, nsamples, step };
+                args.launch(rt, h.f.inject, l)
+            }
+            None => {
+                // Tap offsets count from the allocation's start (plane z begins at (halo + z) planes).
+                let at = |z: usize| ((self.layout.halo + z) * self.layout.plane) as u64;
+                let (lo, hi) =
+                    if planes == (0..self.layout.nz) { (0, u64::MAX) } else { (at(planes.start), at(planes.end)) };
+                let args =
+                    InjectSource { field: self.prev.ptr(), offsets, weights, ntaps, samples, nsamples, step, lo, hi };
+                args.launch(rt, self.f.inject, l)
+            }
+        }
+    }
+
+    /// Step 7: the memory variables and the fields swap.
+    fn close_step(&mut self) {
+        if let Some(c) = &mut self.cpml {
+            c.swap();
+        }
         std::mem::swap(&mut self.cur, &mut self.prev);
+    }
+
+    /// The step's start event (the first step's) and, after its work, its end event.
+    fn time_step_start(&self) -> Result<()> {
+        if self.steps_done == 0 && !self.events.is_empty() {
+            self.rt.record(&self.events[0])?;
+        }
+        Ok(())
+    }
+
+    fn time_step_end(&mut self) -> Result<()> {
+        let k = self.steps_done;
+        if k + 1 < self.events.len() {
+            self.rt.record(&self.events[k + 1])?;
+        }
+        self.steps_done += 1;
+        Ok(())
+    }
+
+    /// Interior z-planes `z0..z0 + planes` of the f32 field at `field`, packed into `buf` (the
+    /// planes come down whole, row padding included, after the work queued so far).
+    fn field_planes_out(&mut self, field: DevicePtr, z0: usize, planes: usize, buf: &mut [f32]) -> Result<()> {
+        ensure!(self.half.is_none(), "the f16 step has no halo exchange (decomposed runs are f32)");
+        let l = self.layout;
+        ensure!(
+            z0 + planes <= l.nz && buf.len() == planes * l.nx * l.ny,
+            "halo planes {z0}..{} of {}",
+            z0 + planes,
+            l.nz
+        );
+        let staging = &mut self.snapshot_staging;
+        staging.resize(planes * l.plane, 0.0);
+        self.rt.download(field + ((l.halo + z0) * l.plane * 4) as DevicePtr, as_bytes_mut(staging))?;
+        for (k, chunk) in buf.chunks_exact_mut(l.nx * l.ny).enumerate() {
+            for (iy, row) in chunk.chunks_exact_mut(l.nx).enumerate() {
+                let src = k * l.plane + (iy + l.halo) * l.pitch + l.x_offset;
+                row.copy_from_slice(&staging[src..src + l.nx]);
+            }
+        }
         Ok(())
     }
 
@@ -894,16 +1011,9 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
     }
 
     fn step(&mut self, n: usize) -> Result<()> {
-        let k = self.steps_done;
-        if k == 0 && !self.events.is_empty() {
-            self.rt.record(&self.events[0])?;
-        }
+        self.time_step_start()?;
         self.enqueue_step(n, true)?;
-        if k + 1 < self.events.len() {
-            self.rt.record(&self.events[k + 1])?;
-        }
-        self.steps_done += 1;
-        Ok(())
+        self.time_step_end()
     }
 
     fn snapshot(&mut self, out: &mut [f32]) -> Result<()> {
@@ -987,16 +1097,70 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
     }
 
     fn step_field(&mut self, n: usize) -> Result<()> {
-        let k = self.steps_done;
-        if k == 0 && !self.events.is_empty() {
-            self.rt.record(&self.events[0])?;
-        }
+        self.time_step_start()?;
         self.enqueue_step(n, false)?;
-        if k + 1 < self.events.len() {
-            self.rt.record(&self.events[k + 1])?;
+        self.time_step_end()
+    }
+
+    /// The planes `first` are queued now; the host then waits for them alone when it brings
+    /// them down ([`next_planes_out`](Backend::next_planes_out)), and the rest of the step,
+    /// queued by [`finish_field`](Backend::finish_field), runs while they travel.
+    fn begin_field(&mut self, n: usize, first: &[std::ops::Range<usize>]) -> Result<()> {
+        if !self.splits_steps() {
+            return self.step_field(n);
         }
-        self.steps_done += 1;
+        let nz = self.layout.nz;
+        if self.split.as_ref().is_none_or(|s| s.first != first) {
+            ensure!(
+                first.windows(2).all(|w| w[0].end <= w[1].start)
+                    && first.iter().all(|r| r.start <= r.end && r.end <= nz),
+                "planes {first:?} to compute first are not sorted disjoint ranges of 0..{nz}"
+            );
+            // Made once: a decomposed run computes the same planes first every step.
+            let mut rest = Vec::with_capacity(first.len() + 1);
+            let mut z = 0;
+            for r in first {
+                if r.start > z {
+                    rest.push(z..r.start);
+                }
+                z = r.end;
+            }
+            if z < nz {
+                rest.push(z..nz);
+            }
+            self.split = Some(StepSplit { first: first.to_vec(), rest, open: false });
+        }
+        self.time_step_start()?;
+        self.enqueue_free_surface()?;
+        for r in first {
+            self.enqueue_planes(n, r.clone())?;
+        }
+        if let Some(s) = &mut self.split {
+            s.open = true;
+        }
         Ok(())
+    }
+
+    fn next_planes_out(&mut self, z0: usize, planes: usize, buf: &mut [f32]) -> Result<()> {
+        let open = self.split.as_ref().is_some_and(|s| s.open);
+        let field = if open { self.prev.ptr() } else { self.cur.ptr() };
+        self.field_planes_out(field, z0, planes, buf)
+    }
+
+    fn finish_field(&mut self, n: usize) -> Result<()> {
+        let Some(split) = self.split.take_if(|s| s.open) else { return Ok(()) };
+        for r in &split.rest {
+            self.enqueue_planes(n, r.clone())?;
+        }
+        self.split = Some(StepSplit { open: false, ..split });
+        self.close_step();
+        self.time_step_end()
+    }
+
+    /// The f32 fused step with its layers after the interior (the default) computes a step in
+    /// parts; the three-pass kernel, the layers inside the pass and f16 storage do not.
+    fn splits_steps(&self) -> bool {
+        self.kernel != KernelChoice::ThreePass && self.half.is_none() && self.cpml.as_ref().is_none_or(|c| !c.in_pass)
     }
 
     fn record_receivers(&mut self) -> Result<()> {
@@ -1006,24 +1170,7 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
 
     /// Host-staged: the planes come down whole (row padding included) and their rows are packed.
     fn planes_out(&mut self, z0: usize, planes: usize, buf: &mut [f32]) -> Result<()> {
-        ensure!(self.half.is_none(), "the f16 step has no halo exchange (decomposed runs are f32)");
-        let l = self.layout;
-        ensure!(
-            z0 + planes <= l.nz && buf.len() == planes * l.nx * l.ny,
-            "halo planes {z0}..{} of {}",
-            z0 + planes,
-            l.nz
-        );
-        let staging = &mut self.snapshot_staging;
-        staging.resize(planes * l.plane, 0.0);
-        self.rt.download(self.cur.ptr() + ((l.halo + z0) * l.plane * 4) as DevicePtr, as_bytes_mut(staging))?;
-        for (k, chunk) in buf.chunks_exact_mut(l.nx * l.ny).enumerate() {
-            for (iy, row) in chunk.chunks_exact_mut(l.nx).enumerate() {
-                let src = k * l.plane + (iy + l.halo) * l.pitch + l.x_offset;
-                row.copy_from_slice(&staging[src..src + l.nx]);
-            }
-        }
-        Ok(())
+        self.field_planes_out(self.cur.ptr(), z0, planes, buf)
     }
 
     /// Host-staged: whole planes go up, their halo rows and row padding zero as they always are.
@@ -1071,6 +1218,9 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
         );
         for b in [&self.cur, &self.prev] {
             b.zero()?;
+        }
+        if let Some(s) = &mut self.split {
+            s.open = false;
         }
         if let Some(h) = &mut self.half {
             // The scale depends on the shot's source (its samples are scaled anew below).
