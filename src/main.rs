@@ -446,7 +446,7 @@ mod decomposed {
             );
             return Ok(host_exchange(cfg, host, backend, &format!("; not NCCL: {why}")));
         }
-        nccl_exchange(host, field)
+        nccl_exchange(host, field, cfg.run.halo_overlap && backend.splits_steps())
     }
 
     /// The host-staged exchange, overlapping the step where `run.halo_overlap` asks for it, the
@@ -495,11 +495,16 @@ mod decomposed {
     fn nccl_exchange(
         host: seismic_run::decomposition::mpi::MpiExchange,
         field: Option<seismic_run::backend::DeviceField>,
+        overlap: bool,
     ) -> Result<(Box<dyn seismic_run::decomposition::Exchange>, String)> {
         use seismic_run::decomposition::nccl;
         let device = field.context("a device field")?.device;
         let version = nccl::version()?;
         let exchange = nccl::NcclExchange::over_mpi(device, host)?;
+        if overlap {
+            let path = format!("halo exchange device to device (NCCL {version}), overlapping the step");
+            return Ok((Box::new(exchange.overlapping()), path));
+        }
         Ok((Box::new(exchange), format!("halo exchange device to device (NCCL {version})")))
     }
 
@@ -507,6 +512,7 @@ mod decomposed {
     fn nccl_exchange(
         _: seismic_run::decomposition::mpi::MpiExchange,
         _: Option<seismic_run::backend::DeviceField>,
+        _: bool,
     ) -> Result<(Box<dyn seismic_run::decomposition::Exchange>, String)> {
         unreachable!("the path is chosen only in builds with NCCL")
     }

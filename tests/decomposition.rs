@@ -214,8 +214,8 @@ fn gpu_splits_of(
 
 /// The step in two parts on the GPU (the planes next to each cut first, then the rest, each part
 /// with its own launches of the fused step, the CPML layers and the source taps), with the planes
-/// copied out between the parts: the single-GPU run bit for bit for R = 1..8 (CPML under a free
-/// surface, the source on a cut), with a cut on a CPML z layer's last plane (the first part then
+/// copied out between the parts: the single-GPU run bit for bit for R = 1..8 (CPML of min(R, 4)
+/// points under a free surface, the source on a cut), with a cut on a CPML z layer's last plane (the first part then
 /// holds layer planes), and with the sponge (its z factors offset with the planes).
 #[cfg(feature = "cuda")]
 #[test]
@@ -223,7 +223,8 @@ fn gpu_splits_of(
 fn a_gpu_step_in_two_parts_equals_the_single_gpu_run_bit_for_bit() {
     let overlapping = || Box::new(InProcess::overlapping()) as Box<dyn decomposition::Exchange>;
     for radius in 1..=8 {
-        let (cfg, problem) = setup(radius, true, 15, 4);
+        // On a GPU the layer may be no wider than the halo (Decomposition::check_gpu).
+        let (cfg, problem) = setup(radius, true, 15, radius.min(4));
         gpu_splits_of(&cfg, &problem, &[vec![23, 25], vec![15, 14, 19]], &overlapping);
     }
     // Cuts at planes 4 and 44: the first and last ranks own a z layer's 4 planes each, all of them
@@ -259,6 +260,26 @@ fn two_and_three_subdomains_on_one_gpu_through_nccl_equal_the_single_gpu_run_bit
         assert!(split.iter().all(|&s| s > 0.0 && s < 0.1), "exchange seconds timed on the device: {split:?}");
         println!("{} steps, exchange {:.1} us a step on the device", split.len(), mean * 1e6);
     }
+}
+
+/// The NCCL exchange overlapping the step: each subdomain's edge planes first, the transfers on a
+/// side stream of its own while its solver's stream computes the rest of its owned planes (its
+/// ghost planes left to the transfers), the solver's stream waiting for them before the step ends:
+/// the single-GPU run bit for bit for R = 1..8 and with cuts at the z layers' edges.
+#[cfg(feature = "nccl")]
+#[test]
+#[ignore = "needs a GPU"]
+fn nccl_overlapping_the_step_equals_the_single_gpu_run_bit_for_bit() {
+    use seismic_run::decomposition::nccl::NcclExchange;
+    let nccl = || Box::new(NcclExchange::in_process(0, Box::new(InProcess::default())).unwrap().overlapping()) as _;
+    for radius in 1..=8 {
+        let (cfg, problem) = setup(radius, true, 15, radius.min(4));
+        for split in gpu_splits_of(&cfg, &problem, &[vec![23, 25], vec![15, 14, 19]], &nccl) {
+            assert!(split.iter().all(|&s| s > 0.0 && s < 0.1), "exchange seconds timed on the device: {split:?}");
+        }
+    }
+    let (cfg, problem) = setup(4, false, 24, 4);
+    gpu_splits_of(&cfg, &problem, &[vec![4, 40, 4]], &nccl);
 }
 
 /// Without the `mpi` feature, `[run] decomposition = "z"` is an error that names the build option,

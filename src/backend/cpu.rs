@@ -179,6 +179,7 @@ pub struct CpuSolver<T: Real> {
 /// A step in two parts: the task ranges of the planes computed first and of the rest.
 struct Split {
     first: Vec<Range<usize>>,
+    leave: Vec<Range<usize>>,
     first_chunks: Vec<(usize, usize)>,
     rest_chunks: Vec<(usize, usize)>,
 }
@@ -354,14 +355,14 @@ impl<T: Real> CpuSolver<T> {
 
     /// The first part of step `n` (without step 6) for a decomposed run: the free surface, then
     /// interior planes `first` (sorted, disjoint ranges) with their source taps, so that they can
-    /// be sent while [`Self::finish_field`] computes the rest. Every plane sees what
+    /// be sent while [`Self::finish_field`] computes the rest, but for the planes `leave`. Every plane sees what
     /// [`Self::advance_field`] gives it: a plane's update reads only p^n and the memory variables
     /// of step n, which neither part writes, and a source tap is added after its plane's sweep.
-    pub fn begin_field(&mut self, n: usize, first: &[Range<usize>]) {
+    pub fn begin_field(&mut self, n: usize, first: &[Range<usize>], leave: &[Range<usize>]) {
         let start = Instant::now();
-        if self.split.as_ref().is_none_or(|s| s.first != first) {
+        if self.split.as_ref().is_none_or(|s| s.first != first || s.leave != leave) {
             // Made once: a decomposed run computes the same planes first every step.
-            self.split = Some(self.split_for(first));
+            self.split = Some(self.split_for(first, leave));
         }
         if self.free_surface {
             self.mirror_top();
@@ -387,16 +388,19 @@ impl<T: Real> CpuSolver<T> {
 
     /// The two parts' task ranges: each part's planes split into about as many ranges of equal
     /// work as there are threads.
-    fn split_for(&self, first: &[Range<usize>]) -> Split {
+    fn split_for(&self, first: &[Range<usize>], leave: &[Range<usize>]) -> Split {
         let nz = self.layout.nz;
-        let mut in_first = vec![false; nz];
-        for r in first {
-            in_first[r.start.min(nz)..r.end.min(nz)].iter_mut().for_each(|f| *f = true);
+        // Per plane: Some(true) first, Some(false) the rest, None left alone.
+        let mut in_first = vec![Some(false); nz];
+        for (ranges, part) in [(leave, None), (first, Some(true))] {
+            for r in ranges {
+                in_first[r.start.min(nz)..r.end.min(nz)].iter_mut().for_each(|f| *f = part);
+            }
         }
         let weight = |iz: usize| if self.z_layer[iz].is_some() { 2.0 } else { 1.0 };
         let tasks = rayon::current_num_threads();
         let pieces = |keep: bool| {
-            let planes: Vec<usize> = (0..nz).filter(|&iz| in_first[iz] == keep).collect();
+            let planes: Vec<usize> = (0..nz).filter(|&iz| in_first[iz] == Some(keep)).collect();
             let mut out = Vec::new();
             if planes.is_empty() {
                 return out;
@@ -412,7 +416,7 @@ impl<T: Real> CpuSolver<T> {
             }
             out
         };
-        Split { first: first.to_vec(), first_chunks: pieces(true), rest_chunks: pieces(false) }
+        Split { first: first.to_vec(), leave: leave.to_vec(), first_chunks: pieces(true), rest_chunks: pieces(false) }
     }
 
     fn sweep_part(&mut self, part: Part) {
@@ -1310,13 +1314,16 @@ impl<T: Real> Backend for CpuSolver<T> {
         copy_planes_out(&self.layout, &self.cur, z0, planes, buf)
     }
 
-    fn begin_field(&mut self, n: usize, first: &[Range<usize>]) -> Result<()> {
+    fn begin_field(&mut self, n: usize, first: &[Range<usize>], leave: &[Range<usize>]) -> Result<()> {
         let nz = self.layout.nz;
-        ensure!(
-            first.windows(2).all(|w| w[0].end <= w[1].start) && first.iter().all(|r| r.start <= r.end && r.end <= nz),
-            "planes {first:?} to compute first are not sorted disjoint ranges of 0..{nz}"
-        );
-        CpuSolver::begin_field(self, n, first);
+        for ranges in [first, leave] {
+            ensure!(
+                ranges.windows(2).all(|w| w[0].end <= w[1].start)
+                    && ranges.iter().all(|r| r.start <= r.end && r.end <= nz),
+                "planes {ranges:?} of a step in two parts are not sorted disjoint ranges of 0..{nz}"
+            );
+        }
+        CpuSolver::begin_field(self, n, first, leave);
         Ok(())
     }
 

@@ -90,12 +90,18 @@ pub trait Backend {
 
     /// [`step_field`](Self::step_field) in two parts, so that a decomposed run can send the planes
     /// its neighbours need while the rest is computed: interior z-planes `first` now (with their
-    /// source taps), the rest in [`finish_field`](Self::finish_field); in between,
-    /// [`next_planes_out`](Self::next_planes_out) reads the new planes. The result is
-    /// [`step_field`](Self::step_field)'s. Backends that do not split a step
+    /// source taps), the rest in [`finish_field`](Self::finish_field), except the planes `leave`
+    /// (ghost planes an exchange writes meanwhile, which no other plane reads in that step); in
+    /// between, [`next_planes_out`](Self::next_planes_out) reads the new planes. Every other plane
+    /// gets [`step_field`](Self::step_field)'s values. Backends that do not split a step
     /// ([`splits_steps`](Self::splits_steps) false) do the whole step here.
-    fn begin_field(&mut self, n: usize, first: &[std::ops::Range<usize>]) -> Result<()> {
-        let _ = first;
+    fn begin_field(
+        &mut self,
+        n: usize,
+        first: &[std::ops::Range<usize>],
+        leave: &[std::ops::Range<usize>],
+    ) -> Result<()> {
+        let _ = (first, leave);
         self.step_field(n)
     }
 
@@ -144,6 +150,12 @@ pub trait Backend {
     /// backend's on its stream; it moves with every step (the fields swap).
     fn device_field(&self) -> Option<DeviceField> {
         None
+    }
+
+    /// [`device_field`](Self::device_field) of p^{n+1} while a step begun by
+    /// [`begin_field`](Self::begin_field) is open, else of p^n.
+    fn next_device_field(&self) -> Option<DeviceField> {
+        self.device_field()
     }
 }
 

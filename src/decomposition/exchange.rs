@@ -23,6 +23,12 @@ pub trait Exchange {
         false
     }
 
+    /// Whether an exchange that [`overlaps`](Self::overlaps) writes the ghost planes while the rest
+    /// of the step runs (on the device), so that the step must leave them alone.
+    fn writes_ghosts_during_step(&self) -> bool {
+        false
+    }
+
     /// For an exchange that [`overlaps`](Self::overlaps): after every subdomain's
     /// [`begin_field`](crate::backend::Backend::begin_field) with [`edge_planes`], copies out
     /// the new owned planes next to each cut and starts sending them.
@@ -95,6 +101,12 @@ pub fn edge_planes(d: &Decomposition, dom: &Domain) -> Vec<std::ops::Range<usize
         out.push(lo..own1);
     }
     out
+}
+
+/// The ghost planes of `dom` (local indices): above its first owned plane and below its last.
+pub fn ghost_planes(dom: &Domain) -> Vec<std::ops::Range<usize>> {
+    let (own0, own1) = (dom.sub.owned_local(), dom.sub.owned.1 - dom.sub.first);
+    [0..own0, own1..dom.sub.planes()].into_iter().filter(|r| !r.is_empty()).collect()
 }
 
 /// All subdomains in this process: the exchange is a copy of planes.

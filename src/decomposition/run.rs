@@ -1,8 +1,11 @@
 //! The time loop of a decomposed run: every step, each subdomain computes its planes, the
 //! [`Exchange`] overwrites the ghost planes, then the receivers are recorded; snapshots and traces
-//! are gathered at rank 0 into the single-domain layout.
+//! are gathered at rank 0 into the single-domain layout. With an exchange that overlaps the step
+//! (and backends that compute a step in parts), each subdomain computes the owned planes next to
+//! its cuts first ([`edge_planes`]), the exchange starts sending them, the rest of the step is
+//! computed while they travel, and the ghost planes are written once both are done.
 
-use super::exchange::edge_planes;
+use super::exchange::{edge_planes, ghost_planes};
 use super::{Decomposition, Exchange, SubDomain};
 use crate::backend::Backend;
 use crate::grid::Section;
@@ -55,6 +58,10 @@ pub fn run(
     // Overlap where the exchange can and every backend computes a step in parts.
     let overlap = exchange.overlaps() && domains.iter().all(|d| d.backend.splits_steps());
     let edges: Vec<_> = domains.iter().map(|d| edge_planes(decomposition, d)).collect();
+    let leave: Vec<_> = domains
+        .iter()
+        .map(|d| if exchange.writes_ghosts_during_step() { ghost_planes(d) } else { Vec::new() })
+        .collect();
     // With a host exchange, a step is timed on the host: its compute up to the device's end, then
     // the exchange (device events would count the device's idle wait for the exchange as well).
     let mut compute_seconds = Vec::with_capacity(if exchange_in_step { 0 } else { steps });
@@ -67,8 +74,10 @@ pub fn run(
         // the edge planes out and starting them, then whatever is left to wait for after the step.
         let mut exposed = 0.0;
         if overlap {
-            for (dom, first) in domains.iter_mut().zip(&edges) {
-                dom.backend.begin_field(n, first).with_context(|| format!("time step {n} on rank {}", dom.sub.rank))?;
+            for ((dom, first), leave) in domains.iter_mut().zip(&edges).zip(&leave) {
+                dom.backend
+                    .begin_field(n, first, leave)
+                    .with_context(|| format!("time step {n} on rank {}", dom.sub.rank))?;
             }
             let t = Instant::now();
             exchange.start_halos(decomposition, domains).with_context(|| format!("halo exchange in step {n}"))?;

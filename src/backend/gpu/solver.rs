@@ -327,6 +327,7 @@ pub struct GpuSolver<Rt: GpuRuntime> {
 /// A step in two parts: the z-ranges computed first and the rest, and whether a step is open.
 struct StepSplit {
     first: Vec<std::ops::Range<usize>>,
+    leave: Vec<std::ops::Range<usize>>,
     rest: Vec<std::ops::Range<usize>>,
     open: bool,
 }
@@ -948,6 +949,17 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         Ok(())
     }
 
+    /// The f32 field at `field` as a [`DeviceField`] (None in f16).
+    fn field_at(&self, field: DevicePtr) -> Option<DeviceField> {
+        let l = self.layout;
+        self.half.is_none().then(|| DeviceField {
+            device: self.rt.ordinal(),
+            plane0: field + (l.halo * l.plane * 4) as DevicePtr,
+            plane_values: l.plane,
+            stream: self.rt.stream_handle(),
+        })
+    }
+
     /// Interior z-planes `z0..z0 + planes` of the f32 field at `field`, packed into `buf` (the
     /// planes come down whole, row padding included, after the work queued so far).
     fn field_planes_out(&mut self, field: DevicePtr, z0: usize, planes: usize, buf: &mut [f32]) -> Result<()> {
@@ -1105,30 +1117,40 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
     /// The planes `first` are queued now; the host then waits for them alone when it brings
     /// them down ([`next_planes_out`](Backend::next_planes_out)), and the rest of the step,
     /// queued by [`finish_field`](Backend::finish_field), runs while they travel.
-    fn begin_field(&mut self, n: usize, first: &[std::ops::Range<usize>]) -> Result<()> {
+    fn begin_field(
+        &mut self,
+        n: usize,
+        first: &[std::ops::Range<usize>],
+        leave: &[std::ops::Range<usize>],
+    ) -> Result<()> {
         if !self.splits_steps() {
             return self.step_field(n);
         }
         let nz = self.layout.nz;
-        if self.split.as_ref().is_none_or(|s| s.first != first) {
-            ensure!(
-                first.windows(2).all(|w| w[0].end <= w[1].start)
-                    && first.iter().all(|r| r.start <= r.end && r.end <= nz),
-                "planes {first:?} to compute first are not sorted disjoint ranges of 0..{nz}"
-            );
-            // Made once: a decomposed run computes the same planes first every step.
-            let mut rest = Vec::with_capacity(first.len() + 1);
+        if self.split.as_ref().is_none_or(|s| s.first != first || s.leave != leave) {
+            for ranges in [first, leave] {
+                ensure!(
+                    ranges.windows(2).all(|w| w[0].end <= w[1].start)
+                        && ranges.iter().all(|r| r.start <= r.end && r.end <= nz),
+                    "planes {ranges:?} of a step in two parts are not sorted disjoint ranges of 0..{nz}"
+                );
+            }
+            // Made once: a decomposed run computes the same planes first every step. The rest is
+            // what neither `first` nor `leave` holds, in order.
+            let mut taken: Vec<std::ops::Range<usize>> = first.iter().chain(leave).cloned().collect();
+            taken.sort_by_key(|r| r.start);
+            let mut rest = Vec::with_capacity(taken.len() + 1);
             let mut z = 0;
-            for r in first {
+            for r in &taken {
                 if r.start > z {
                     rest.push(z..r.start);
                 }
-                z = r.end;
+                z = z.max(r.end);
             }
             if z < nz {
                 rest.push(z..nz);
             }
-            self.split = Some(StepSplit { first: first.to_vec(), rest, open: false });
+            self.split = Some(StepSplit { first: first.to_vec(), leave: leave.to_vec(), rest, open: false });
         }
         self.time_step_start()?;
         self.enqueue_free_surface()?;
@@ -1201,13 +1223,12 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
     }
 
     fn device_field(&self) -> Option<DeviceField> {
-        let l = self.layout;
-        self.half.is_none().then(|| DeviceField {
-            device: self.rt.ordinal(),
-            plane0: self.cur.ptr() + (l.halo * l.plane * 4) as DevicePtr,
-            plane_values: l.plane,
-            stream: self.rt.stream_handle(),
-        })
+        self.field_at(self.cur.ptr())
+    }
+
+    fn next_device_field(&self) -> Option<DeviceField> {
+        let open = self.split.as_ref().is_some_and(|s| s.open);
+        self.field_at(if open { self.prev.ptr() } else { self.cur.ptr() })
     }
 
     /// Zero fills queued on the stream (no host wait) and the two small tap tables uploaded anew.
