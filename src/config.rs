@@ -526,7 +526,8 @@ pub struct RunConfig {
     pub backend: BackendChoice,
     #[serde(default)]
     pub kernel: KernelChoice,
-    /// "z": under mpirun, the grid split into z-slabs, one per rank (build with `--features mpi`).
+    /// "z": under mpirun, the grid split into z-slabs, one per rank; "yz": into blocks of rows of
+    /// z-slabs (build with `--features mpi`).
     #[serde(default)]
     pub decomposition: Option<Decompose>,
     /// How a decomposed run's halo planes move between GPU ranks.
@@ -563,6 +564,19 @@ pub enum HaloExchange {
 pub enum Decompose {
     /// Slabs along z.
     Z,
+    /// Blocks of y-rows within z-slabs (the CPU backend), the split of the ranks chosen to move
+    /// the fewest halo points.
+    Yz,
+}
+
+impl Decompose {
+    /// The key's value as written in the input.
+    pub fn name(self) -> &'static str {
+        match self {
+            Decompose::Z => "z",
+            Decompose::Yz => "yz",
+        }
+    }
 }
 
 /// How the wavefields and c^2 dt^2 are stored: f32, or f16 (arithmetic stays f32; values are

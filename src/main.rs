@@ -245,8 +245,11 @@ mod decomposed {
     use super::*;
 
     #[cfg(not(feature = "mpi"))]
-    pub fn run(_: &RunArgs, _: &Config, _: &str, _: &Path, _: &Path) -> Result<()> {
-        anyhow::bail!("run.decomposition = \"z\" needs a build with `--features mpi` (and mpirun to start the ranks)")
+    pub fn run(_: &RunArgs, cfg: &Config, _: &str, _: &Path, _: &Path) -> Result<()> {
+        let kind = cfg.run.decomposition.map_or("z", |k| k.name());
+        anyhow::bail!(
+            "run.decomposition = \"{kind}\" needs a build with `--features mpi` (and mpirun to start the ranks)"
+        )
     }
 
     #[cfg(feature = "mpi")]
@@ -289,19 +292,31 @@ mod decomposed {
         use seismic_run::model;
         let mut host = MpiExchange::new(comm);
         let (rank, ranks) = (host.rank(), host.size());
+        let kind = cfg.run.decomposition.unwrap_or(seismic_run::config::Decompose::Z);
+        let key = format!("run.decomposition = \"{}\"", kind.name());
         anyhow::ensure!(
             cfg.run.precision == seismic_run::config::Precision::F32,
-            "run.decomposition = \"z\" runs in f32 only: drop run.precision = \"f16\" (or --precision f16)"
+            "{key} runs in f32 only: drop run.precision = \"f16\" (or --precision f16)"
         );
         anyhow::ensure!(
             cfg.run.backend != BackendChoice::Auto,
-            "run.decomposition = \"z\" needs run.backend set: \"cpu\", \"cuda\" or \"hip\" (every rank the same)"
+            "{key} needs run.backend set: \"cpu\", \"cuda\" or \"hip\" (every rank the same)"
         );
-        // The model, this rank's planes only: first its share of an even split, for the whole
-        // model's velocity range (the time step and the boundary depend on it) and the
+        anyhow::ensure!(
+            kind == seismic_run::config::Decompose::Z || cfg.run.backend == BackendChoice::Cpu,
+            "{key} runs on the CPU backend only (run.backend = \"cpu\"): GPUs take \"z\""
+        );
+        // y-z blocks: rows x slabs, the split moving the fewest halo points.
+        let shape = cfg.grid.shape;
+        let (py, pz) = match kind {
+            seismic_run::config::Decompose::Z => (1, ranks),
+            seismic_run::config::Decompose::Yz => Decomposition::block_counts(shape, ranks, 2 * cfg.stencil.radius),
+        };
+        // The model, this rank's planes only: first its slab's share of an even split, for the
+        // whole model's velocity range (the time step and the boundary depend on it) and the
         // decomposition's halo; then the planes it holds, ghost planes included.
-        let nz = cfg.grid.shape[2];
-        let share = Decomposition::even_planes(nz, ranks)?[rank].clone();
+        let nz = shape[2];
+        let share = Decomposition::even_planes(nz, pz)?[rank / py].clone();
         let part = model::sample_planes(cfg, input_dir, share.clone()).context("model")?;
         if rank == 0 {
             for w in &part.warnings {
@@ -311,13 +326,13 @@ mod decomposed {
         let [lo, hi] = part.vp.iter().fold([f32::INFINITY, 0.0f32], |[lo, hi], &v| [lo.min(v), hi.max(v)]);
         let range = [-host.max(-lo as f64)? as f32, host.max(hi as f64)? as f32];
         let skeleton = Problem::build_part(cfg, part.vp, share.start, range)?;
-        let d = Decomposition::even(&skeleton, ranks)?;
+        let d = Decomposition::even_blocks(&skeleton, pz, py)?;
         drop(skeleton);
         let held = d.planes_held(rank);
         let part = model::sample_planes(cfg, input_dir, held.clone()).context("model")?;
         let mut problem = Problem::build_part(cfg, part.vp, held.start, range)?;
         let sub = d.subdomain(&problem, rank)?;
-        // The subdomain has its own copy; the model file gets the owned planes from it.
+        // The subdomain has its own copy; the model file gets the owned block from it.
         problem.vp = Vec::new();
         problem.vp_first = 0;
         if rank == 0 {
@@ -343,25 +358,37 @@ mod decomposed {
             BackendChoice::Cuda => seismic_run::backend::gpu::open_cuda_on(&sub.problem, cfg.run.kernel, node_rank)?,
             #[cfg(feature = "hip")]
             BackendChoice::Hip => seismic_run::backend::gpu::open_hip_on(&sub.problem, cfg.run.kernel, node_rank)?,
-            BackendChoice::Cpu => sub.cpu_backend(problem.layout.nz)?,
+            BackendChoice::Cpu => sub.cpu_backend()?,
             other => anyhow::bail!("run.backend = {other:?}: this build has no such backend"),
         };
         let device = backend.info();
-        let (mut exchange, path) = halo_exchange(cfg, host, node_size, backend.as_ref())?;
+        let (mut exchange, path) = halo_exchange(cfg, host, node_size, backend.as_ref(), d.blocks())?;
         let exchange = exchange.as_mut();
         let quiet = args.quiet || rank != 0;
         if !quiet {
             let file_bytes = seismic_run::resources::output_file_bytes(&problem, &plan, text.len());
             print_header(args.input.as_deref().expect("input"), &problem, &plan, &device, out_path, file_bytes);
+            let planes: Vec<usize> = d.slabs.iter().map(|s| s.1 - s.0).collect();
+            let blocks = if d.blocks() {
+                let rows: Vec<usize> = d.rows.iter().map(|r| r.1 - r.0).collect();
+                format!("{ranks} y-z blocks: {} z-slabs of {planes:?} planes x {} row blocks of {rows:?} rows", pz, py)
+            } else {
+                format!("{ranks} z-slabs of {planes:?} planes")
+            };
             println!(
-                "  ranks     {ranks} z-slabs of {:?} planes, {} halo planes per cut ({:.2} MB each way), {path}",
-                d.slabs.iter().map(|s| s.1 - s.0).collect::<Vec<_>>(),
+                "  ranks     {blocks}, {} halo planes per cut ({:.2} MB each way), {path}",
                 d.halo,
                 d.halo_bytes_per_cut(&problem) as f64 / 2e6
             );
         }
-        let plane = problem.layout.nx * problem.layout.ny;
-        let owned_vp = sub.problem.vp[sub.owned_local() * plane..(sub.owned.1 - sub.first) * plane].to_vec();
+        // This rank's owned block of the model, (planes, rows, nx).
+        let l = sub.problem.layout;
+        let mut owned_vp = Vec::new();
+        for z in sub.owned_local()..sub.owned.1 - sub.first {
+            let at = z * l.ny * l.nx;
+            let rows = sub.owned_rows_local()..sub.owned_rows.1 - sub.first_row;
+            owned_vp.extend_from_slice(&sub.problem.vp[at + rows.start * l.nx..at + rows.end * l.nx]);
+        }
         let mut domains = vec![Domain { sub, backend }];
         let mut bar = Progress::new(problem.steps, problem.layout.points(), quiet);
         if rank != 0 {
@@ -379,7 +406,11 @@ mod decomposed {
             let mut writer =
                 Hdf5Writer::start(scope, out_path, &problem, &plan, meta, SNAPSHOT_BUFFERS, Volumes::Slabs)?;
             // /model/vp from each rank's owned planes, one rank at a time.
-            exchange.stream_to_root(vec![owned_vp], &mut |r, values| writer.model_planes(d.slabs[r].0, values))?;
+            let mut join = decomposition::run::SlabJoin::new(&d, problem.layout.nx);
+            exchange.stream_to_root(vec![owned_vp], &mut |r, values| match join.push(r, values)? {
+                Some((first, planes)) => writer.model_planes(first, planes),
+                None => Ok(()),
+            })?;
             let out = decomposition::run(&problem, &d, &mut domains, exchange, &plan, Some(&mut writer), &mut |done| {
                 bar.update(done)
             });
@@ -418,12 +449,13 @@ mod decomposed {
         host: seismic_run::decomposition::mpi::MpiExchange,
         ranks_on_node: usize,
         backend: &dyn seismic_run::backend::Backend,
+        blocks: bool,
     ) -> Result<(Box<dyn seismic_run::decomposition::Exchange>, String)> {
         use seismic_run::config::HaloExchange;
         let field = backend.device_field();
         let asked = cfg.run.halo_exchange;
-        if asked == HaloExchange::Host || host.size() == 1 {
-            return Ok(host_exchange(cfg, host, backend, ""));
+        if asked == HaloExchange::Host || host.size() == 1 || blocks {
+            return Ok(host_exchange(cfg, host, backend, "", blocks));
         }
         let why_not: Option<String> = if cfg.run.backend != BackendChoice::Cuda {
             Some(format!("run.backend = {:?} (NCCL moves CUDA device memory)", cfg.run.backend))
@@ -444,24 +476,28 @@ mod decomposed {
                 asked == HaloExchange::Auto,
                 "run.halo_exchange = \"nccl\": {why}; use \"host\" or \"auto\""
             );
-            return Ok(host_exchange(cfg, host, backend, &format!("; not NCCL: {why}")));
+            return Ok(host_exchange(cfg, host, backend, &format!("; not NCCL: {why}"), false));
         }
         nccl_exchange(host, field, cfg.run.halo_overlap && backend.splits_steps())
     }
 
     /// The host-staged exchange, overlapping the step where `run.halo_overlap` asks for it, the
-    /// backend computes a step in parts and MPI allows a thread of its own (the phrase says which;
-    /// `why` is appended to it).
+    /// grid is cut along z alone, the backend computes a step in parts and MPI allows a thread of
+    /// its own (the phrase says which; `why` is appended to it).
     #[cfg(feature = "mpi")]
     fn host_exchange(
         cfg: &Config,
         host: seismic_run::decomposition::mpi::MpiExchange,
         backend: &dyn seismic_run::backend::Backend,
         why: &str,
+        blocks: bool,
     ) -> (Box<dyn seismic_run::decomposition::Exchange>, String) {
         let path = "halo exchange through host memory (MPI)";
         if !cfg.run.halo_overlap || host.size() == 1 {
             return (Box::new(host), format!("{path}{why}"));
+        }
+        if blocks {
+            return (Box::new(host), format!("{path} after the step (y-z blocks: rows, then planes){why}"));
         }
         if !backend.splits_steps() {
             let name = backend.info().backend;

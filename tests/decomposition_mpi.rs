@@ -105,6 +105,94 @@ fn two_and_three_mpi_ranks_write_the_single_rank_result_bit_for_bit() {
     compare("cpu", INPUT, &[2, 3], &[], "halo exchange through host memory (MPI), overlapping the step");
 }
 
+/// y-z blocks (`decomposition = "yz"`) on a 12 x 40 x 24 grid: 2 ranks split it along y alone
+/// (2 row blocks), 4 into 2 x 2 blocks (the splits that move the fewest halo points); the source
+/// and snapshot planes on the cuts, receivers along y and z across them.
+#[test]
+fn y_z_blocks_over_two_and_four_mpi_ranks_write_the_single_rank_result_bit_for_bit() {
+    let input = r#"
+[grid]
+shape = [12, 40, 24]
+spacing = [10.0, 10.0, 10.0]
+[model]
+kind = "layered"
+depths = [55.0, 125.0, 175.0]
+velocities = [1500.0, 1800.0, 2100.0, 2500.0]
+[stencil]
+radius = 4
+[time]
+duration = 0.05
+[source]
+position = [55.0, 195.0, 115.0]
+frequency = 30.0
+delay = 0.02
+injection = "sinc"
+[boundary]
+kind = "cpml"
+width = 4
+free_surface = true
+[[receivers]]
+line = { start = [43.0, 15.0, 57.0], end = [43.0, 385.0, 57.0], count = 23 }
+interpolation = "sinc"
+[[receivers]]
+line = { start = [71.0, 203.0, 5.0], end = [71.0, 203.0, 225.0], count = 12 }
+interpolation = "trilinear"
+[output]
+snapshot_every = 9
+[[output.snapshot]]
+kind = "volume"
+[[output.snapshot]]
+kind = "xz"
+at = 200.0
+[[output.snapshot]]
+kind = "xy"
+at = 120.0
+[[output.snapshot]]
+kind = "yz"
+at = 40.0
+[run]
+backend = "cpu"
+"#;
+    let dir = scratch("decomposition_mpi", "yz");
+    std::fs::write(dir.join("single.toml"), input).unwrap();
+    std::fs::write(dir.join("split.toml"), input.replace("[run]\n", "[run]\ndecomposition = \"yz\"\n")).unwrap();
+    let single = dir.join("single.h5");
+    let out = seismic_run().arg(dir.join("single.toml")).arg("-q").arg("-o").arg(&single).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let names = ["receivers/pressure", "snapshots/pressure", "snapshots/pressure_xz", "snapshots/pressure_xy"];
+    let read = |path: &Path| -> Vec<Vec<u32>> {
+        let f = H5File::open(path).unwrap();
+        names
+            .iter()
+            .chain(&["snapshots/pressure_yz", "model/vp"])
+            .map(|n| f.dataset(n).unwrap().read_raw::<f32>().unwrap().iter().map(|x| x.to_bits()).collect())
+            .collect()
+    };
+    let want = read(&single);
+    assert!(want[0].iter().any(|&b| b != 0), "the traces recorded the wave");
+    for (ranks, layout) in
+        [(2, "2 y-z blocks: 1 z-slabs of [24] planes x 2 row blocks"), (4, "4 y-z blocks: 2 z-slabs")]
+    {
+        let h5 = dir.join(format!("split{ranks}.h5"));
+        let out = Command::new("mpirun")
+            .args(["--allow-run-as-root", "--oversubscribe", "-np", &ranks.to_string()])
+            .arg(seismic_run().get_program())
+            .arg(dir.join("split.toml"))
+            .arg("-o")
+            .arg(&h5)
+            .output()
+            .expect("mpirun (openmpi-bin) runs");
+        assert!(out.status.success(), "{ranks} ranks: {}", String::from_utf8_lossy(&out.stderr));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains(layout), "{ranks} ranks: {stdout}");
+        for (k, (a, b)) in want.iter().zip(read(&h5)).enumerate() {
+            assert_eq!(a.len(), b.len(), "{ranks} ranks: dataset {k} length");
+            let first = (0..a.len()).find(|&i| a[i] != b[i]);
+            assert!(first.is_none(), "{ranks} ranks: dataset {k} differs first at value {first:?}");
+        }
+    }
+}
+
 /// With `halo_overlap = false` the planes move after the step, on the main thread: the same bits.
 #[test]
 fn the_exchange_after_the_step_writes_the_same_result() {

@@ -163,6 +163,8 @@ pub struct CpuSolver<T: Real> {
     /// Per interior plane, its plane in the z CPML slab (the global grid's layers: a subdomain's
     /// planes keep the coefficients and slab planes they have in the whole grid).
     z_layer: Vec<Option<usize>>,
+    /// Per interior row, its row in the y CPML slab (likewise).
+    y_layer: Vec<Option<usize>>,
     /// (offset in the padded field, weight * c^2 dt^2) per source tap.
     src_taps: Vec<(usize, T)>,
     src_samples: Vec<T>,
@@ -207,6 +209,15 @@ impl<T: Real> CpuSolver<T> {
     /// of a grid of `global_nz` planes, whose CPML z layers it keeps (`problem`'s z profile is the
     /// global one restricted to the slab; see `decomposition`).
     pub fn with_isa_at(problem: &Problem, isa: Isa, z_offset: usize, global_nz: usize) -> Result<Self> {
+        Self::with_isa_in(problem, isa, [0, z_offset], [problem.layout.ny, global_nz])
+    }
+
+    /// A solver for a block of a larger grid: row 0 and plane 0 of `problem` are row `offset[0]`
+    /// and plane `offset[1]` of a grid of `global[0]` rows and `global[1]` planes, whose CPML y
+    /// and z layers it keeps (`problem`'s y and z profiles are the global ones restricted to the
+    /// block).
+    pub fn with_isa_in(problem: &Problem, isa: Isa, offset: [usize; 2], global: [usize; 2]) -> Result<Self> {
+        let ([y_offset, z_offset], [global_ny, global_nz]) = (offset, global);
         ensure!(isa.available(), "this CPU cannot run the {} build of the CPU step", isa.name());
         let layout = cpu_layout::<T>(problem.layout);
         let shape = problem.shape();
@@ -222,15 +233,19 @@ impl<T: Real> CpuSolver<T> {
         // A plane in the z layers also updates phi_z and adds the z correction: about twice the
         // work of one that does not (measured at 200^3, R = 4, a 20-point layer).
         ensure!(
-            z_offset + layout.nz <= global_nz,
-            "planes {z_offset}..{} outside a grid of {global_nz}",
-            z_offset + layout.nz
+            z_offset + layout.nz <= global_nz && y_offset + layout.ny <= global_ny,
+            "planes {z_offset}..{} and rows {y_offset}..{} outside a grid of {global_nz} planes and {global_ny} rows",
+            z_offset + layout.nz,
+            y_offset + layout.ny
         );
         // Under a free surface the top z layer is no layer (a = 0): not computed, as on the GPU.
         let top_absorbs = !b.free_surface;
         let z_layer: Vec<Option<usize>> = (0..layout.nz)
             .map(|iz| if cpml_width > 0 { layer(z_offset + iz, global_nz, cpml_width) } else { None })
             .map(|t| t.filter(|&t| top_absorbs || t >= cpml_width))
+            .collect();
+        let y_layer: Vec<Option<usize>> = (0..layout.ny)
+            .map(|iy| if cpml_width > 0 { layer(y_offset + iy, global_ny, cpml_width) } else { None })
             .collect();
         let chunks =
             partition(layout.nz, rayon::current_num_threads(), |iz| if z_layer[iz].is_some() { 2.0 } else { 1.0 });
@@ -273,6 +288,7 @@ impl<T: Real> CpuSolver<T> {
             cpml,
             x_pairs,
             free_surface: b.free_surface,
+            y_layer,
             cur: first_touch(&layout, &chunks),
             prev: first_touch(&layout, &chunks),
             z_layer,
@@ -511,6 +527,7 @@ impl<T: Real> CpuSolver<T> {
                 c2: std::array::from_fn(|i| &self.c2[i][..]),
                 x_pairs: &self.x_pairs,
                 z_layer: &self.z_layer,
+                y_layer: &self.y_layer,
             }
         });
         let sweep = Sweep::<T, R> {
@@ -720,6 +737,8 @@ struct CpmlSweep<'a, T> {
     x_pairs: &'a [T],
     /// Slab plane of each interior z-plane in the z layers (CpuSolver::z_layer).
     z_layer: &'a [Option<usize>],
+    /// Slab row of each interior row in the y layers (CpuSolver::y_layer).
+    y_layer: &'a [Option<usize>],
 }
 
 /// One step's sweep. A task owns the interior planes [z0, z1) of p^{n+1} (written over p^{n-1})
@@ -866,7 +885,7 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
                 // SAFETY: forwarded.
                 unsafe {
                     self.cpml_x_row(c, out, iy, iz);
-                    if let Some(t) = layer(iy, l.ny, c.width) {
+                    if let Some(t) = c.y_layer[iy] {
                         self.cpml_yz_row(c, 1, out, iy, iz, t);
                     }
                     if let Some(t) = c.z_layer[iz] {
@@ -1312,6 +1331,30 @@ impl<T: Real> Backend for CpuSolver<T> {
     /// The planes go through f32: a decomposed run is exact in f32 only.
     fn planes_out(&mut self, z0: usize, planes: usize, buf: &mut [f32]) -> Result<()> {
         copy_planes_out(&self.layout, &self.cur, z0, planes, buf)
+    }
+
+    fn rows_out(&mut self, y0: usize, rows: usize, buf: &mut [f32]) -> Result<()> {
+        let l = self.layout;
+        ensure!(y0 + rows <= l.ny && buf.len() == l.nz * rows * l.nx, "halo rows {y0}..{} of {}", y0 + rows, l.ny);
+        for (k, row) in buf.chunks_exact_mut(l.nx).enumerate() {
+            let src = l.row(y0 + k % rows, k / rows);
+            for (o, v) in row.iter_mut().zip(&self.cur[src..src + l.nx]) {
+                *o = v.f64() as f32;
+            }
+        }
+        Ok(())
+    }
+
+    fn rows_in(&mut self, y0: usize, rows: usize, buf: &[f32]) -> Result<()> {
+        let l = self.layout;
+        ensure!(y0 + rows <= l.ny && buf.len() == l.nz * rows * l.nx, "halo rows {y0}..{} of {}", y0 + rows, l.ny);
+        for (k, row) in buf.chunks_exact(l.nx).enumerate() {
+            let dst = l.row(y0 + k % rows, k / rows);
+            for (o, &v) in self.cur[dst..dst + l.nx].iter_mut().zip(row) {
+                *o = T::of(v as f64);
+            }
+        }
+        Ok(())
     }
 
     fn begin_field(&mut self, n: usize, first: &[Range<usize>], leave: &[Range<usize>]) -> Result<()> {

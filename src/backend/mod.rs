@@ -141,6 +141,20 @@ pub trait Backend {
         bail!("the {} backend does not run decomposed domains", self.info().backend)
     }
 
+    /// Copies rows `y0..y0 + rows` of every interior z-plane of p^n into `buf`, dense (nz, rows,
+    /// nx): the halo rows a neighbouring block of y-z blocks needs.
+    fn rows_out(&mut self, y0: usize, rows: usize, buf: &mut [f32]) -> Result<()> {
+        let _ = (y0, rows, buf);
+        bail!("the {} backend does not run y-z blocks", self.info().backend)
+    }
+
+    /// Overwrites rows `y0..y0 + rows` of every interior z-plane of p^n with `buf`, dense (nz,
+    /// rows, nx): the halo rows received from a neighbouring block.
+    fn rows_in(&mut self, y0: usize, rows: usize, buf: &[f32]) -> Result<()> {
+        let _ = (y0, rows, buf);
+        bail!("the {} backend does not run y-z blocks", self.info().backend)
+    }
+
     /// Waits until the work queued so far is done (a no-op where nothing is queued, on the CPU).
     fn wait(&mut self) -> Result<()> {
         Ok(())

@@ -5,7 +5,7 @@
 
 use super::Decomposition;
 use super::run::Domain;
-use anyhow::Result;
+use anyhow::{Result, ensure};
 
 /// Moves halo planes between the subdomains and brings results to rank 0.
 pub trait Exchange {
@@ -89,18 +89,41 @@ pub trait Exchange {
 /// The owned planes of `dom` (local indices) that its neighbours take as ghost planes: the first
 /// `halo` under a cut above it, the last `halo` over a cut below it.
 pub fn edge_planes(d: &Decomposition, dom: &Domain) -> Vec<std::ops::Range<usize>> {
-    let (rank, h) = (dom.sub.rank, d.halo);
+    let h = d.halo;
+    let (up, down) = d.z_neighbours(dom.sub.rank);
     let (own0, own1) = (dom.sub.owned_local(), dom.sub.owned.1 - dom.sub.first);
     let mut out = Vec::with_capacity(2);
-    if rank > 0 {
+    if up.is_some() {
         out.push(own0..own0 + h);
     }
-    if rank + 1 < d.ranks() {
+    if down.is_some() {
         // Thin slabs: the two edges may meet or overlap (a slab is at least `halo` planes).
         let lo = (own1 - h).max(out.last().map_or(0, |r| r.end));
         out.push(lo..own1);
     }
     out
+}
+
+/// Exchanges the halo rows between the y-neighbours of `domains` (this process's subdomains of
+/// y-z blocks, in rank order, all of them): every held plane's rows, ghost planes included, so
+/// that the z exchange after it carries the corner points too.
+fn exchange_rows(d: &Decomposition, domains: &mut [Domain], buf: &mut Vec<f32>) -> Result<()> {
+    let h = d.halo;
+    for k in 0..domains.len() {
+        let Some(next) = d.y_neighbours(domains[k].sub.rank).1 else { continue };
+        let j = next - domains[0].sub.rank;
+        let (upper, lower) = domains.split_at_mut(j);
+        let (a, b) = (&mut upper[k], &mut lower[0]);
+        let l = a.sub.problem.layout;
+        buf.resize(l.nz * h * l.nx, 0.0);
+        let a_end = a.sub.owned_rows.1 - a.sub.first_row;
+        let b_own = b.sub.owned_rows_local();
+        a.backend.rows_out(a_end - h, h, buf)?;
+        b.backend.rows_in(b_own - h, h, buf)?;
+        b.backend.rows_out(b_own, h, buf)?;
+        a.backend.rows_in(a_end, h, buf)?;
+    }
+    Ok(())
 }
 
 /// The ghost planes of `dom` (local indices): above its first owned plane and below its last.
@@ -116,6 +139,8 @@ pub struct InProcess {
     /// With [`overlapping`](Self::overlapping): per cut, the planes going up and down, copied
     /// out in the middle of the step.
     cuts: Option<Vec<[Vec<f32>; 2]>>,
+    /// Whether the planes of the step under way were copied out.
+    started: bool,
 }
 
 impl InProcess {
@@ -123,7 +148,7 @@ impl InProcess {
     /// ([`Exchange::start_halos`]) and into the ghost planes after the step: the order of an
     /// overlapping exchange, for backends that compute a step in parts.
     pub fn overlapping() -> InProcess {
-        InProcess { buf: Vec::new(), cuts: Some(Vec::new()) }
+        InProcess { buf: Vec::new(), cuts: Some(Vec::new()), started: false }
     }
 }
 
@@ -133,8 +158,13 @@ impl Exchange for InProcess {
     }
 
     fn halos(&mut self, d: &Decomposition, domains: &mut [Domain]) -> Result<()> {
-        for k in 0..domains.len().saturating_sub(1) {
-            let (upper, lower) = domains.split_at_mut(k + 1);
+        if d.blocks() {
+            exchange_rows(d, domains, &mut self.buf)?;
+        }
+        for k in 0..domains.len() {
+            let Some(below) = d.z_neighbours(domains[k].sub.rank).1 else { continue };
+            let j = below - domains[0].sub.rank;
+            let (upper, lower) = domains.split_at_mut(j);
             let (a, b) = (&mut upper[k], &mut lower[0]);
             let plane = a.sub.problem.layout.nx * a.sub.problem.layout.ny;
             self.buf.resize(d.halo * plane, 0.0);
@@ -155,7 +185,9 @@ impl Exchange for InProcess {
     }
 
     fn start_halos(&mut self, d: &Decomposition, domains: &mut [Domain]) -> Result<()> {
+        ensure!(!d.blocks(), "the overlapping exchange takes z-slabs only");
         let Some(cuts) = &mut self.cuts else { return Ok(()) };
+        self.started = true;
         let h = d.halo;
         cuts.resize_with(domains.len().saturating_sub(1), Default::default);
         for (k, [down, up]) in cuts.iter_mut().enumerate() {
@@ -170,7 +202,8 @@ impl Exchange for InProcess {
     }
 
     fn finish_halos(&mut self, d: &Decomposition, domains: &mut [Domain]) -> Result<()> {
-        let Some(cuts) = &self.cuts else { return self.halos(d, domains) };
+        let Some(cuts) = self.cuts.as_ref().filter(|_| self.started) else { return self.halos(d, domains) };
+        self.started = false;
         let h = d.halo;
         for (k, [down, up]) in cuts.iter().enumerate() {
             let a_end = domains[k].sub.owned.1 - domains[k].sub.first;

@@ -31,14 +31,21 @@ use crate::grid::Layout;
 use crate::problem::{Problem, Tap};
 use anyhow::{Result, ensure};
 
-/// How the z-planes of a grid are shared among ranks.
+/// How the z-planes (and, in y-z blocks, the y-rows) of a grid are shared among ranks. Rank r
+/// owns z-slab `r / py` and row block `r % py` (py = `rows.len()`, 1 for z-slabs alone): the ranks
+/// of one z-slab are consecutive.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Decomposition {
     /// Planes of the whole grid.
     pub nz: usize,
-    /// Owned planes [z0, z1) of each rank, in order, covering 0..nz.
+    /// Owned planes [z0, z1) of each z-slab, in order, covering 0..nz.
     pub slabs: Vec<(usize, usize)>,
-    /// Planes exchanged across every cut, each way.
+    /// Rows of the whole grid.
+    pub ny: usize,
+    /// Owned rows [y0, y1) of each row block, in order, covering 0..ny: one block of every row for
+    /// z-slabs alone.
+    pub rows: Vec<(usize, usize)>,
+    /// Planes (and rows) exchanged across every cut, each way.
     pub halo: usize,
     /// The rank recording each receiver.
     pub receiver_rank: Vec<usize>,
@@ -52,6 +59,12 @@ pub struct SubDomain {
     pub owned: (usize, usize),
     /// Global index of the subdomain's plane 0 (the first ghost plane, or the first owned one).
     pub first: usize,
+    /// Owned rows [y0, y1), global indices (every row for z-slabs alone).
+    pub owned_rows: (usize, usize),
+    /// Global index of the subdomain's row 0.
+    pub first_row: usize,
+    /// The whole grid's shape.
+    pub grid: [usize; 3],
     /// The subdomain's run: its planes, its source taps, the receivers it records.
     pub problem: Problem,
     /// Global indices of the receivers it records, in order.
@@ -69,11 +82,22 @@ impl SubDomain {
         self.owned.0 - self.first
     }
 
-    /// A CPU solver for this subdomain (the single domain's CPML z layers kept), flushing
+    /// Rows held, ghosts included.
+    pub fn rows(&self) -> usize {
+        self.problem.layout.ny
+    }
+
+    /// Local index of the first owned row.
+    pub fn owned_rows_local(&self) -> usize {
+        self.owned_rows.0 - self.first_row
+    }
+
+    /// A CPU solver for this subdomain (the single domain's CPML y and z layers kept), flushing
     /// subnormals as seismic-run's single-domain CPU runs do.
-    pub fn cpu_solver(&self, global_nz: usize) -> Result<CpuSolver<f32>> {
-        Ok(CpuSolver::with_isa_at(&self.problem, crate::backend::cpu::Isa::detect(), self.first, global_nz)?
-            .flushing_subnormals(true))
+    pub fn cpu_solver(&self) -> Result<CpuSolver<f32>> {
+        let isa = crate::backend::cpu::Isa::detect();
+        let (offset, extent) = ([self.first_row, self.first], [self.grid[1], self.grid[2]]);
+        Ok(CpuSolver::with_isa_in(&self.problem, isa, offset, extent)?.flushing_subnormals(true))
     }
 
     /// Bytes the CPU backend holds for this subdomain: three padded f32 fields (p^n, p^{n-1},
@@ -92,11 +116,12 @@ impl SubDomain {
         let fit = (need as f64 * d.ranks() as f64 / available.max(1) as f64).ceil() as usize;
         ensure!(
             need <= available,
-            "grid.shape = {grid:?} over {} ranks: rank {} holds {} z-planes (halo included) and needs about {:.2} GiB, \
+            "grid.shape = {grid:?} over {} ranks: rank {} holds {} z-planes of {} rows (halo included) and needs about {:.2} GiB, \
              but has {:.2} GiB (its share of the host's available memory): use at least {} ranks, or hosts with more memory",
             d.ranks(),
             self.rank,
             self.planes(),
+            self.rows(),
             gib(need),
             gib(available),
             fit.max(d.ranks() + 1)
@@ -105,20 +130,28 @@ impl SubDomain {
     }
 
     /// [`cpu_solver`](Self::cpu_solver), boxed as a backend.
-    pub fn cpu_backend(&self, global_nz: usize) -> Result<Box<dyn Backend>> {
-        Ok(Box::new(self.cpu_solver(global_nz)?))
+    pub fn cpu_backend(&self) -> Result<Box<dyn Backend>> {
+        Ok(Box::new(self.cpu_solver()?))
     }
 }
 
 impl Decomposition {
     /// `ranks` slabs of nz / ranks planes, the first nz % ranks of them one plane thicker.
     pub fn even(problem: &Problem, ranks: usize) -> Result<Decomposition> {
-        let counts: Vec<usize> = Self::even_planes(problem.layout.nz, ranks)?.iter().map(|s| s.len()).collect();
-        Self::with_planes(problem, &counts)
+        Self::even_blocks(problem, ranks, 1)
+    }
+
+    /// `slabs` z-slabs of `rows` row blocks each, as even as the counts allow (the first ones one
+    /// plane or row thicker).
+    pub fn even_blocks(problem: &Problem, slabs: usize, rows: usize) -> Result<Decomposition> {
+        let len = |r: &std::ops::Range<usize>| r.len();
+        let z: Vec<usize> = Self::even_planes(problem.layout.nz, slabs)?.iter().map(len).collect();
+        let y: Vec<usize> = Self::even_planes(problem.layout.ny, rows)?.iter().map(len).collect();
+        Self::with_blocks(problem, &z, &y)
     }
 
     /// The owned planes of each rank in [`even`](Self::even)'s split of `nz` planes (known before
-    /// the problem is: a rank samples its part of the model from them).
+    /// the problem is: a rank samples its part of the model from them); rows likewise.
     pub fn even_planes(nz: usize, ranks: usize) -> Result<Vec<std::ops::Range<usize>>> {
         ensure!(ranks >= 1, "a decomposition needs at least one rank");
         let mut z = 0;
@@ -131,61 +164,117 @@ impl Decomposition {
             .collect())
     }
 
+    /// The row blocks and z-slabs for `ranks` ranks in y-z blocks: the split of the ranks into
+    /// (rows, slabs) whose cuts move the fewest halo points (a cut along z moves nx * ny points a
+    /// halo plane, one along y nx * nz), slabs no thinner than `min_thick` planes and blocks no
+    /// narrower than `min_thick` rows where that is possible.
+    pub fn block_counts(shape: [usize; 3], ranks: usize, min_thick: usize) -> (usize, usize) {
+        let [_, ny, nz] = shape;
+        let cost = |py: usize, pz: usize| (pz - 1) * ny + (py - 1) * nz;
+        (1..=ranks)
+            .filter(|py| ranks.is_multiple_of(*py))
+            .map(|py| (py, ranks / py))
+            .min_by_key(|&(py, pz)| (ny / py < min_thick || nz / pz < min_thick, cost(py, pz)))
+            .unwrap_or((1, ranks))
+    }
+
     /// Slabs of the given plane counts, top first (they must add up to grid.shape[2]).
     pub fn with_planes(problem: &Problem, counts: &[usize]) -> Result<Decomposition> {
-        let nz = problem.layout.nz;
-        ensure!(!counts.is_empty(), "a decomposition needs at least one rank");
+        Self::with_blocks(problem, counts, &[problem.layout.ny])
+    }
+
+    /// Blocks of the given plane counts along z and row counts along y (each adding up to the
+    /// grid's), rank r owning z-slab r / rows.len() and row block r % rows.len().
+    pub fn with_blocks(problem: &Problem, counts: &[usize], row_counts: &[usize]) -> Result<Decomposition> {
+        let (ny, nz) = (problem.layout.ny, problem.layout.nz);
+        ensure!(!counts.is_empty() && !row_counts.is_empty(), "a decomposition needs at least one rank");
         ensure!(counts.iter().sum::<usize>() == nz, "slabs of {counts:?} planes do not add up to grid.shape[2] = {nz}");
-        let mut slabs = Vec::with_capacity(counts.len());
-        let mut z = 0;
-        for &c in counts {
-            slabs.push((z, z + c));
-            z += c;
-        }
+        ensure!(
+            row_counts.iter().sum::<usize>() == ny,
+            "blocks of {row_counts:?} rows do not add up to grid.shape[1] = {ny}"
+        );
+        let ranges = |counts: &[usize]| {
+            let mut z = 0;
+            counts
+                .iter()
+                .map(|&c| {
+                    z += c;
+                    (z - c, z)
+                })
+                .collect::<Vec<_>>()
+        };
+        let (slabs, rows) = (ranges(counts), ranges(row_counts));
         let r = problem.stencil.radius;
-        let cuts: Vec<usize> = slabs[..slabs.len() - 1].iter().map(|s| s.1).collect();
         let b = &problem.boundary;
         let cpml_width = if b.kind == BoundaryKind::Cpml { b.width } else { 0 };
-        // A plane reads phi_z of the planes within R in its own layer: only a cut through a layer
-        // puts such planes on the other side.
-        let through_layer = |c: usize| cpml_width > 0 && (c < cpml_width || c > nz - cpml_width);
-        let halo0 = if cuts.iter().any(|&c| through_layer(c)) { 2 * r } else { r };
-        let mut halo = halo0;
-        let owner = |iz: usize| slabs.iter().position(|s| iz < s.1).expect("plane inside the grid");
+        // A point reads phi of the points within R in its own layer: only a cut through a layer
+        // puts such points on the other side.
+        let through_layer = |c: usize, n: usize| cpml_width > 0 && (c < cpml_width || c > n - cpml_width);
+        let cuts = |v: &[(usize, usize)]| v[..v.len() - 1].iter().map(|s| s.1).collect::<Vec<_>>();
+        let layered = cuts(&slabs).into_iter().any(|c| through_layer(c, nz))
+            || cuts(&rows).into_iter().any(|c| through_layer(c, ny));
+        let mut halo = if layered { 2 * r } else { r };
+        let owner = |v: &[(usize, usize)], i: usize| v.iter().position(|s| i < s.1).expect("inside the grid");
+        let py = rows.len();
         let mut receiver_rank = Vec::with_capacity(problem.receivers.len());
         for rec in &problem.receivers {
-            let lo = rec.taps.iter().map(|t| t.point[2]).min();
-            let hi = rec.taps.iter().map(|t| t.point[2]).max();
-            let rank = lo.map_or(0, owner);
-            if let Some(hi) = hi
-                && rank + 1 < slabs.len()
-            {
-                halo = halo.max((hi + 1).saturating_sub(slabs[rank].1));
+            // The rank owning the receiver's first tap (its lowest z, then its lowest y).
+            let first = rec.taps.iter().map(|t| (t.point[2], t.point[1])).min();
+            let Some((z, y)) = first else {
+                receiver_rank.push(0);
+                continue;
+            };
+            let (kz, ky) = (owner(&slabs, z), owner(&rows, y));
+            for t in &rec.taps {
+                if kz + 1 < slabs.len() {
+                    halo = halo.max((t.point[2] + 1).saturating_sub(slabs[kz].1));
+                }
+                if ky + 1 < py {
+                    halo = halo.max((t.point[1] + 1).saturating_sub(rows[ky].1));
+                }
+                // Taps before the owner's first row (a receiver whose first tap is not its lowest y).
+                if ky > 0 {
+                    halo = halo.max(rows[ky].0.saturating_sub(t.point[1]));
+                }
             }
-            receiver_rank.push(rank);
+            receiver_rank.push(kz * py + ky);
         }
         for (k, s) in slabs.iter().enumerate() {
             let thick = s.1 - s.0;
             ensure!(
                 slabs.len() == 1 || thick >= halo,
-                "rank {k} owns {thick} z-planes, fewer than the {halo} halo planes its neighbours need from it \
-                 (stencil.radius {r}): use fewer ranks for grid.shape[2] = {nz}"
+                "rank {} owns {thick} z-planes, fewer than the {halo} halo planes its neighbours need from it \
+                 (stencil.radius {r}): use fewer ranks for grid.shape[2] = {nz}",
+                k * py
             );
         }
-        Ok(Decomposition { nz, slabs, halo, receiver_rank })
+        for (k, s) in rows.iter().enumerate() {
+            let wide = s.1 - s.0;
+            ensure!(
+                py == 1 || wide >= halo,
+                "rank {k} owns {wide} rows, fewer than the {halo} halo rows its neighbours need from it \
+                 (stencil.radius {r}): use fewer row blocks for grid.shape[1] = {ny}"
+            );
+        }
+        Ok(Decomposition { nz, slabs, ny, rows, halo, receiver_rank })
     }
 
     /// Errors unless GPU backends run this decomposition exactly. They place the CPML z layers at
     /// each subdomain's own faces: with the global profiles (zero coefficients away from the true
     /// layers) that is exact when no cut runs through a layer and the layers at the cut faces lie
-    /// in ghost planes (no wider than the halo).
+    /// in ghost planes (no wider than the halo). y-z blocks run on the CPU only.
     pub fn check_gpu(&self, problem: &Problem) -> Result<()> {
+        ensure!(
+            self.rows.len() == 1,
+            "run.decomposition = \"yz\" runs on the CPU backend only: use \"z\" on GPUs (the y rows' exchange is \
+             not built for device memory)"
+        );
         let b = &problem.boundary;
         if b.kind != BoundaryKind::Cpml || self.ranks() == 1 {
             return Ok(());
         }
         let w = b.width;
-        for s in &self.slabs[..self.ranks() - 1] {
+        for s in &self.slabs[..self.slabs.len() - 1] {
             let c = s.1;
             ensure!(
                 w <= self.halo && c >= w && c <= self.nz - w,
@@ -199,27 +288,64 @@ impl Decomposition {
     }
 
     pub fn ranks(&self) -> usize {
-        self.slabs.len()
+        self.slabs.len() * self.rows.len()
     }
 
-    /// Bytes crossing one cut per step, both ways (f32 planes of nx * ny points).
+    /// Whether the grid is cut along y too.
+    pub fn blocks(&self) -> bool {
+        self.rows.len() > 1
+    }
+
+    /// Rank `rank`'s owned planes [z0, z1).
+    pub fn planes_of(&self, rank: usize) -> (usize, usize) {
+        self.slabs[rank / self.rows.len()]
+    }
+
+    /// Rank `rank`'s owned rows [y0, y1).
+    pub fn rows_of(&self, rank: usize) -> (usize, usize) {
+        self.rows[rank % self.rows.len()]
+    }
+
+    /// The rank above `rank` (lower z) and the one below, where they exist.
+    pub fn z_neighbours(&self, rank: usize) -> (Option<usize>, Option<usize>) {
+        let py = self.rows.len();
+        ((rank >= py).then(|| rank - py), (rank + py < self.ranks()).then_some(rank + py))
+    }
+
+    /// The rank before `rank` along y (lower y) and the one after, where they exist.
+    pub fn y_neighbours(&self, rank: usize) -> (Option<usize>, Option<usize>) {
+        let (py, ky) = (self.rows.len(), rank % self.rows.len());
+        ((ky > 0).then(|| rank - 1), (ky + 1 < py).then_some(rank + 1))
+    }
+
+    /// Bytes crossing one z cut per step, both ways (f32 planes of nx * ny points; of a block's
+    /// rows in y-z blocks).
     pub fn halo_bytes_per_cut(&self, problem: &Problem) -> u64 {
-        2 * (self.halo * problem.layout.nx * problem.layout.ny * 4) as u64
+        let rows = self.rows.iter().map(|r| r.1 - r.0).max().unwrap_or(0);
+        2 * (self.halo * problem.layout.nx * rows * 4) as u64
     }
 
     /// The z-planes rank `rank` holds: its owned planes and its ghost planes.
     pub fn planes_held(&self, rank: usize) -> std::ops::Range<usize> {
-        let (z0, z1) = self.slabs[rank];
-        let lo = if rank > 0 { self.halo } else { 0 };
-        let hi = if rank + 1 < self.ranks() { self.halo } else { 0 };
-        z0 - lo..z1 + hi
+        let (z0, z1) = self.planes_of(rank);
+        let (up, down) = self.z_neighbours(rank);
+        z0 - if up.is_some() { self.halo } else { 0 }..z1 + if down.is_some() { self.halo } else { 0 }
+    }
+
+    /// The rows rank `rank` holds: its owned rows and its ghost rows.
+    pub fn rows_held(&self, rank: usize) -> std::ops::Range<usize> {
+        let (y0, y1) = self.rows_of(rank);
+        let (before, after) = self.y_neighbours(rank);
+        y0 - if before.is_some() { self.halo } else { 0 }..y1 + if after.is_some() { self.halo } else { 0 }
     }
 
     /// Rank `rank`'s subdomain of `problem` (the single-domain run, built from the whole model or
-    /// from a part holding at least [`planes_held`](Self::planes_held)).
+    /// from a part holding at least [`planes_held`](Self::planes_held), every row).
     pub fn subdomain(&self, problem: &Problem, rank: usize) -> Result<SubDomain> {
-        let (z0, z1) = self.slabs[rank];
+        let (z0, z1) = self.planes_of(rank);
+        let (y0, y1) = self.rows_of(rank);
         let std::ops::Range { start: first, end } = self.planes_held(rank);
+        let std::ops::Range { start: first_row, end: end_row } = self.rows_held(rank);
         let l = problem.layout;
         let plane = l.nx * l.ny;
         let vp_planes = problem.vp_first..problem.vp_first + problem.vp.len() / plane.max(1);
@@ -227,39 +353,46 @@ impl Decomposition {
             vp_planes.start <= first && end <= vp_planes.end,
             "rank {rank} holds z-planes {first}..{end} but the problem's model has planes {vp_planes:?}"
         );
-        let vp_at = |z: usize| (z - problem.vp_first) * plane;
-        let shift = |taps: &[Tap], keep: &dyn Fn(usize) -> bool| -> Vec<Tap> {
+        let shift = |taps: &[Tap], keep: &dyn Fn(usize, usize) -> bool| -> Vec<Tap> {
             taps.iter()
-                .filter(|t| keep(t.point[2]))
-                .map(|t| Tap { point: [t.point[0], t.point[1], t.point[2] - first], weight: t.weight })
+                .filter(|t| keep(t.point[1], t.point[2]))
+                .map(|t| Tap { point: [t.point[0], t.point[1] - first_row, t.point[2] - first], weight: t.weight })
                 .collect()
         };
         let mut source = problem.source.clone();
-        source.taps = shift(&problem.source.taps, &|z| (z0..z1).contains(&z));
+        source.taps = shift(&problem.source.taps, &|y, z| (z0..z1).contains(&z) && (y0..y1).contains(&y));
         let receivers: Vec<usize> = (0..problem.receivers.len()).filter(|&i| self.receiver_rank[i] == rank).collect();
         let rec = receivers
             .iter()
             .map(|&i| {
                 let mut r = problem.receivers[i].clone();
-                r.taps = shift(&r.taps, &|_| true);
+                r.taps = shift(&r.taps, &|_, _| true);
                 r
             })
             .collect();
         let mut boundary = problem.boundary.clone();
-        boundary.free_surface &= rank == 0;
-        let z = &problem.boundary.profiles[2];
-        boundary.profiles[2] =
-            AxisProfile { b: z.b[first..end].to_vec(), a: z.a[first..end].to_vec(), damp: z.damp[first..end].to_vec() };
+        boundary.free_surface &= z0 == 0;
+        for (axis, lo, hi) in [(1, first_row, end_row), (2, first, end)] {
+            let p = &problem.boundary.profiles[axis];
+            boundary.profiles[axis] =
+                AxisProfile { b: p.b[lo..hi].to_vec(), a: p.a[lo..hi].to_vec(), damp: p.damp[lo..hi].to_vec() };
+        }
         let mut origin = problem.origin;
+        origin[1] += first_row as f64 * problem.spacing[1];
         origin[2] += first as f64 * problem.spacing[2];
+        let mut vp = Vec::with_capacity(l.nx * (end_row - first_row) * (end - first));
+        for z in first..end {
+            let at = (z - problem.vp_first) * plane;
+            vp.extend_from_slice(&problem.vp[at + first_row * l.nx..at + end_row * l.nx]);
+        }
         let sub = Problem {
-            layout: Layout::new([l.nx, l.ny, end - first], l.halo),
+            layout: Layout::new([l.nx, end_row - first_row, end - first], l.halo),
             spacing: problem.spacing,
             origin,
             stencil: problem.stencil.clone(),
             dt: problem.dt,
             steps: problem.steps,
-            vp: problem.vp[vp_at(first)..vp_at(end)].to_vec(),
+            vp,
             vp_first: 0,
             vp_range: problem.vp_range,
             boundary,
@@ -268,7 +401,8 @@ impl Decomposition {
             warnings: Vec::new(),
             precision: problem.precision,
         };
-        Ok(SubDomain { rank, owned: (z0, z1), first, problem: sub, receivers })
+        let grid = [l.nx, l.ny, l.nz];
+        Ok(SubDomain { rank, owned: (z0, z1), first, owned_rows: (y0, y1), first_row, grid, problem: sub, receivers })
     }
 }
 
@@ -298,6 +432,35 @@ mod tests {
         let p = problem(31, "cpml");
         assert_eq!(Decomposition::with_planes(&p, &[4, 23, 4]).unwrap().halo, 2, "cuts next to the layers");
         assert_eq!(Decomposition::with_planes(&p, &[11, 10, 10]).unwrap().halo, 2);
+    }
+
+    #[test]
+    fn blocks_split_the_ranks_to_move_the_fewest_halo_points() {
+        // A cut along z moves ny points a row of x, one along y nz.
+        assert_eq!(Decomposition::block_counts([12, 12, 48], 4, 8), (1, 4));
+        assert_eq!(Decomposition::block_counts([12, 40, 24], 4, 8), (2, 2));
+        assert_eq!(Decomposition::block_counts([12, 40, 24], 2, 8), (2, 1));
+        assert_eq!(Decomposition::block_counts([100, 400, 400], 16, 8), (4, 4));
+        // Slabs thinner than the halo only where nothing else divides the ranks.
+        assert_eq!(Decomposition::block_counts([12, 64, 20], 8, 8), (4, 2));
+        assert_eq!(Decomposition::block_counts([12, 12, 12], 7, 8), (1, 7));
+    }
+
+    #[test]
+    fn blocks_own_rows_and_planes_and_y_cuts_in_layers_widen_the_halo() {
+        let p = problem(31, "cpml");
+        let d = Decomposition::with_blocks(&p, &[15, 16], &[5, 5]).unwrap();
+        assert_eq!((d.ranks(), d.halo), (4, 2));
+        assert_eq!((d.planes_of(3), d.rows_of(3)), ((15, 31), (5, 10)));
+        assert_eq!((d.z_neighbours(1), d.y_neighbours(1)), ((None, Some(3)), (Some(0), None)));
+        assert_eq!((d.planes_held(3), d.rows_held(3)), (13..31, 3..10));
+        let s = d.subdomain(&p, 3).unwrap();
+        assert_eq!((s.first, s.first_row, s.planes(), s.rows()), (13, 3, 18, 7));
+        assert_eq!(s.problem.boundary.profiles[1].a, p.boundary.profiles[1].a[3..10].to_vec());
+        assert_eq!(s.problem.vp.len(), 12 * 7 * 18);
+        // The y cut at row 2 runs through the 3-row y layer: 2R.
+        let d = Decomposition::with_blocks(&p, &[31], &[2, 8]).unwrap_err().to_string();
+        assert!(d.contains("rank 0 owns 2 rows, fewer than the 4 halo rows"), "{d}");
     }
 
     #[test]

@@ -21,6 +21,9 @@ const UP: i32 = 21;
 const DOWN: i32 = 22;
 /// Tag of parts streamed to rank 0.
 const TO_ROOT: i32 = 23;
+/// Tags of rows sent to the rank before (lower y) and after, in y-z blocks.
+const ROW_UP: i32 = 24;
+const ROW_DOWN: i32 = 25;
 
 /// The exchange between the ranks of `world`, rank k holding subdomain k.
 pub struct MpiExchange {
@@ -90,7 +93,7 @@ impl MpiExchange {
         let thread = std::thread::Builder::new().name("halo mover".into()).spawn(move || {
             let comm = comm;
             for mut planes in jobs {
-                planes.exchange(&comm.0, true);
+                planes.exchange(&comm.0, true, 2);
                 if give.send(planes).is_err() {
                     break;
                 }
@@ -123,40 +126,54 @@ impl MpiExchange {
 }
 
 impl Planes {
-    /// Sizes the buffers for `dom` and copies its edge planes out of the backend: of p^{n+1} of
-    /// the step under way with `next`, else of p^n.
-    fn fill(&mut self, d: &Decomposition, dom: &mut Domain, next: bool) -> Result<()> {
+    /// Sizes the buffers for `dom` and copies its edge planes (`axis` 2) or rows (`axis` 1, over
+    /// every held plane) out of the backend: planes of p^{n+1} of the step under way with `next`,
+    /// else of p^n.
+    fn fill(&mut self, d: &Decomposition, dom: &mut Domain, next: bool, axis: usize) -> Result<()> {
         let (rank, h) = (dom.sub.rank, d.halo);
         let l = dom.sub.problem.layout;
-        let n = h * l.nx * l.ny;
-        self.up = (rank > 0).then(|| rank as i32 - 1);
-        self.down = (rank + 1 < d.ranks()).then_some(rank as i32 + 1);
-        let (own0, own1) = (dom.sub.owned_local(), dom.sub.owned.1 - dom.sub.first);
+        let (n, (lo, hi), own0, own1) = if axis == 2 {
+            (h * l.nx * l.ny, d.z_neighbours(rank), dom.sub.owned_local(), dom.sub.owned.1 - dom.sub.first)
+        } else {
+            (
+                h * l.nx * l.nz,
+                d.y_neighbours(rank),
+                dom.sub.owned_rows_local(),
+                dom.sub.owned_rows.1 - dom.sub.first_row,
+            )
+        };
+        (self.up, self.down) = (lo.map(|r| r as i32), hi.map(|r| r as i32));
         for b in self.send.iter_mut().chain(self.recv.iter_mut()) {
             b.resize(n, 0.0);
         }
         let b = &mut dom.backend;
         let [s_up, s_down] = &mut self.send;
-        for (z0, buf, to) in [(own0, s_up, self.up), (own1 - h, s_down, self.down)] {
+        for (at, buf, to) in [(own0, s_up, self.up), (own1 - h, s_down, self.down)] {
             if to.is_some() {
-                if next { b.next_planes_out(z0, h, buf)? } else { b.planes_out(z0, h, buf)? }
+                match (axis, next) {
+                    (1, _) => b.rows_out(at, h, buf)?,
+                    (_, true) => b.next_planes_out(at, h, buf)?,
+                    _ => b.planes_out(at, h, buf)?,
+                }
             }
         }
         Ok(())
     }
 
-    /// Sends to both neighbours and receives from both, all at once; `polite` waits by testing
-    /// and yielding the core between tests (the mover shares the cores with the step).
-    fn exchange(&mut self, comm: &SimpleCommunicator, polite: bool) {
+    /// Sends to both neighbours and receives from both, all at once, with the tags of `axis`;
+    /// `polite` waits by testing and yielding the core between tests (the mover shares the cores
+    /// with the step).
+    fn exchange(&mut self, comm: &SimpleCommunicator, polite: bool, axis: usize) {
         let (up, down) = (self.up, self.down);
+        let (tag_up, tag_down) = if axis == 2 { (UP, DOWN) } else { (ROW_UP, ROW_DOWN) };
         let ([s_up, s_down], [r_up, r_down]) = (&self.send, &mut self.recv);
         mpi::request::scope(|scope| {
             let recv_up =
-                up.map(|r| comm.process_at_rank(r).immediate_receive_into_with_tag(scope, &mut r_up[..], DOWN));
+                up.map(|r| comm.process_at_rank(r).immediate_receive_into_with_tag(scope, &mut r_up[..], tag_down));
             let recv_down =
-                down.map(|r| comm.process_at_rank(r).immediate_receive_into_with_tag(scope, &mut r_down[..], UP));
-            let send_up = up.map(|r| comm.process_at_rank(r).immediate_send_with_tag(scope, &s_up[..], UP));
-            let send_down = down.map(|r| comm.process_at_rank(r).immediate_send_with_tag(scope, &s_down[..], DOWN));
+                down.map(|r| comm.process_at_rank(r).immediate_receive_into_with_tag(scope, &mut r_down[..], tag_up));
+            let send_up = up.map(|r| comm.process_at_rank(r).immediate_send_with_tag(scope, &s_up[..], tag_up));
+            let send_down = down.map(|r| comm.process_at_rank(r).immediate_send_with_tag(scope, &s_down[..], tag_down));
             let mut pending = [recv_up, recv_down, send_up, send_down];
             if !polite {
                 for r in pending.into_iter().flatten() {
@@ -177,15 +194,20 @@ impl Planes {
         });
     }
 
-    /// Overwrites the ghost planes of `dom` with the planes received.
-    fn empty(&self, d: &Decomposition, dom: &mut Domain) -> Result<()> {
+    /// Overwrites the ghost planes (`axis` 2) or rows (`axis` 1) of `dom` with those received.
+    fn empty(&self, d: &Decomposition, dom: &mut Domain, axis: usize) -> Result<()> {
         let h = d.halo;
-        let own1 = dom.sub.owned.1 - dom.sub.first;
+        let (own0, own1) = if axis == 2 {
+            (dom.sub.owned_local(), dom.sub.owned.1 - dom.sub.first)
+        } else {
+            (dom.sub.owned_rows_local(), dom.sub.owned_rows.1 - dom.sub.first_row)
+        };
+        let b = &mut dom.backend;
         if self.up.is_some() {
-            dom.backend.planes_in(0, h, &self.recv[0])?;
+            if axis == 2 { b.planes_in(own0 - h, h, &self.recv[0])? } else { b.rows_in(own0 - h, h, &self.recv[0])? }
         }
         if self.down.is_some() {
-            dom.backend.planes_in(own1, h, &self.recv[1])?;
+            if axis == 2 { b.planes_in(own1, h, &self.recv[1])? } else { b.rows_in(own1, h, &self.recv[1])? }
         }
         Ok(())
     }
@@ -199,9 +221,14 @@ impl Exchange for MpiExchange {
     fn halos(&mut self, d: &Decomposition, domains: &mut [Domain]) -> Result<()> {
         ensure!(domains.len() == 1, "an MPI rank holds one subdomain, not {}", domains.len());
         let dom = &mut domains[0];
-        self.planes.fill(d, dom, false)?;
-        self.planes.exchange(&self.world, false);
-        self.planes.empty(d, dom)
+        // Rows first, over every held plane, so that the planes after them carry the corners.
+        let axes: &[usize] = if d.blocks() { &[1, 2] } else { &[2] };
+        for &axis in axes {
+            self.planes.fill(d, dom, false, axis)?;
+            self.planes.exchange(&self.world, false, axis);
+            self.planes.empty(d, dom, axis)?;
+        }
+        Ok(())
     }
 
     fn overlaps(&self) -> bool {
@@ -212,7 +239,8 @@ impl Exchange for MpiExchange {
         ensure!(domains.len() == 1, "an MPI rank holds one subdomain, not {}", domains.len());
         let Some(mover) = &self.mover else { return Ok(()) };
         ensure!(!self.in_flight, "a halo exchange is already under way");
-        self.planes.fill(d, &mut domains[0], true)?;
+        ensure!(!d.blocks(), "the overlapping exchange takes z-slabs only");
+        self.planes.fill(d, &mut domains[0], true, 2)?;
         let work = mover.work.as_ref().context("the halo mover has stopped")?;
         work.send(std::mem::take(&mut self.planes)).ok().context("the halo mover thread has ended")?;
         self.in_flight = true;
@@ -226,7 +254,7 @@ impl Exchange for MpiExchange {
         let mover = self.mover.as_ref().context("a halo exchange under way without its mover")?;
         self.planes = mover.done.recv().ok().context("the halo mover thread ended during an exchange")?;
         self.in_flight = false;
-        self.planes.empty(d, &mut domains[0])
+        self.planes.empty(d, &mut domains[0], 2)
     }
 
     fn gather(&mut self, parts: Vec<Vec<f32>>) -> Result<Option<Vec<Vec<f32>>>> {
