@@ -302,10 +302,6 @@ mod decomposed {
             cfg.run.backend != BackendChoice::Auto,
             "{key} needs run.backend set: \"cpu\", \"cuda\" or \"hip\" (every rank the same)"
         );
-        anyhow::ensure!(
-            kind == seismic_run::config::Decompose::Z || cfg.run.backend == BackendChoice::Cpu,
-            "{key} runs on the CPU backend only (run.backend = \"cpu\"): GPUs take \"z\""
-        );
         // y-z blocks: rows x slabs, the split moving the fewest halo points.
         let shape = cfg.grid.shape;
         let (py, pz) = match kind {

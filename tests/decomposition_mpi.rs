@@ -115,6 +115,14 @@ fn two_and_three_mpi_ranks_write_the_single_rank_result_bit_for_bit() {
 /// and snapshot planes on the cuts, receivers along y and z across them.
 #[test]
 fn y_z_blocks_over_two_and_four_mpi_ranks_write_the_single_rank_result_bit_for_bit() {
+    y_z_blocks_compare(
+        "cpu",
+        &[(2, "2 y-z blocks: 1 z-slabs of [24] planes x 2 row blocks"), (4, "4 y-z blocks: 2 z-slabs")],
+    );
+}
+
+/// The y-z blocks input on `backend`, the single-rank run against each (ranks, banner phrase).
+fn y_z_blocks_compare(backend: &str, runs: &[(usize, &str)]) {
     let input = r#"
 [grid]
 shape = [12, 40, 24]
@@ -158,8 +166,9 @@ at = 40.0
 [run]
 backend = "cpu"
 "#;
-    let dir = scratch("decomposition_mpi", "yz");
-    std::fs::write(dir.join("single.toml"), input).unwrap();
+    let input = input.replace("backend = \"cpu\"", &format!("backend = \"{backend}\""));
+    let dir = scratch("decomposition_mpi", &format!("yz-{backend}"));
+    std::fs::write(dir.join("single.toml"), &input).unwrap();
     std::fs::write(dir.join("split.toml"), input.replace("[run]\n", "[run]\ndecomposition = \"yz\"\n")).unwrap();
     let single = dir.join("single.h5");
     let out = seismic_run().arg(dir.join("single.toml")).arg("-q").arg("-o").arg(&single).output().unwrap();
@@ -175,9 +184,7 @@ backend = "cpu"
     };
     let want = read(&single);
     assert!(want[0].iter().any(|&b| b != 0), "the traces recorded the wave");
-    for (ranks, layout) in
-        [(2, "2 y-z blocks: 1 z-slabs of [24] planes x 2 row blocks"), (4, "4 y-z blocks: 2 z-slabs")]
-    {
+    for &(ranks, layout) in runs {
         let h5 = dir.join(format!("split{ranks}.h5"));
         let out = Command::new("mpirun")
             .args(["--allow-run-as-root", "--oversubscribe", "-np", &ranks.to_string()])
@@ -238,6 +245,14 @@ fn two_mpi_ranks_reading_their_parts_of_a_model_file_write_the_single_rank_resul
 fn two_mpi_ranks_on_one_gpu_write_the_single_gpu_result_bit_for_bit() {
     let input = INPUT.replace("backend = \"cpu\"", "backend = \"cuda\"");
     compare("cuda", &input, &[2], &[], "halo exchange through host memory (MPI), overlapping the step");
+}
+
+/// y-z blocks over 4 ranks sharing one GPU (2 x 2, host path): the single-GPU result bit for bit.
+#[cfg(feature = "cuda")]
+#[test]
+#[ignore = "needs a GPU"]
+fn y_z_blocks_over_four_ranks_on_one_gpu_write_the_single_gpu_result_bit_for_bit() {
+    y_z_blocks_compare("cuda", &[(4, "4 y-z blocks: 2 z-slabs")]);
 }
 
 /// Two ranks on one GPU: `halo_exchange = "auto"` takes the host path and says why in the banner;

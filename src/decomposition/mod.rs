@@ -259,30 +259,27 @@ impl Decomposition {
         Ok(Decomposition { nz, slabs, ny, rows, halo, receiver_rank })
     }
 
-    /// Errors unless GPU backends run this decomposition exactly. They place the CPML z layers at
-    /// each subdomain's own faces: with the global profiles (zero coefficients away from the true
-    /// layers) that is exact when no cut runs through a layer and the layers at the cut faces lie
-    /// in ghost planes (no wider than the halo). y-z blocks run on the CPU only.
+    /// Errors unless GPU backends run this decomposition exactly. They place the CPML y and z
+    /// layers at each subdomain's own faces: with the global profiles (zero coefficients away from
+    /// the true layers) that is exact when no cut runs through a layer and the layers at the cut
+    /// faces lie in ghost planes or rows (no wider than the halo).
     pub fn check_gpu(&self, problem: &Problem) -> Result<()> {
-        ensure!(
-            self.rows.len() == 1,
-            "run.decomposition = \"yz\" runs on the CPU backend only: use \"z\" on GPUs (the y rows' exchange is \
-             not built for device memory)"
-        );
         let b = &problem.boundary;
         if b.kind != BoundaryKind::Cpml || self.ranks() == 1 {
             return Ok(());
         }
         let w = b.width;
-        for s in &self.slabs[..self.slabs.len() - 1] {
-            let c = s.1;
-            ensure!(
-                w <= self.halo && c >= w && c <= self.nz - w,
-                "boundary.width = {w}: on a GPU a decomposed run needs every cut outside the CPML z layers and the \
-                 layer no wider than the {} halo planes (the cut at plane {c} of {}): use fewer ranks or a thinner layer",
-                self.halo,
-                self.nz
-            );
+        for (cuts, n, what) in [(&self.slabs, self.nz, "plane"), (&self.rows, self.ny, "row")] {
+            for s in &cuts[..cuts.len() - 1] {
+                let c = s.1;
+                ensure!(
+                    w <= self.halo && c >= w && c <= n - w,
+                    "boundary.width = {w}: on a GPU a decomposed run needs every cut outside the CPML layers and the \
+                     layer no wider than the {} halo planes (the cut at {what} {c} of {n}): use fewer ranks or a \
+                     thinner layer",
+                    self.halo,
+                );
+            }
         }
         Ok(())
     }

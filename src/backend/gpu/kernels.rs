@@ -222,6 +222,11 @@ kernel_params!(
 );
 
 kernel_params!(
+    /// `insert_section` (section.cu): a dense n0 x n1 buffer written into a plane with strides s0, s1.
+    InsertSection { field: DevicePtr, dense: DevicePtr, n0: i32, n1: i32, s0: i64, s1: i64 }
+);
+
+kernel_params!(
     /// `finite_check` (finite_check.cu): sets *flag when any of n values is NaN or infinite.
     FiniteCheck { field: DevicePtr, n: u64, flag: DevicePtr }
 );
@@ -313,6 +318,8 @@ pub struct Kernels<F> {
     pub inject: F,
     pub record: F,
     pub section: F,
+    /// insert_section: a block's halo rows back into the field.
+    pub insert: F,
     pub finite_check: F,
 }
 
@@ -332,6 +339,7 @@ impl<F: Copy> Kernels<F> {
             inject: f("inject_source")?,
             record: f("record_receivers")?,
             section: f("extract_section")?,
+            insert: f("insert_section")?,
             finite_check: f("finite_check")?,
         })
     }

@@ -7,8 +7,8 @@
 use super::geometry::{FUSED_SHORTEST, LAPLACIAN_SHORTEST, LaunchGeometry, field_extra};
 use super::kernels::{
     AxisWeights, CpmlAxis, CpmlAxisHalf, ExtractSection, FiniteCheck, FreeSurface, FreeSurfaceHalf, FusedStep,
-    FusedStepHalf, HalfKernels, InjectSource, InjectSourceHalf, Kernels, Launch, Layers, PassWindowed, PassX,
-    RecordReceivers, StencilWeights, Update,
+    FusedStepHalf, HalfKernels, InjectSource, InjectSourceHalf, InsertSection, Kernels, Launch, Layers, PassWindowed,
+    PassX, RecordReceivers, StencilWeights, Update,
 };
 use super::runtime::{DeviceBuffer, DevicePtr, GpuRuntime, as_bytes, as_bytes_mut};
 use super::sources::{self, kernel_options, load_kernels};
@@ -949,6 +949,14 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         Ok(())
     }
 
+    /// The device buffer a block's halo rows pass through, at least `values` f32 (grown as needed).
+    fn rows_staging(&mut self, values: usize) -> Result<DevicePtr> {
+        if self.section_staging.as_ref().is_none_or(|b| b.bytes() < values * 4) {
+            self.section_staging = Some(DeviceBuffer::zeroed(&self.rt, values * 4)?);
+        }
+        Ok(ptr_or_null(&self.section_staging))
+    }
+
     /// The f32 field at `field` as a [`DeviceField`] (None in f16).
     fn field_at(&self, field: DevicePtr) -> Option<DeviceField> {
         let l = self.layout;
@@ -1193,6 +1201,66 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
     /// Host-staged: the planes come down whole (row padding included) and their rows are packed.
     fn planes_out(&mut self, z0: usize, planes: usize, buf: &mut [f32]) -> Result<()> {
         self.field_planes_out(self.cur.ptr(), z0, planes, buf)
+    }
+
+    /// Host-staged: the rows of every plane are `rows * pitch` contiguous values, gathered into a
+    /// dense buffer on the device (one launch, one download), unpacked here.
+    fn rows_out(&mut self, y0: usize, rows: usize, buf: &mut [f32]) -> Result<()> {
+        ensure!(self.half.is_none(), "the f16 step has no halo exchange (decomposed runs are f32)");
+        let l = self.layout;
+        ensure!(y0 + rows <= l.ny && buf.len() == l.nz * rows * l.nx, "halo rows {y0}..{} of {}", y0 + rows, l.ny);
+        let n0 = rows * l.pitch;
+        let dense = self.rows_staging(n0 * l.nz)?;
+        let first = l.index(-(l.x_offset as isize), y0 as isize, 0) as u64 * 4;
+        let args = ExtractSection {
+            field: self.cur.ptr() + first,
+            out: dense,
+            n0: n0 as i32,
+            n1: l.nz as i32,
+            s0: 1,
+            s1: l.plane as i64,
+        };
+        let launch =
+            Launch { grid: [n0.div_ceil(256) as u32, l.nz.min(65535) as u32, 1], block: [256, 1, 1], shared: 0 };
+        args.launch(&*self.rt, self.f.section, launch)?;
+        let staging = &mut self.snapshot_staging;
+        staging.resize(n0 * l.nz, 0.0);
+        self.rt.download(dense, as_bytes_mut(staging))?;
+        for (k, row) in buf.chunks_exact_mut(l.nx).enumerate() {
+            let src = k * l.pitch + l.x_offset;
+            row.copy_from_slice(&staging[src..src + l.nx]);
+        }
+        Ok(())
+    }
+
+    /// Host-staged: whole padded rows go up (their padding zero, as it always is) and are written
+    /// into every plane by one launch.
+    fn rows_in(&mut self, y0: usize, rows: usize, buf: &[f32]) -> Result<()> {
+        ensure!(self.half.is_none(), "the f16 step has no halo exchange (decomposed runs are f32)");
+        let l = self.layout;
+        ensure!(y0 + rows <= l.ny && buf.len() == l.nz * rows * l.nx, "halo rows {y0}..{} of {}", y0 + rows, l.ny);
+        let n0 = rows * l.pitch;
+        let staging = &mut self.snapshot_staging;
+        staging.clear();
+        staging.resize(n0 * l.nz, 0.0);
+        for (k, row) in buf.chunks_exact(l.nx).enumerate() {
+            let dst = k * l.pitch + l.x_offset;
+            staging[dst..dst + l.nx].copy_from_slice(row);
+        }
+        let dense = self.rows_staging(n0 * l.nz)?;
+        self.rt.upload(dense, as_bytes(&self.snapshot_staging))?;
+        let first = l.index(-(l.x_offset as isize), y0 as isize, 0) as u64 * 4;
+        let args = InsertSection {
+            field: self.cur.ptr() + first,
+            dense,
+            n0: n0 as i32,
+            n1: l.nz as i32,
+            s0: 1,
+            s1: l.plane as i64,
+        };
+        let launch =
+            Launch { grid: [n0.div_ceil(256) as u32, l.nz.min(65535) as u32, 1], block: [256, 1, 1], shared: 0 };
+        args.launch(&*self.rt, self.f.insert, launch)
     }
 
     /// Host-staged: whole planes go up, their halo rows and row padding zero as they always are.
