@@ -533,16 +533,39 @@ pub struct RunConfig {
     /// How a decomposed run's halo planes move between GPU ranks.
     #[serde(default)]
     pub halo_exchange: HaloExchange,
-    /// Whether a decomposed run's host exchange moves the halo planes while the rest of the step
-    /// is computed (CPU ranks): the planes next to each cut are computed first.
-    #[serde(default = "overlap_by_default")]
-    pub halo_overlap: bool,
+    /// Whether a decomposed run moves the halo planes while the rest of the step is computed (the
+    /// planes next to each cut computed first): true, false, or "auto" (the default: true, except
+    /// for GPU ranks that share a GPU, where the exchange is slower overlapped).
+    #[serde(default)]
+    pub halo_overlap: HaloOverlap,
     #[serde(default)]
     pub precision: Precision,
 }
 
-fn overlap_by_default() -> bool {
-    true
+/// `[run] halo_overlap`: true, false or "auto".
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum HaloOverlap {
+    #[default]
+    Auto,
+    On,
+    Off,
+}
+
+impl<'de> Deserialize<'de> for HaloOverlap {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Flag(bool),
+            Word(String),
+        }
+        match Raw::deserialize(d).map_err(|_| serde::de::Error::custom("expected true, false or \"auto\""))? {
+            Raw::Flag(true) => Ok(HaloOverlap::On),
+            Raw::Flag(false) => Ok(HaloOverlap::Off),
+            Raw::Word(w) if w == "auto" => Ok(HaloOverlap::Auto),
+            Raw::Word(w) => Err(serde::de::Error::custom(format!("\"{w}\": expected true, false or \"auto\""))),
+        }
+    }
 }
 
 /// The path of a decomposed run's halo planes.

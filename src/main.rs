@@ -451,7 +451,7 @@ mod decomposed {
         let field = backend.device_field();
         let asked = cfg.run.halo_exchange;
         if asked == HaloExchange::Host || host.size() == 1 || blocks {
-            return Ok(host_exchange(cfg, host, backend, "", blocks));
+            return host_exchange(cfg, host, backend, "", blocks, ranks_on_node);
         }
         let why_not: Option<String> = if cfg.run.backend != BackendChoice::Cuda {
             Some(format!("run.backend = {:?} (NCCL moves CUDA device memory)", cfg.run.backend))
@@ -472,14 +472,16 @@ mod decomposed {
                 asked == HaloExchange::Auto,
                 "run.halo_exchange = \"nccl\": {why}; use \"host\" or \"auto\""
             );
-            return Ok(host_exchange(cfg, host, backend, &format!("; not NCCL: {why}"), false));
+            return host_exchange(cfg, host, backend, &format!("; not NCCL: {why}"), false, ranks_on_node);
         }
-        nccl_exchange(host, field, cfg.run.halo_overlap && backend.splits_steps())
+        let overlap = cfg.run.halo_overlap != seismic_run::config::HaloOverlap::Off && backend.splits_steps();
+        nccl_exchange(host, field, overlap)
     }
 
-    /// The host-staged exchange, overlapping the step where `run.halo_overlap` asks for it, the
-    /// grid is cut along z alone, the backend computes a step in parts and MPI allows a thread of
-    /// its own (the phrase says which; `why` is appended to it).
+    /// The host-staged exchange, overlapping the step where `run.halo_overlap` asks for it (under
+    /// "auto", unless GPU ranks share a GPU), the grid is cut along z alone, the backend computes a
+    /// step in parts and MPI allows a thread of its own (the phrase says which; `why` is appended
+    /// to it). Every rank calls it, and every rank decides alike.
     #[cfg(feature = "mpi")]
     fn host_exchange(
         cfg: &Config,
@@ -487,23 +489,36 @@ mod decomposed {
         backend: &dyn seismic_run::backend::Backend,
         why: &str,
         blocks: bool,
-    ) -> (Box<dyn seismic_run::decomposition::Exchange>, String) {
+        ranks_on_node: usize,
+    ) -> Result<(Box<dyn seismic_run::decomposition::Exchange>, String)> {
+        use seismic_run::config::HaloOverlap;
+        use seismic_run::decomposition::Exchange;
         let path = "halo exchange through host memory (MPI)";
-        if !cfg.run.halo_overlap || host.size() == 1 {
-            return (Box::new(host), format!("{path}{why}"));
+        let asked = cfg.run.halo_overlap;
+        if asked == HaloOverlap::Off || host.size() == 1 {
+            return Ok((Box::new(host), format!("{path}{why}")));
         }
         if blocks {
-            return (Box::new(host), format!("{path} after the step (y-z blocks: rows, then planes){why}"));
+            return Ok((Box::new(host), format!("{path} after the step (y-z blocks: rows, then planes){why}")));
         }
         if !backend.splits_steps() {
             let name = backend.info().backend;
-            return (Box::new(host), format!("{path} after the step (the {name} backend computes it whole){why}"));
+            return Ok((Box::new(host), format!("{path} after the step (the {name} backend computes it whole){why}")));
         }
         let mut host = host;
-        match host.overlap() {
+        if asked == HaloOverlap::Auto {
+            // Ranks sharing a GPU: the rest of a rank's step is too short to hide the exchange
+            // behind, and splitting it costs launches (README, "Overlap").
+            // (CUDA only: the GPUs of a node are counted there.)
+            let shared = backend.info().backend == "cuda" && gpus_per_rank(ranks_on_node).is_some();
+            if !host.all(!shared)? {
+                return Ok((Box::new(host), format!("{path} after the step (ranks share a GPU){why}")));
+            }
+        }
+        Ok(match host.overlap() {
             Ok(()) => (Box::new(host), format!("{path}, overlapping the step{why}")),
             Err(not) => (Box::new(host), format!("{path} after the step ({not}){why}")),
-        }
+        })
     }
 
     /// `Some(why)` when the node's ranks outnumber its CUDA GPUs (NCCL needs one GPU per rank).

@@ -420,3 +420,18 @@ fn km_per_s_overflow_names_the_file() {
     let e = error_in(&dir, &input(&file_model("v.bin", "units = \"km/s\""), ""));
     assert_names(&e, &["v.bin", "km/s x 1000", "model.units"]);
 }
+
+/// `[run] halo_overlap` takes true, false or "auto"; anything else is named with its line.
+#[test]
+fn halo_overlap_takes_true_false_or_auto() {
+    use seismic_run::config::HaloOverlap;
+    for (value, want) in [("true", HaloOverlap::On), ("false", HaloOverlap::Off), ("\"auto\"", HaloOverlap::Auto)] {
+        let cfg = Config::from_toml(&format!("{}\n[run]\nhalo_overlap = {value}\n", input(CONSTANT, ""))).unwrap();
+        assert_eq!(cfg.run.halo_overlap, want, "{value}");
+    }
+    assert_eq!(Config::from_toml(&input(CONSTANT, "")).unwrap().run.halo_overlap, HaloOverlap::Auto);
+    for value in ["\"maybe\"", "3"] {
+        let e = error(&format!("{}\n[run]\nhalo_overlap = {value}\n", input(CONSTANT, "")));
+        assert_names(&e, &["halo_overlap", "expected true, false or \"auto\"", "line 26"]);
+    }
+}

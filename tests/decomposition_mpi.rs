@@ -237,14 +237,17 @@ fn two_mpi_ranks_reading_their_parts_of_a_model_file_write_the_single_rank_resul
     compare("cpu-file", &input, &[2], &[("vp.bin", bytes)], "overlapping the step");
 }
 
-/// Two ranks sharing one GPU (host-staged halos, moved while the rest of the step runs) write the
-/// single-GPU result bit for bit.
+/// Two ranks sharing one GPU (host-staged halos) write the single-GPU result bit for bit: under
+/// `halo_overlap = "auto"` after the step (ranks sharing a GPU), and with `true` moved while the
+/// rest of the step runs.
 #[cfg(feature = "cuda")]
 #[test]
 #[ignore = "needs a GPU"]
 fn two_mpi_ranks_on_one_gpu_write_the_single_gpu_result_bit_for_bit() {
     let input = INPUT.replace("backend = \"cpu\"", "backend = \"cuda\"");
-    compare("cuda", &input, &[2], &[], "halo exchange through host memory (MPI), overlapping the step");
+    compare("cuda", &input, &[2], &[], "halo exchange through host memory (MPI) after the step (ranks share a GPU)");
+    let input = input.replace("[run]\n", "[run]\nhalo_overlap = true\n");
+    compare("cuda-overlap", &input, &[2], &[], "halo exchange through host memory (MPI), overlapping the step");
 }
 
 /// y-z blocks over 4 ranks sharing one GPU (2 x 2, host path): the single-GPU result bit for bit.
