@@ -186,8 +186,8 @@ fn write_index_complete(files: &SurveyFiles, shots: &[Shot], receivers: &[Vec<[f
 }
 
 /// `survey.ranks_per_shot = K > 1`: the processes in groups of K (consecutive ranks), each group
-/// running one shot at a time decomposed into z-slabs over its K ranks, as `[run] decomposition =
-/// "z"` runs one input; the group's first rank claims the shots (the same claims as whole-shot
+/// running one shot at a time decomposed over its K ranks (z-slabs, or y-z blocks with
+/// `[run] decomposition = "yz"`), as a decomposed run runs one input; the group's first rank claims the shots (the same claims as whole-shot
 /// surveys, so `--resume` holds) and writes their files. No process loads the whole model.
 #[allow(clippy::too_many_arguments)]
 fn grouped(
