@@ -230,9 +230,13 @@ fn grouped(
         if ranks.is_root() {
             prepare(files, shots, &receivers, args.resume)?;
             if !args.quiet {
+                let parts = match cfg.run.decomposition {
+                    Some(seismic_run::config::Decompose::Yz) => "y-z blocks",
+                    _ => "z-slabs",
+                };
                 println!(
                     "seismic-run {}: survey of {} shots, {} process(es) in {} groups of {per_shot}, each shot split into \
-                 z-slabs over its group",
+                 {parts} over its group",
                     env!("CARGO_PKG_VERSION"),
                     shots.len(),
                     ranks.size,

@@ -196,6 +196,21 @@ fn groups_of_two_ranks_run_decomposed_shots_equal_to_whole_shots() {
     assert!(!out.status.success() && err.contains("survey.ranks_per_shot = 2 does not divide the job's 3"), "{err}");
 }
 
+/// A group of 4 ranks running each shot in y-z blocks (`[run] decomposition = "yz"`: 2 x 2 on this
+/// 40 x 24 x 30 grid) gives the whole-shot survey's traces bit for bit.
+#[cfg(feature = "mpi")]
+#[test]
+fn a_group_of_four_ranks_in_y_z_blocks_equals_whole_shots() {
+    let one = survey_dir("blocks-one", 3);
+    ok(&run(&one, &["s.toml"]));
+    let dir = survey_dir("blocks-four", 3);
+    std::fs::write(dir.join("s.toml"), format!("{}[run]\ndecomposition = \"yz\"\n", input(3))).unwrap();
+    // The split the group makes of this grid (R = 4 by default: blocks at least 8 thick).
+    assert_eq!(seismic_run::decomposition::Decomposition::block_counts([40, 24, 30], 4, 8), (2, 2));
+    ok(&mpirun(&dir, 4, &["s.toml", "--ranks-per-shot", "4"], &[]));
+    assert_eq!(survey_traces(&dir, 3), survey_traces(&one, 3));
+}
+
 /// The same on one GPU: two ranks sharing it (host-staged halos) run every shot split in two and
 /// write the single-process GPU survey's traces bit for bit, in each of three runs (a race between
 /// the halo upload and the next step showed in only some runs).
