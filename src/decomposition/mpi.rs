@@ -46,7 +46,7 @@ struct Planes {
 
 /// The thread that moves the planes of an overlapping exchange.
 struct Mover {
-    work: Option<mpsc::Sender<Planes>>,
+    work: Option<mpsc::SyncSender<Planes>>,
     done: mpsc::Receiver<Planes>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -88,8 +88,9 @@ impl MpiExchange {
             Err(e) => return Err(format!("{e:#}")),
         }
         let comm = MoverComm(self.world.duplicate());
-        let (work, jobs) = mpsc::channel::<Planes>();
-        let (give, done) = mpsc::channel::<Planes>();
+        // One exchange in flight at a time: channels of one slot, allocated here, not per step.
+        let (work, jobs) = mpsc::sync_channel::<Planes>(1);
+        let (give, done) = mpsc::sync_channel::<Planes>(1);
         let thread = std::thread::Builder::new().name("halo mover".into()).spawn(move || {
             let comm = comm;
             for mut planes in jobs {
