@@ -202,14 +202,7 @@ impl<T: Real> CpuSolver<T> {
 
     /// A solver whose sweep runs the build for `isa` (every one computes the same bits).
     pub fn with_isa(problem: &Problem, isa: Isa) -> Result<Self> {
-        Self::with_isa_at(problem, isa, 0, problem.layout.nz)
-    }
-
-    /// A solver for a z-slab of a larger grid: interior plane 0 of `problem` is plane `z_offset`
-    /// of a grid of `global_nz` planes, whose CPML z layers it keeps (`problem`'s z profile is the
-    /// global one restricted to the slab; see `decomposition`).
-    pub fn with_isa_at(problem: &Problem, isa: Isa, z_offset: usize, global_nz: usize) -> Result<Self> {
-        Self::with_isa_in(problem, isa, [0, z_offset], [problem.layout.ny, global_nz])
+        Self::with_isa_in(problem, isa, [0, 0], [problem.layout.ny, problem.layout.nz])
     }
 
     /// A solver for a block of a larger grid: row 0 and plane 0 of `problem` are row `offset[0]`
