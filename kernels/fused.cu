@@ -78,9 +78,10 @@ constexpr int LAYER_TILE_OFFSET = 0;
 #endif
 }  // namespace fused
 
-// LAYERS: the CPML layer points of the block get layers.h's update in the same pass (the
-// fused_step_layers kernel); L.select picks the blocks a launch computes (prelude.h, Chunk).
-template <bool LAYERS>
+// LAYERS: 1, the CPML layer points of the block get layers.h's update in the same pass (the
+// fused_step_layers kernel); 2, its y-layer rows only (fused_step_ylayers, cpml.cu adds the x and z
+// layers after the pass); L.select picks the blocks a launch computes (prelude.h, Chunk).
+template <int LAYERS>
 DEVICE void fused_body(FUSED_STEP_PARAMS) {
     using namespace fused;
     __shared__ Vf tile[2][TH][TWV];
@@ -198,7 +199,7 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
             int t;
             const int half = layer_of(y, ny, lw, true, t);
             in = half >= 0 && col_in;
-            return ((i64)zz * (2 * lw) + half * lw + t) * nx + ix;
+            return ((i64)(zz + L.z_offset) * (2 * lw) + half * lw + t) * nx + ix;
         };
         bool in;
 #pragma unroll
@@ -307,17 +308,30 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
             const Vf vv = *slot(s, 2, r);
 #endif
             Vf res = leapfrog(q[r][R], lap[r], pm, vv, gx, SPONGE ? gy[iy + r] * gz[z] : 0.0f, ix);
-            if (LAYERS)
-                add_layers<R, RY, HV, TWV, QS, FX>(res, r, q, tile[b] + ty * RY, tx, dz, vv, ix, iy + r, z, nx, ny, nz,
-                                                   L, ytile, phi_tile + (b * TH + ty * RY) * FX, zeta_now[r]);
-            store_row(out + (i64)z * plane + col + (i64)r * pitch, res, ix, nx, iy + r < ny);
+            if constexpr (LAYERS != 0)
+                add_layers<LAYERS == 2, R, RY, HV, TWV, QS, FX>(res, r, q, tile[b] + ty * RY, tx, dz, vv, ix, iy + r, z,
+                                                                nx, ny, nz, L, ytile,
+                                                                phi_tile + (b * TH + ty * RY) * FX, zeta_now[r]);
+            // Rows of fused_step's tiles are not fused_step_ylayers's (were the two tile heights to differ).
+            store_row(out + (i64)z * plane + col + (i64)r * pitch, res, ix, nx,
+                      iy + r < ny && (LAYERS != 2 || band_row(iy + r, ny, L)));
         }
     }
 }
 
 extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(FUSED_STEP_PARAMS) {
-    fused_body<false>(FUSED_STEP_ARGS);
+    fused_body<0>(FUSED_STEP_ARGS);
 }
+#if YLAYERS
+// The tiles that hold y-layer rows (L.select 4; fused_step takes the others with select 3), one
+// block a multiprocessor (it needs 242-255 registers; a lower cap spills).
+#ifndef YLAYER_MIN_BLOCKS
+#define YLAYER_MIN_BLOCKS 1
+#endif
+extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(BLOCK_X * BLOCK_Y, YLAYER_MIN_BLOCKS) void fused_step_ylayers(FUSED_STEP_PARAMS) {
+    fused_body<2>(FUSED_STEP_ARGS);
+}
+#endif
 #if CPML
 // Its own register cap (LAYER_MIN_BLOCKS blocks a multiprocessor, default 1): under the interior's
 // cap the layer path spills.
@@ -325,6 +339,6 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(FUSED_STE
 #define LAYER_MIN_BLOCKS 1
 #endif
 extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(BLOCK_X * BLOCK_Y, LAYER_MIN_BLOCKS) void fused_step_layers(FUSED_STEP_PARAMS) {
-    fused_body<true>(FUSED_STEP_ARGS);
+    fused_body<1>(FUSED_STEP_ARGS);
 }
 #endif

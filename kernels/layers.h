@@ -24,11 +24,17 @@ struct Layers {
     AxisWeights w[3];
     int width;   // points per layer; 0: no CPML
     int low[3];  // 1 where the axis's low face absorbs (z's does not under a free surface)
-    int select;  // fused kernels: 0 every block, 1 the blocks without layer points, 2 those with
+    // fused kernels: 0 every block, 1 the blocks without layer points, 2 those with, 3 the blocks
+    // without y-layer rows, 4 those with
+    int select;
     // cpml.cu: the planes [z_begin, z_end) a launch updates (a decomposed run's step in two parts)
     int z_begin, z_end;
+    int z_offset;  // fused kernels: the grid plane of the launch's first plane (its x and y slabs')
+    // select 3 and 4: the tile rows of the plain fused_step's launch, whose tiles with y-layer rows
+    // fused_step_ylayers computes (in tiles of its own height: band_row)
+    int tile_rows;
 };
-static_assert(sizeof(Layers) == 368 && alignof(Layers) == 8, "Layers must match the host's struct");
+static_assert(sizeof(Layers) == 376 && alignof(Layers) == 8, "Layers must match the host's struct");
 
 // The weight (a_q + a_m) / 2 of the pair (q, m) in D(a D p), a clamped at the ends of the n points.
 DEVICE float a_pair(const float* RESTRICT a, float aq, int m, int n) {
@@ -139,32 +145,75 @@ DEVICE int layer_of(int i, int n, int w, bool low_absorbs, int& t) {
 }
 
 // Whether a fused block whose tile spans x0 .. x0 + tile_w - 1 and rows of the chunk's tile and
-// whose march covers the chunk's planes holds a layer point (conservatively: past the grid counts),
-// and so whether a launch with L.select computes it. The two launches of a split step (select 1
-// and 2) take complementary blocks of the same grid.
+// whose march covers the chunk's planes holds a layer point (select 1, 2; conservatively: past the
+// grid counts) or a y-layer row (select 3, 4), and so whether a launch with L.select computes it.
+// The two launches of a split step (select 1 and 2, or 3 and 4) take complementary blocks of the
+// same grid.
+// Whether row y belongs to a tile of the plain fused_step's launch (L.tile_rows rows) that holds
+// y-layer rows: the rows fused_step_ylayers computes (select 4) and fused_step leaves (select 3).
+DEVICE bool band_row(int y, int ny, const Layers& L) {
+    const int t = y / L.tile_rows;
+    return L.width > 0 && (t <= (L.width - 1) / L.tile_rows || t >= (ny - L.width) / L.tile_rows);
+}
+
 DEVICE bool selected(const Chunk& ch, int tile_w, int tile_rows, int nx, int ny, int nz, const Layers& L) {
     if (L.select == 0) return true;
     const int w = L.width;
     const int x0 = ch.tile_x * tile_w, y0 = ch.tile_y * tile_rows;
+    if (L.select == 3) return !band_row(y0, ny, L);  // tile_rows == L.tile_rows here
+    if (L.select == 4) return band_row(y0, ny, L) || band_row(imin(y0 + tile_rows, ny) - 1, ny, L);
+    const bool y_rows = w > 0 && (y0 < w || y0 + tile_rows > ny - w);
     const int zlo = ch.dz > 0 ? ch.zfirst : ch.zfirst - ch.nsteps + 1;
-    const bool layer = w > 0 && (x0 < w || x0 + tile_w > nx - w || y0 < w || y0 + tile_rows > ny - w ||
-                                 (L.low[2] && zlo < w) || zlo + ch.nsteps > nz - w);
+    const bool layer =
+        y_rows || (w > 0 && (x0 < w || x0 + tile_w > nx - w || (L.low[2] && zlo < w) || zlo + ch.nsteps > nz - w));
     return layer == (L.select == 2);
 }
 
 // The CPML updates of a thread's row r (VEC points from x = ix, row y, plane z) in the fused
-// kernel, x then y then z as the CPU reference adds them, from the plane's tile (`tile` points R
-// rows above the thread's first row, as in laplacian_rows) and the z queue q (q[r][R + k] is plane
-// z + dz k). `vv` is c^2 dt^2 of the row.
+// kernel, y then x then z as the CPU reference adds them (boundary.rs, CPML_AXIS_ORDER), from the
+// plane's tile (`tile` points R rows above the thread's first row, as in laplacian_rows) and the z
+// queue q (q[r][R + k] is plane z + dz k). `vv` is c^2 dt^2 of the row. With YONLY only the y
+// layers (cpml.cu adds x and z after the pass). The slabs' plane is z + L.z_offset (x and y).
 // With `ytile` the y layers' phi comes from the shared tile `ptile` (rows as `tile`'s, PW vectors a
 // row, fused.cu) and the row's zeta is `zeta_row`, both fetched a plane ahead.
-template <int R, int RY, int HV, int TWV, int QS, int PW>
+template <bool YONLY, int R, int RY, int HV, int TWV, int QS, int PW>
 DEVICE void add_layers(Vf& res, int r, const Vf (&q)[RY][QS], const Vf (*tile)[TWV], int col, int dz, const Vf& vv,
                        int ix, int y, int z, int nx, int ny, int nz, const Layers& L, bool ytile, const Vf* ptile,
                        const Vf& zeta_row) {
     const int w = L.width;
     if (y >= ny || ix >= nx) return;
+    const int zs = z + L.z_offset;  // the slabs' plane
     float lo[R + 1], hi[R + 1];
+    // With nx a multiple of VEC every row is VEC points inside the grid and its slab index aligned.
+    const bool rows = nx % VEC == 0;
+    int t;
+    int half = layer_of(y, ny, w, true, t);
+    auto nby = [&](int k, Vf& lo, Vf& hi) {
+        lo = tile[r + R - k][col + HV];
+        hi = tile[r + R + k][col + HV];
+    };
+    if (half >= 0 && ytile) {
+        const i64 s0 = ((i64)zs * (2 * w) + half * w + t) * nx + ix;
+        auto phi = [&](int k) { return ptile[(r + R + k) * PW + col]; };
+        res = layer_row<R>(res, tile[r + R][col + HV], nby, phi, zeta_row, vv, L, 1, s0, t, y, ny);
+    } else if (half >= 0 && rows) {
+        const i64 s0 = ((i64)zs * (2 * w) + half * w + t) * nx + ix;
+        auto phi = [&](int k) { return vload(L.phi_in[1] + s0 + (i64)k * nx); };
+        res = layer_row<R>(res, tile[r + R][col + HV], nby, phi, vload(L.zeta[1] + s0), vv, L, 1, s0, t, y, ny);
+    } else if (half >= 0) {
+        const i64 s0 = ((i64)zs * (2 * w) + half * w + t) * nx + ix;
+#pragma unroll
+        for (int j = 0; j < VEC; j++) {
+            if (ix + j >= nx) continue;
+#pragma unroll
+            for (int k = 1; k <= R; k++) {
+                lo[k] = tile[r + R - k][col + HV].v[j];
+                hi[k] = tile[r + R + k][col + HV].v[j];
+            }
+            res.v[j] = layer_point<R>(res.v[j], tile[r + R][col + HV].v[j], lo, hi, vv.v[j], L, 1, s0 + j, nx, t, y, ny);
+        }
+    }
+    if constexpr (YONLY) return;
     if (ix < w || ix + VEC > nx - w) {
         float xr[(2 * HV + 1) * VEC];
 #pragma unroll
@@ -183,37 +232,8 @@ DEVICE void add_layers(Vf& res, int r, const Vf (&q)[RY][QS], const Vf (*tile)[T
                 lo[k] = xr[HV * VEC + j - k];
                 hi[k] = xr[HV * VEC + j + k];
             }
-            const i64 s = ((i64)z * ny + y) * (2 * w) + half * w + t;
+            const i64 s = ((i64)zs * ny + y) * (2 * w) + half * w + t;
             res.v[j] = layer_point<R>(res.v[j], xr[HV * VEC + j], lo, hi, vv.v[j], L, 0, s, 1, t, ix + j, nx);
-        }
-    }
-    // With nx a multiple of VEC every row is VEC points inside the grid and its slab index aligned.
-    const bool rows = nx % VEC == 0;
-    int t;
-    int half = layer_of(y, ny, w, true, t);
-    auto nby = [&](int k, Vf& lo, Vf& hi) {
-        lo = tile[r + R - k][col + HV];
-        hi = tile[r + R + k][col + HV];
-    };
-    if (half >= 0 && ytile) {
-        const i64 s0 = ((i64)z * (2 * w) + half * w + t) * nx + ix;
-        auto phi = [&](int k) { return ptile[(r + R + k) * PW + col]; };
-        res = layer_row<R>(res, tile[r + R][col + HV], nby, phi, zeta_row, vv, L, 1, s0, t, y, ny);
-    } else if (half >= 0 && rows) {
-        const i64 s0 = ((i64)z * (2 * w) + half * w + t) * nx + ix;
-        auto phi = [&](int k) { return vload(L.phi_in[1] + s0 + (i64)k * nx); };
-        res = layer_row<R>(res, tile[r + R][col + HV], nby, phi, vload(L.zeta[1] + s0), vv, L, 1, s0, t, y, ny);
-    } else if (half >= 0) {
-        const i64 s0 = ((i64)z * (2 * w) + half * w + t) * nx + ix;
-#pragma unroll
-        for (int j = 0; j < VEC; j++) {
-            if (ix + j >= nx) continue;
-#pragma unroll
-            for (int k = 1; k <= R; k++) {
-                lo[k] = tile[r + R - k][col + HV].v[j];
-                hi[k] = tile[r + R + k][col + HV].v[j];
-            }
-            res.v[j] = layer_point<R>(res.v[j], tile[r + R][col + HV].v[j], lo, hi, vv.v[j], L, 1, s0 + j, nx, t, y, ny);
         }
     }
     half = layer_of(z, nz, w, L.low[2] != 0, t);

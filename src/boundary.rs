@@ -16,6 +16,13 @@
 //! session 12). phi and zeta are non-zero only inside the layers, so they are stored per axis in
 //! two slabs of `width` points (one per face); phi is double-buffered (neighbours read the old
 //! one). The interior update knows nothing of them: the boundary adds its correction afterwards.
+//! The axes' corrections are added to p^{n+1} in [`CPML_AXIS_ORDER`], on every backend, so the
+//! rounding is the same everywhere.
+
+/// The order the axes' CPML corrections are added to p^{n+1}: y first, because the GPU's fused
+/// step computes the y layers inside its pass (the bulk of the layer points on the usual survey
+/// shapes), then x and z by passes of their own after it.
+pub const CPML_AXIS_ORDER: [usize; 3] = [1, 0, 2];
 
 /// Per-axis 1D coefficient tables over the interior index range of that axis.
 #[derive(Clone, Debug, PartialEq)]

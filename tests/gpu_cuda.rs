@@ -281,11 +281,13 @@ fn gpu_matches_cpu_cpml_layer_widths() {
     assert!(failures.is_empty(), "over {TOLERANCE:e}: {failures:#?}");
 }
 
-/// The three ways a fused step can compute the CPML layers are the CPU reference bit for bit:
-/// inside the pass with two launches (blocks without layer points, then those with: the default),
-/// inside the pass with one launch of the layer kernel on every block, and by cpml.cu after the
-/// interior. R = 1..8, layer widths 3 and 17, with and without a free surface; nx odd (scalar layer
-/// rows), a multiple of 4 (vector rows; in the pass the y layers' phi through shared memory).
+/// The four ways a fused step can compute the CPML layers are the CPU reference bit for bit: the
+/// y layers inside the pass (blocks without y-layer rows, then those with) and x and z after it
+/// (the default); every layer inside the pass with two launches (blocks without layer points,
+/// then those with) or with one launch of the layer kernel on every block; and every layer by
+/// cpml.cu after the interior. R = 1..8, layer widths 3 and 17, with and without a free surface;
+/// nx odd (scalar layer rows), a multiple of 4 (vector rows; in the pass the y layers' phi through
+/// shared memory); ny 37 with width 17 (the two y layers nearly meet).
 #[test]
 #[ignore = "needs a GPU"]
 fn gpu_layer_pass_modes_match_cpu() {
@@ -304,7 +306,7 @@ fn gpu_layer_pass_modes_match_cpu() {
             setup.receivers = vec![[0, 0, 0], shape.map(|n| n - 1), [33, 1, 37]];
             let problem = setup.homogeneous();
             let cpu = cpu_reference(&problem);
-            for mode in [LayerPass::Split, LayerPass::One, LayerPass::After] {
+            for mode in [LayerPass::YLayers, LayerPass::Split, LayerPass::One, LayerPass::After] {
                 let rt = CudaRuntime::new(0).expect("CUDA device 0");
                 let tuning = Tuning::for_radius(radius);
                 let mut gpu = GpuSolver::with_layer_pass(rt, &problem, KernelChoice::Fused, tuning, mode)

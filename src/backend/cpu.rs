@@ -876,11 +876,12 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
             self.interior_row(out, row, iy, iz);
             if let Some(c) = &self.cpml {
                 // SAFETY: forwarded.
+                // y before x (CPML_AXIS_ORDER): the GPU's fused pass adds the y layers itself.
                 unsafe {
-                    self.cpml_x_row(c, out, iy, iz);
                     if let Some(t) = c.y_layer[iy] {
                         self.cpml_yz_row(c, 1, out, iy, iz, t);
                     }
+                    self.cpml_x_row(c, out, iy, iz);
                     if let Some(t) = c.z_layer[iz] {
                         self.cpml_yz_row(c, 2, out, iy, iz, t);
                     }

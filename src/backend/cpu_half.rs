@@ -7,7 +7,7 @@
 //! not amplified (README "Precision" has the measurements: 10 to 50 times less error).
 //!
 //! Every stored value is rounded to the nearest f16 (ties to even) where a kernel would store it:
-//! d^{n+1} after the interior update, after each axis's CPML correction (x, then y, then z) and
+//! d^{n+1} after the interior update, after each axis's CPML correction (y, then x, then z: [`CPML_AXIS_ORDER`]) and
 //! after the source injection, then p^{n+1}. The f32 expressions and their order are the f32
 //! reference's (cpu.rs). The field is held scaled by [`Problem::field_scale`] (a power of two, so
 //! exact); traces and snapshots divide it back out. Values are kept as f32 numbers that f16
@@ -17,7 +17,7 @@
 
 use super::cpu::a_mean;
 use super::{Backend, DeviceInfo};
-use crate::boundary::BoundaryKind;
+use crate::boundary::{BoundaryKind, CPML_AXIS_ORDER};
 use crate::grid::{Layout, Section, for_each_section};
 use crate::problem::Problem;
 use anyhow::{Result, ensure};
@@ -206,7 +206,7 @@ impl CpuHalfSolver {
         }
         self.interior(&mut target, increment);
         if self.cpml.is_some() {
-            for axis in 0..3 {
+            for axis in CPML_AXIS_ORDER {
                 self.cpml_axis(axis, &mut target);
             }
         }

@@ -224,6 +224,16 @@ impl Tuning {
         Tuning { block_y, rows: 1, min_blocks, tile_ring: 0, halo_ring: 0, ..self }
     }
 
+    /// The launch shape of a step with the y layers inside the fused pass (fused_step and
+    /// fused_step_ylayers, kernels/fused.cu), from the interior's: one row a thread in 8 rows of
+    /// threads (at least R), the z loop not unrolled, no tile ring. The y-layer kernel needs
+    /// 242-255 registers, so one of its blocks runs per multiprocessor; with two rows a thread or
+    /// the loop unrolled it ran slower, and in a module of its own shape beside the interior's
+    /// tuned one too (H100, R = 4, kernels/NOTES.md, session 21).
+    pub fn for_ylayers(self, radius: usize) -> Tuning {
+        Tuning { block_y: 8.max(radius as u32), rows: 1, unroll_z: 1, tile_ring: 0, ..self }.effective(radius)
+    }
+
     /// Dynamic shared memory of the f16 step's ring (kernels/fused_half.cu): stages + 1 slots of
     /// three fields (p^n's leading plane, d^n, c^2 dt^2) for each thread's rows, 2 bytes a value.
     pub fn half_ring_bytes(&self) -> u32 {

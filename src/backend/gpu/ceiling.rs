@@ -4,6 +4,7 @@
 
 use super::kernels::{Launch, StreamCopy, StreamFill, StreamThreeReadOneWrite};
 use super::runtime::{DevicePtr, GpuRuntime};
+use super::solver::LayerPass;
 use super::sources::{self, cache_dir, kernel_options, load_kernels};
 use crate::backend::tuning::Tuning;
 use anyhow::{Result, ensure};
@@ -37,7 +38,11 @@ pub fn measure_ceiling<Rt: GpuRuntime>(rt: &Rt, array_bytes: usize, reps: usize)
     let bytes = n4 as usize * 16;
     let (free, _) = rt.mem_info()?;
     ensure!(4 * bytes + (256 << 20) <= free, "not enough free GPU memory for 4 arrays of {bytes} bytes");
-    let m = load_kernels(rt, &[sources::STREAM], &kernel_options(1, &Tuning::for_radius(1), false, false, false))?;
+    let m = load_kernels(
+        rt,
+        &[sources::STREAM],
+        &kernel_options(1, &Tuning::for_radius(1), false, false, LayerPass::After),
+    )?;
     let copy = [rt.function(&m, "stream_copy")?, rt.function(&m, "stream_copy_x4")?];
     let triad = [rt.function(&m, "stream_3r1w")?, rt.function(&m, "stream_3r1w_x4")?];
     let fill = rt.function(&m, "stream_fill")?;

@@ -50,14 +50,19 @@ pub struct Layers {
     pub width: i32,
     /// 1 where the axis's low face absorbs.
     pub low: [i32; 3],
-    /// Fused launches: 0 every block, 1 the blocks without layer points, 2 those with.
+    /// Fused launches: 0 every block, 1 the blocks without layer points, 2 those with, 3 the
+    /// blocks without y-layer rows, 4 those with.
     pub select: i32,
     /// cpml.cu launches: the z-planes [z_begin, z_end) they update.
     pub z_begin: i32,
     pub z_end: i32,
+    /// Fused launches: the grid plane of the launch's first plane (where its slabs' planes start).
+    pub z_offset: i32,
+    /// Select 3 and 4: the tile rows of the plain fused step's launch (layers.h, `band_row`).
+    pub tile_rows: i32,
 }
 const _: () = assert!(
-    size_of::<Layers>() == 368
+    size_of::<Layers>() == 376
         && align_of::<Layers>() == 8
         && offset_of!(Layers, b) == 96
         && offset_of!(Layers, w) == 120
@@ -65,6 +70,8 @@ const _: () = assert!(
         && offset_of!(Layers, low) == 340
         && offset_of!(Layers, select) == 352
         && offset_of!(Layers, z_end) == 360
+        && offset_of!(Layers, z_offset) == 364
+        && offset_of!(Layers, tile_rows) == 368
 );
 
 /// Grid, block and dynamic shared memory of one launch.
@@ -308,6 +315,8 @@ pub struct Kernels<F> {
     pub fused: F,
     /// The fused step with the CPML layers in its pass (modules built with CPML only).
     pub fused_layers: Option<F>,
+    /// The fused step with the y layers in its pass (modules built with YLAYERS only).
+    pub fused_ylayers: Option<F>,
     pub pass_x: F,
     pub pass_y: F,
     pub pass_z: F,
@@ -330,6 +339,7 @@ impl<F: Copy> Kernels<F> {
         Ok(Kernels {
             fused: f("fused_step")?,
             fused_layers: f("fused_step_layers").ok(),
+            fused_ylayers: f("fused_step_ylayers").ok(),
             pass_x: f("pass_x")?,
             pass_y: f("pass_y")?,
             pass_z: f("pass_z")?,

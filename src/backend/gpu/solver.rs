@@ -14,7 +14,7 @@ use super::runtime::{DeviceBuffer, DevicePtr, GpuRuntime, as_bytes, as_bytes_mut
 use super::sources::{self, kernel_options, load_kernels};
 use crate::backend::tuning::Tuning;
 use crate::backend::{Backend, DeviceField, DeviceInfo};
-use crate::boundary::BoundaryKind;
+use crate::boundary::{BoundaryKind, CPML_AXIS_ORDER};
 use crate::config::{KernelChoice, Precision};
 use crate::grid::{Layout, Section, for_each_section};
 use crate::problem::{Problem, Receiver, Tap};
@@ -127,45 +127,59 @@ struct CpmlAxisDev<Rt: GpuRuntime> {
 /// Where a fused step computes the CPML layers (on NVIDIA; AMD always computes them after).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LayerPass {
-    /// By cpml.cu after the interior: the faster on an H200 (kernels/NOTES.md, session 12).
+    /// The y layers inside the pass (fused_step_ylayers on the blocks whose tile holds y-layer
+    /// rows, fused_step on the others), the x and z layers by cpml.cu after it: the y layers' points
+    /// are then read and written once a step. Where the y-layer kernel cannot run (the tile ring,
+    /// its shared memory, f16, AMD) this is [`LayerPass::After`].
     #[default]
+    YLayers,
+    /// By cpml.cu after the interior.
     After,
     /// Inside the pass: fused_step on the blocks without layer points, fused_step_layers on the
-    /// others.
+    /// others (slower than `After` on an H200: kernels/NOTES.md, session 12).
     Split,
     /// Inside the pass: fused_step_layers on every block.
     One,
 }
 
 impl LayerPass {
-    /// SEISMIC_LAYER_PASS = "after" (the default), "split" or "one": an experiment knob.
+    /// SEISMIC_LAYER_PASS = "y" (the default), "after", "split" or "one": an experiment knob.
     pub fn from_environment() -> LayerPass {
         match std::env::var("SEISMIC_LAYER_PASS").as_deref() {
+            Ok("after") => LayerPass::After,
             Ok("split") => LayerPass::Split,
             Ok("one") => LayerPass::One,
-            _ => LayerPass::After,
+            _ => LayerPass::YLayers,
         }
     }
 }
 
 /// The CPML layers on the device and where a step computes them.
 struct CpmlDev<Rt: GpuRuntime> {
+    /// In [`CPML_AXIS_ORDER`], the order their corrections are added.
     axes: Vec<CpmlAxisDev<Rt>>,
     width: i32,
     low: [i32; 3],
-    /// Inside the fused pass (fused_step_layers), else by cpml.cu after the interior.
-    in_pass: bool,
-    /// With `in_pass`: two launches, the plain fused kernel on the blocks without layer points and
-    /// fused_step_layers on the others; else fused_step_layers on every block.
-    split: bool,
+    /// Where a step computes them (never [`LayerPass::YLayers`] for a run whose y-layer kernel
+    /// was not compiled).
+    pass: LayerPass,
 }
 
 impl<Rt: GpuRuntime> CpmlDev<Rt> {
     /// The kernels' view of the current buffers; `select` picks a fused launch's blocks, `z` the
-    /// planes a cpml.cu launch updates.
+    /// planes a cpml.cu launch updates or a fused launch covers.
     fn layers(&self, w: &[AxisWeights; 3], select: i32, z: std::ops::Range<usize>) -> Layers {
         let (z_begin, z_end) = (z.start as i32, z.end as i32);
-        let mut l = Layers { w: *w, width: self.width, low: self.low, select, z_begin, z_end, ..Default::default() };
+        let mut l = Layers {
+            w: *w,
+            width: self.width,
+            low: self.low,
+            select,
+            z_begin,
+            z_end,
+            z_offset: z_begin,
+            ..Default::default()
+        };
         for c in &self.axes {
             let a = c.axis;
             l.phi_in[a] = c.phi[0].ptr();
@@ -370,13 +384,21 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         );
         let b = &problem.boundary;
         let tuning = if half { tuning.for_half(r) } else { tuning }.effective(r);
-        // fused_step_layers (fused.cu; fused_ring.cu has no layer path), where its shared memory fits.
-        let cpml_in_pass = layer_pass != LayerPass::After
+        // fused_step_layers and fused_step_ylayers (fused.cu; fused_ring.cu has no layer path),
+        // where their shared memory fits; the y layers in the pass take their own launch shape
+        // for the whole step.
+        let in_pass_shape = if layer_pass == LayerPass::YLayers { tuning.for_ylayers(r) } else { tuning };
+        let (layer_pass, tuning) = if layer_pass != LayerPass::After
             && !half
             && rt.vendor() != "hip"
             && b.kind == BoundaryKind::Cpml
             && kernel == KernelChoice::Fused
-            && tuning.layer_tile_fits(r);
+            && in_pass_shape.layer_tile_fits(r)
+        {
+            (layer_pass, in_pass_shape)
+        } else {
+            (LayerPass::After, tuning)
+        };
         tuning.check(r)?;
         ensure!(
             shape.iter().all(|&n| n < i32::MAX as usize / 2),
@@ -386,7 +408,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         check_fits(problem, kernel, &rt.device_name(), free as u64, total as u64)?;
         let rt = Rc::new(rt);
         let sponge = b.kind == BoundaryKind::Sponge;
-        let mut options = kernel_options(r, &tuning, sponge, false, cpml_in_pass);
+        let mut options = kernel_options(r, &tuning, sponge, false, layer_pass);
         let module = if half {
             options.push("-DHALF=1".into());
             load_kernels(&*rt, &sources::half_step(&tuning), &options)?
@@ -399,8 +421,8 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             rt.allow_dynamic_shared(h.fused, tuning.half_ring_bytes())?;
         }
         rt.allow_dynamic_shared(f.fused, tuning.dynamic_shared_bytes(r, false))?;
-        if let Some(fused_layers) = f.fused_layers {
-            rt.allow_dynamic_shared(fused_layers, tuning.dynamic_shared_bytes(r, false) + tuning.layer_tile_bytes(r))?;
+        for layers in [f.fused_layers, f.fused_ylayers].into_iter().flatten() {
+            rt.allow_dynamic_shared(layers, tuning.dynamic_shared_bytes(r, false) + tuning.layer_tile_bytes(r))?;
         }
 
         // Weights exactly as the CPU reference rounds them.
@@ -462,7 +484,8 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         }
         let cpml = if b.kind == BoundaryKind::Cpml {
             let mut axes = Vec::new();
-            for slab in b.slabs(shape) {
+            let slabs = b.slabs(shape);
+            for slab in CPML_AXIS_ORDER.map(|a| slabs[a]) {
                 if slab.is_empty() {
                     continue;
                 }
@@ -482,8 +505,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 width: b.width as i32,
                 // The top layer of a free surface's axis has a = 0: nothing to compute there.
                 low: [1, 1, (!b.free_surface) as i32],
-                in_pass: f.fused_layers.is_some(),
-                split: layer_pass == LayerPass::Split,
+                pass: layer_pass,
             })
         } else {
             None
@@ -660,11 +682,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
 
     /// Where this solver computes the CPML layers; [`LayerPass::After`] also for runs without CPML.
     pub fn layer_pass(&self) -> LayerPass {
-        match &self.cpml {
-            Some(c) if c.in_pass && c.split => LayerPass::Split,
-            Some(c) if c.in_pass => LayerPass::One,
-            _ => LayerPass::After,
-        }
+        self.cpml.as_ref().map_or(LayerPass::After, |c| c.pass)
     }
 
     /// Sets the z-window of the fused step and of the Laplacian-only operator
@@ -695,9 +713,13 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
     /// that starts at the first, and reads its z-neighbours from the planes next to them.
     fn launch_interior_planes(&self, op: Operator, out: DevicePtr, planes: std::ops::Range<usize>) -> Result<()> {
         let whole = planes == (0..self.layout.nz);
+        let pass = self.layer_pass();
         ensure!(
-            whole || (op == Operator::Fused && self.half.is_none() && self.cpml.as_ref().is_none_or(|c| !c.in_pass)),
-            "only the f32 fused step with its layers after the interior runs on part of the planes"
+            whole
+                || (op == Operator::Fused
+                    && self.half.is_none()
+                    && matches!(pass, LayerPass::After | LayerPass::YLayers)),
+            "only the f32 fused step with its x and z layers after the interior runs on part of the planes"
         );
         let [nx, ny, _] = self.geometry.shape.map(|n| n as i32);
         let nz = planes.len() as i32;
@@ -730,19 +752,28 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             return args.launch(&*self.rt, h.f.fused, l);
         }
         match op {
-            Operator::Fused => match &self.cpml {
-                Some(c) if c.in_pass => {
-                    let with_layers = self.f.fused_layers.context("fused_step_layers not compiled")?;
-                    let layer_shared = shared + t.layer_tile_bytes(self.radius);
-                    if c.split {
-                        fused(self.f.fused, shared, c.layers(&self.axis_weights, 1, 0..nz as usize))?;
-                        fused(with_layers, layer_shared, c.layers(&self.axis_weights, 2, 0..nz as usize))
-                    } else {
-                        fused(with_layers, layer_shared, c.layers(&self.axis_weights, 0, 0..nz as usize))
+            Operator::Fused => {
+                let layer_shared = shared + t.layer_tile_bytes(self.radius);
+                let layers = |c: &CpmlDev<Rt>, select| c.layers(&self.axis_weights, select, planes.clone());
+                match &self.cpml {
+                    Some(c) if c.pass == LayerPass::YLayers => {
+                        let with_y = self.f.fused_ylayers.context("fused_step_ylayers not compiled")?;
+                        let tile_rows = t.fused_tile_y() as i32;
+                        fused(self.f.fused, shared, Layers { tile_rows, ..layers(c, 3) })?;
+                        fused(with_y, layer_shared, Layers { tile_rows, ..layers(c, 4) })
                     }
+                    Some(c) if matches!(c.pass, LayerPass::Split | LayerPass::One) => {
+                        let with_layers = self.f.fused_layers.context("fused_step_layers not compiled")?;
+                        if c.pass == LayerPass::Split {
+                            fused(self.f.fused, shared, layers(c, 1))?;
+                            fused(with_layers, layer_shared, layers(c, 2))
+                        } else {
+                            fused(with_layers, layer_shared, layers(c, 0))
+                        }
+                    }
+                    _ => fused(self.f.fused, shared, Layers::default()),
                 }
-                _ => fused(self.f.fused, shared, Layers::default()),
-            },
+            }
             Operator::Laplacian => {
                 let (_, f, shared) = self.laplacian.as_ref().context("Laplacian kernel not loaded")?;
                 fused(*f, *shared, Layers::default())
@@ -770,7 +801,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
     }
 
     /// Enqueues the CPML update of every axis after the interior's on the z-planes `planes`,
-    /// unless the fused pass did it (x, then y, then z, as the CPU reference adds them). The step
+    /// unless the fused pass did it (in CPML_AXIS_ORDER, as the CPU reference adds them). The step
     /// swaps each axis's phi buffers once all its planes are done.
     fn launch_cpml(&self, planes: std::ops::Range<usize>) -> Result<()> {
         let (cur, out, vel) = (self.origin(self.cur.ptr()), self.origin(self.prev.ptr()), self.origin(self.vel.ptr()));
@@ -781,10 +812,11 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let march = self.rt.vendor() != "hip";
         let radius = self.radius as u64;
         let Some(c) = &self.cpml else { return Ok(()) };
-        if !c.in_pass {
+        if matches!(c.pass, LayerPass::After | LayerPass::YLayers) {
             let layers = c.layers(&self.axis_weights, 0, planes.clone());
             let span = planes.len() as u64;
-            for a in &c.axes {
+            // In CPML_AXIS_ORDER; the y layers were the fused pass's with YLayers.
+            for a in c.axes.iter().filter(|a| !(a.axis == 1 && c.pass == LayerPass::YLayers)) {
                 // z layers: only where the planes meet them.
                 let w = c.width as usize;
                 let in_z_layers = |z: usize| z >= self.layout.nz.saturating_sub(w) || (c.low[2] != 0 && z < w);
@@ -997,8 +1029,11 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
     pub fn time_interior(&mut self, op: Operator, reps: usize) -> Result<Vec<f64>> {
         if op == Operator::Laplacian && self.laplacian.is_none() {
             let t = self.geometry.tuning.for_laplacian(self.radius);
-            let m =
-                load_kernels(&*self.rt, &[sources::fused(&t)], &kernel_options(self.radius, &t, false, true, false))?;
+            let m = load_kernels(
+                &*self.rt,
+                &[sources::fused(&t)],
+                &kernel_options(self.radius, &t, false, true, LayerPass::After),
+            )?;
             let f = self.rt.function(&m, "fused_step")?;
             let shared = t.dynamic_shared_bytes(self.radius, true);
             self.rt.allow_dynamic_shared(f, shared)?;
@@ -1187,10 +1222,12 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
         self.time_step_end()
     }
 
-    /// The f32 fused step with its layers after the interior (the default) computes a step in
-    /// parts; the three-pass kernel, the layers inside the pass and f16 storage do not.
+    /// The f32 fused step with its x and z layers after the interior (the default) computes a step
+    /// in parts; the three-pass kernel, every layer inside the pass and f16 storage do not.
     fn splits_steps(&self) -> bool {
-        self.kernel != KernelChoice::ThreePass && self.half.is_none() && self.cpml.as_ref().is_none_or(|c| !c.in_pass)
+        self.kernel != KernelChoice::ThreePass
+            && self.half.is_none()
+            && matches!(self.layer_pass(), LayerPass::After | LayerPass::YLayers)
     }
 
     fn record_receivers(&mut self) -> Result<()> {

@@ -2,6 +2,7 @@
 //! them, and the on-disk cache of compiled modules, keyed by source, options and architecture.
 
 use super::GpuRuntime;
+use super::solver::LayerPass;
 use crate::backend::tuning::Tuning;
 use anyhow::Result;
 use sha2::{Digest, Sha256};
@@ -105,10 +106,10 @@ pub fn load_kernels<Rt: GpuRuntime>(rt: &Rt, parts: &[&str], options: &[String])
     rt.load_module(&image)
 }
 
-/// Compile-time parameters of a module (`cpml`: with the fused kernel that computes the CPML layers
-/// in its pass). SEISMIC_KERNEL_DEFS adds `-D` options for experiments (e.g. "-DDEPTH=2
-/// -DMIN_BLOCKS=3", see kernels/fused.cu).
-pub fn kernel_options(radius: usize, t: &Tuning, sponge: bool, laplacian_only: bool, cpml: bool) -> Vec<String> {
+/// Compile-time parameters of a module (`layers`: with the fused kernel that computes the CPML
+/// layers, or their y layers, in its pass). SEISMIC_KERNEL_DEFS adds `-D` options for experiments
+/// (e.g. "-DDEPTH=2 -DMIN_BLOCKS=3", see kernels/fused.cu).
+pub fn kernel_options(radius: usize, t: &Tuning, sponge: bool, laplacian_only: bool, layers: LayerPass) -> Vec<String> {
     let t = &t.effective(radius);
     let mut o = vec![
         format!("-DRADIUS={radius}"),
@@ -123,7 +124,8 @@ pub fn kernel_options(radius: usize, t: &Tuning, sponge: bool, laplacian_only: b
         format!("-DROWS={}", t.rows),
         format!("-DORDER={}", t.order),
         format!("-DHALO_RING={}", t.halo_ring),
-        format!("-DCPML={}", cpml as u32),
+        format!("-DCPML={}", matches!(layers, LayerPass::Split | LayerPass::One) as u32),
+        format!("-DYLAYERS={}", (layers == LayerPass::YLayers) as u32),
     ];
     if let Ok(extra) = std::env::var("SEISMIC_KERNEL_DEFS") {
         o.extend(extra.split_whitespace().filter(|d| d.starts_with("-D")).map(String::from));

@@ -5,6 +5,7 @@
 //! back per kernel. Occupancy is estimated from those numbers (see [`waves_per_simd`]).
 
 use super::super::Tuning;
+use super::super::solver::LayerPass;
 use super::super::sources::{self, kernel_options};
 use anyhow::{Context, Result, bail, ensure};
 use rayon::prelude::*;
@@ -47,7 +48,7 @@ pub fn step_variants() -> Vec<Variant> {
             v.push(Variant {
                 radius,
                 flavour: flavour.to_string(),
-                options: kernel_options(radius, &tuning, sponge, false, false),
+                options: kernel_options(radius, &tuning, sponge, false, LayerPass::After),
                 fused_dynamic_lds: tuning.dynamic_shared_bytes(radius, false),
             });
         }
@@ -68,7 +69,7 @@ pub fn half_step_variants() -> Vec<Variant> {
     for radius in 1..=8 {
         for (flavour, sponge) in [("f16", false), ("f16 sponge", true)] {
             let tuning = super::tuning(radius).for_half(radius).effective(radius);
-            let mut options = kernel_options(radius, &tuning, sponge, false, false);
+            let mut options = kernel_options(radius, &tuning, sponge, false, LayerPass::After);
             options.push("-DHALF=1".into());
             v.push(Variant { radius, flavour: flavour.to_string(), options, fused_dynamic_lds: 0 });
         }
@@ -91,12 +92,12 @@ pub const HALF_KERNELS: [&str; 9] = [
 
 /// The -D options of the fused kernel's Laplacian-only build (the operator benchmark).
 pub fn laplacian_options(radius: usize) -> Vec<String> {
-    kernel_options(radius, &super::tuning(radius), false, true, false)
+    kernel_options(radius, &super::tuning(radius), false, true, LayerPass::After)
 }
 
 /// The -D options of the STREAM ceiling module, as `measure_ceiling` compiles it.
 pub fn stream_options() -> Vec<String> {
-    kernel_options(1, &Tuning::for_radius(1), false, false, false)
+    kernel_options(1, &Tuning::for_radius(1), false, false, LayerPass::After)
 }
 
 /// The kernels in the order the report lists them.
