@@ -282,10 +282,10 @@ fn gpu_matches_cpu_cpml_layer_widths() {
 }
 
 /// The four ways a fused step can compute the CPML layers are the CPU reference bit for bit: the
-/// y layers inside the pass (blocks without y-layer rows, then those with) and x and z after it
-/// (the default); every layer inside the pass with two launches (blocks without layer points,
-/// then those with) or with one launch of the layer kernel on every block; and every layer by
-/// cpml.cu after the interior. R = 1..8, layer widths 3 and 17, with and without a free surface;
+/// y layers inside the pass (blocks without y-layer rows, then those with) and x and z after it;
+/// every layer inside the pass with two launches (blocks without layer points, then those with)
+/// or with one launch of the layer kernel on every block; and every layer by cpml.cu after the
+/// interior (the default). R = 1..8, layer widths 3 and 17, with and without a free surface;
 /// nx odd (scalar layer rows), a multiple of 4 (vector rows; in the pass the y layers' phi through
 /// shared memory); ny 37 with width 17 (the two y layers nearly meet).
 #[test]

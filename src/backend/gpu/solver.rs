@@ -127,14 +127,16 @@ struct CpmlAxisDev<Rt: GpuRuntime> {
 /// Where a fused step computes the CPML layers (on NVIDIA; AMD always computes them after).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LayerPass {
-    /// The y layers inside the pass (fused_step_ylayers on the blocks whose tile holds y-layer
-    /// rows, fused_step on the others), the x and z layers by cpml.cu after it: the y layers' points
-    /// are then read and written once a step. Where the y-layer kernel cannot run (the tile ring,
-    /// its shared memory, f16, AMD) this is [`LayerPass::After`].
+    /// By cpml.cu after the interior: the default, the fastest on cubes (H100, session 21).
     #[default]
-    YLayers,
-    /// By cpml.cu after the interior.
     After,
+    /// The y layers inside the pass (fused_step_ylayers on the tiles that hold y-layer rows,
+    /// fused_step on the others), the x and z layers by cpml.cu after it, the step in the launch
+    /// shape of [`Tuning::for_ylayers`]: the y layers' points are read and written once a step.
+    /// 2-4% faster on the Marmousi inputs' shapes, 5-7% slower on 512^3 and 1024^3 (H100,
+    /// kernels/NOTES.md, session 21). Where it cannot run (the tile ring, f16, AMD) the step
+    /// computes the layers after the interior.
+    YLayers,
     /// Inside the pass: fused_step on the blocks without layer points, fused_step_layers on the
     /// others (slower than `After` on an H200: kernels/NOTES.md, session 12).
     Split,
@@ -143,13 +145,13 @@ pub enum LayerPass {
 }
 
 impl LayerPass {
-    /// SEISMIC_LAYER_PASS = "y" (the default), "after", "split" or "one": an experiment knob.
+    /// SEISMIC_LAYER_PASS = "after" (the default), "y", "split" or "one": an experiment knob.
     pub fn from_environment() -> LayerPass {
         match std::env::var("SEISMIC_LAYER_PASS").as_deref() {
-            Ok("after") => LayerPass::After,
+            Ok("y") => LayerPass::YLayers,
             Ok("split") => LayerPass::Split,
             Ok("one") => LayerPass::One,
-            _ => LayerPass::YLayers,
+            _ => LayerPass::After,
         }
     }
 }
