@@ -314,7 +314,7 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
                                                                 phi_tile + (b * TH + ty * RY) * FX, zeta_now[r]);
             // Rows of fused_step's tiles are not fused_step_ylayers's (were the two tile heights to differ).
             store_row(out + (i64)z * plane + col + (i64)r * pitch, res, ix, nx,
-                      iy + r < ny && (LAYERS != 2 || band_row(iy + r, ny, L)));
+                      iy + r < ny && (LAYERS != 2 || band_row(iy + r, L)));
         }
     }
 }

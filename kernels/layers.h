@@ -30,9 +30,9 @@ struct Layers {
     // cpml.cu: the planes [z_begin, z_end) a launch updates (a decomposed run's step in two parts)
     int z_begin, z_end;
     int z_offset;  // fused kernels: the grid plane of the launch's first plane (its x and y slabs')
-    // select 3 and 4: the tile rows of the plain fused_step's launch, whose tiles with y-layer rows
-    // fused_step_ylayers computes (in tiles of its own height: band_row)
-    int tile_rows;
+    // select 3 and 4: the rows of the plain fused_step's tiles that hold y-layer rows are those
+    // below band_lo and from band_hi on; fused_step_ylayers computes them (band_row)
+    int band_lo, band_hi;
 };
 static_assert(sizeof(Layers) == 376 && alignof(Layers) == 8, "Layers must match the host's struct");
 
@@ -149,19 +149,16 @@ DEVICE int layer_of(int i, int n, int w, bool low_absorbs, int& t) {
 // grid counts) or a y-layer row (select 3, 4), and so whether a launch with L.select computes it.
 // The two launches of a split step (select 1 and 2, or 3 and 4) take complementary blocks of the
 // same grid.
-// Whether row y belongs to a tile of the plain fused_step's launch (L.tile_rows rows) that holds
-// y-layer rows: the rows fused_step_ylayers computes (select 4) and fused_step leaves (select 3).
-DEVICE bool band_row(int y, int ny, const Layers& L) {
-    const int t = y / L.tile_rows;
-    return L.width > 0 && (t <= (L.width - 1) / L.tile_rows || t >= (ny - L.width) / L.tile_rows);
-}
+// Whether row y belongs to a tile of the plain fused_step's launch that holds y-layer rows: the
+// rows fused_step_ylayers computes (select 4) and fused_step leaves (select 3).
+DEVICE bool band_row(int y, const Layers& L) { return y < L.band_lo || y >= L.band_hi; }
 
 DEVICE bool selected(const Chunk& ch, int tile_w, int tile_rows, int nx, int ny, int nz, const Layers& L) {
     if (L.select == 0) return true;
     const int w = L.width;
     const int x0 = ch.tile_x * tile_w, y0 = ch.tile_y * tile_rows;
-    if (L.select == 3) return !band_row(y0, ny, L);  // tile_rows == L.tile_rows here
-    if (L.select == 4) return band_row(y0, ny, L) || band_row(imin(y0 + tile_rows, ny) - 1, ny, L);
+    if (L.select == 3) return !band_row(y0, L);  // a whole tile of fused_step's is in or out
+    if (L.select == 4) return band_row(y0, L) || band_row(imin(y0 + tile_rows, ny) - 1, L);
     const bool y_rows = w > 0 && (y0 < w || y0 + tile_rows > ny - w);
     const int zlo = ch.dz > 0 ? ch.zfirst : ch.zfirst - ch.nsteps + 1;
     const bool layer =

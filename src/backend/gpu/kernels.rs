@@ -58,8 +58,10 @@ pub struct Layers {
     pub z_end: i32,
     /// Fused launches: the grid plane of the launch's first plane (where its slabs' planes start).
     pub z_offset: i32,
-    /// Select 3 and 4: the tile rows of the plain fused step's launch (layers.h, `band_row`).
-    pub tile_rows: i32,
+    /// Select 3 and 4: the rows of the plain fused step's tiles that hold y-layer rows are those
+    /// below `band_lo` and from `band_hi` on (layers.h, `band_row`).
+    pub band_lo: i32,
+    pub band_hi: i32,
 }
 const _: () = assert!(
     size_of::<Layers>() == 376
@@ -71,7 +73,8 @@ const _: () = assert!(
         && offset_of!(Layers, select) == 352
         && offset_of!(Layers, z_end) == 360
         && offset_of!(Layers, z_offset) == 364
-        && offset_of!(Layers, tile_rows) == 368
+        && offset_of!(Layers, band_lo) == 368
+        && offset_of!(Layers, band_hi) == 372
 );
 
 /// Grid, block and dynamic shared memory of one launch.

@@ -107,6 +107,15 @@ fn march_segments(blocks: u64, multiprocessors: u64, width: u64, radius: u64) ->
     (1..=(width / 4).max(1)).min_by_key(|&s| (cost(s), s)).unwrap_or(1)
 }
 
+/// The rows of the fused step's tiles of `tile_rows` rows that hold y-layer rows (`width` a
+/// layer) on `ny` rows: those below the first value and from the second on.
+fn y_band(ny: i32, width: i32, tile_rows: i32) -> (i32, i32) {
+    let tile_rows = tile_rows.max(1);
+    let lo = ((width - 1).max(0) / tile_rows + 1) * tile_rows;
+    let hi = (ny - width).max(0) / tile_rows * tile_rows;
+    (lo.min(ny), hi)
+}
+
 pub(crate) fn kernel_name(k: KernelChoice) -> &'static str {
     match k {
         KernelChoice::Fused => "fused",
@@ -760,9 +769,9 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 match &self.cpml {
                     Some(c) if c.pass == LayerPass::YLayers => {
                         let with_y = self.f.fused_ylayers.context("fused_step_ylayers not compiled")?;
-                        let tile_rows = t.fused_tile_y() as i32;
-                        fused(self.f.fused, shared, Layers { tile_rows, ..layers(c, 3) })?;
-                        fused(with_y, layer_shared, Layers { tile_rows, ..layers(c, 4) })
+                        let (band_lo, band_hi) = y_band(ny, c.width, t.fused_tile_y() as i32);
+                        fused(self.f.fused, shared, Layers { band_lo, band_hi, ..layers(c, 3) })?;
+                        fused(with_y, layer_shared, Layers { band_lo, band_hi, ..layers(c, 4) })
                     }
                     Some(c) if matches!(c.pass, LayerPass::Split | LayerPass::One) => {
                         let with_layers = self.f.fused_layers.context("fused_step_layers not compiled")?;
@@ -1369,7 +1378,25 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
 
 #[cfg(test)]
 mod tests {
-    use super::march_segments;
+    use super::{march_segments, y_band};
+
+    #[test]
+    fn the_y_band_is_the_rows_of_the_tiles_that_hold_y_layer_rows() {
+        for ny in 1..70 {
+            for width in 1..=ny.min(24) {
+                for tile_rows in 1..=16 {
+                    let (lo, hi) = y_band(ny, width, tile_rows);
+                    for y in 0..ny {
+                        let y0 = y / tile_rows * tile_rows;
+                        let holds = y0 < width || y0 + tile_rows > ny - width;
+                        assert_eq!(y < lo || y >= hi, holds, "ny {ny} width {width} tiles {tile_rows} row {y}");
+                    }
+                }
+            }
+        }
+        // marmousi-large (200 rows, 24-point layers) in 8-row tiles: rows 0-23 and 176-199.
+        assert_eq!(y_band(200, 24, 8), (24, 176));
+    }
 
     #[test]
     fn marches_split_where_the_last_wave_is_short() {
