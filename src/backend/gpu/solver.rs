@@ -136,14 +136,14 @@ struct CpmlAxisDev<Rt: GpuRuntime> {
 /// Where a fused step computes the CPML layers (on NVIDIA; AMD always computes them after).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LayerPass {
-    /// By cpml.cu after the interior: the default, the fastest on cubes (H100, session 21).
+    /// By cpml.cu after the interior: the default.
     #[default]
     After,
     /// The y layers inside the pass (fused_step_ylayers on the tiles that hold y-layer rows,
     /// fused_step on the others), the x and z layers by cpml.cu after it, the step in the launch
     /// shape of [`Tuning::for_ylayers`]: the y layers' points are read and written once a step.
-    /// 2-4% faster on the Marmousi inputs' shapes, 5-7% slower on 512^3 and 1024^3 (H100,
-    /// kernels/NOTES.md, session 21). Where it cannot run (the tile ring, f16, AMD) the step
+    /// On an H100: marmousi.toml 10% and marmousi-large 6% faster, 512^3 equal, 1024^3 3% slower
+    /// (kernels/NOTES.md, session 21). Where it cannot run (the tile ring, f16, AMD) the step
     /// computes the layers after the interior.
     YLayers,
     /// Inside the pass: fused_step on the blocks without layer points, fused_step_layers on the
