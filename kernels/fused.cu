@@ -312,7 +312,7 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
                 add_layers<LAYERS == 2, R, RY, HV, TWV, QS, FX>(res, r, q, tile[b] + ty * RY, tx, dz, vv, ix, iy + r, z,
                                                                 nx, ny, nz, L, ytile,
                                                                 phi_tile + (b * TH + ty * RY) * FX, zeta_now[r]);
-            // Rows of fused_step's tiles are not fused_step_ylayers's (were the two tile heights to differ).
+            // fused_step_ylayers stores band rows only (fused_step's, had its tiles another height).
             store_row(out + (i64)z * plane + col + (i64)r * pitch, res, ix, nx,
                       iy + r < ny && (LAYERS != 2 || band_row(iy + r, L)));
         }

@@ -144,15 +144,15 @@ DEVICE int layer_of(int i, int n, int w, bool low_absorbs, int& t) {
     return -1;
 }
 
-// Whether a fused block whose tile spans x0 .. x0 + tile_w - 1 and rows of the chunk's tile and
-// whose march covers the chunk's planes holds a layer point (select 1, 2; conservatively: past the
-// grid counts) or a y-layer row (select 3, 4), and so whether a launch with L.select computes it.
-// The two launches of a split step (select 1 and 2, or 3 and 4) take complementary blocks of the
-// same grid.
 // Whether row y belongs to a tile of the plain fused_step's launch that holds y-layer rows: the
 // rows fused_step_ylayers computes (select 4) and fused_step leaves (select 3).
 DEVICE bool band_row(int y, const Layers& L) { return y < L.band_lo || y >= L.band_hi; }
 
+// Whether a fused block whose tile spans x0 .. x0 + tile_w - 1 and rows of the chunk's tile and
+// whose march covers the chunk's planes holds a layer point (select 1, 2; conservatively: past the
+// grid counts) or band rows (select 3, 4), and so whether a launch with L.select computes it.
+// The two launches of a split step (select 1 and 2, or 3 and 4) take complementary blocks of the
+// same grid.
 DEVICE bool selected(const Chunk& ch, int tile_w, int tile_rows, int nx, int ny, int nz, const Layers& L) {
     if (L.select == 0) return true;
     const int w = L.width;
