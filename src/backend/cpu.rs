@@ -736,8 +736,9 @@ struct CpmlSweep<'a, T> {
 
 /// One step's sweep. A task owns the interior planes [z0, z1) of p^{n+1} (written over p^{n-1})
 /// and of every slab, and goes up its planes once: per row it computes the interior value and,
-/// while the row is in cache, the x, y and z layers' memory variables and corrections in that
-/// order, so every point sees the reference's operations in the reference's order. A layer point
+/// while the row is in cache, the y, x and z layers' memory variables and corrections in that
+/// order ([`CPML_AXIS_ORDER`](crate::boundary::CPML_AXIS_ORDER)), so every point sees the
+/// reference's operations in the reference's order. A layer point
 /// reads only p^n and the current psi of its neighbours, which nobody writes during the sweep
 /// (the new psi goes to the other buffer), so tasks need no ordering among themselves.
 struct Sweep<'a, T: Real, const R: usize> {
