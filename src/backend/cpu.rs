@@ -874,16 +874,12 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
             let row = l.row(iy, iz);
             // SAFETY: p^{n+1} of plane iz is this task's.
             let out = unsafe { self.next.get(row, l.nx) };
-            let y_layer = self.cpml.as_ref().and_then(|c| c.y_layer[iy]);
-            if y_layer.is_none() {
-                self.interior_row(out, row, iy, iz);
-            }
+            self.interior_row(out, row, iy, iz);
             if let Some(c) = &self.cpml {
-                // y before x (CPML_AXIS_ORDER); a y-layer row's interior values come chunk by
-                // chunk just before their y correction, which reads the same rows of p^n.
                 // SAFETY: forwarded.
+                // y before x (CPML_AXIS_ORDER): the GPU's fused pass adds the y layers itself.
                 unsafe {
-                    if let Some(t) = y_layer {
+                    if let Some(t) = c.y_layer[iy] {
                         self.cpml_yz_row(c, 1, out, iy, iz, t);
                     }
                     self.cpml_x_row(c, out, iy, iz);
@@ -1038,8 +1034,7 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
 
     /// The y (axis 1) or z (axis 2) layer update of row (iy, iz), slab coordinate t, as
     /// [`Self::cpml_x_row`] along that axis, with phi's neighbours t +- k taken only within t's
-    /// half of the slab. Along y it computes the row's interior values too, each chunk just
-    /// before its correction (the same rows of p^n, still in L1).
+    /// half of the slab.
     /// SAFETY: the new phi and zeta of the row are this task's.
     #[inline(always)]
     unsafe fn cpml_yz_row(&self, c: &CpmlSweep<'_, T>, axis: usize, out: &mut [T], iy: usize, iz: usize, t: usize) {
@@ -1065,14 +1060,6 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
         for x0 in (0..l.nx).step_by(CHUNK) {
             let (o, n, po) = (row + x0, CHUNK.min(l.nx - x0), prow + x0);
             if axis == 1 {
-                // interior_row's chunks: a whole one, or the row's tail in TAIL-point pieces.
-                if n == CHUNK {
-                    self.interior_chunk::<CHUNK>(out, row, iy, iz, x0);
-                } else {
-                    for xt in (x0..l.nx).step_by(TAIL) {
-                        self.interior_chunk::<TAIL>(out, row, iy, iz, xt);
-                    }
-                }
                 // The next row's memory variables: with p^n's 2R + 1 rows and three more fields
                 // in flight the prefetchers lose these streams (0.94x the wall time on 519 steps
                 // of marmousi.toml, where the y layers hold 62% of the points; paired runs).
