@@ -189,6 +189,18 @@ DEVICE void add_layers(Vf& res, int r, const Vf (&q)[RY][QS], const Vf (*tile)[T
         lo = tile[r + R - k][col + HV];
         hi = tile[r + R + k][col + HV];
     };
+    if constexpr (YONLY) {
+        // fused_step_ylayers runs only where nx is a multiple of VEC and the two y layers do not
+        // overlap (the host computes them after the interior otherwise), so every block with
+        // layer rows has the phi tile (`ytile`) and no other path is compiled: 220 registers
+        // instead of 245 (sm_90, R = 4).
+        if (half >= 0) {
+            const i64 s0 = ((i64)zs * (2 * w) + half * w + t) * nx + ix;
+            auto phi = [&](int k) { return ptile[(r + R + k) * PW + col]; };
+            res = layer_row<R>(res, tile[r + R][col + HV], nby, phi, zeta_row, vv, L, 1, s0, t, y, ny);
+        }
+        return;
+    }
     if (half >= 0 && ytile) {
         const i64 s0 = ((i64)zs * (2 * w) + half * w + t) * nx + ix;
         auto phi = [&](int k) { return ptile[(r + R + k) * PW + col]; };

@@ -136,15 +136,15 @@ struct CpmlAxisDev<Rt: GpuRuntime> {
 /// Where a fused step computes the CPML layers (on NVIDIA; AMD always computes them after).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LayerPass {
-    /// By cpml.cu after the interior: the default.
+    /// By cpml.cu after the interior.
     #[default]
     After,
     /// The y layers inside the pass (fused_step_ylayers on the tiles that hold y-layer rows,
     /// fused_step on the others), the x and z layers by cpml.cu after it, the step in the launch
     /// shape of [`Tuning::for_ylayers`]: the y layers' points are read and written once a step.
-    /// On an H100: marmousi.toml 10% and marmousi-large 6% faster, 512^3 equal, 1024^3 3% slower
-    /// (kernels/NOTES.md, session 21). Where it cannot run (the tile ring, f16, AMD) the step
-    /// computes the layers after the interior.
+    /// The default where they are a large share of the grid ([`LayerPass::for_grid`]). Where it
+    /// cannot run (the tile ring, f16, AMD, nx not a multiple of 4, y layers that overlap) the
+    /// step computes the layers after the interior.
     YLayers,
     /// Inside the pass: fused_step on the blocks without layer points, fused_step_layers on the
     /// others (slower than `After` on an H200: kernels/NOTES.md, session 12).
@@ -153,16 +153,32 @@ pub enum LayerPass {
     One,
 }
 
+/// The share of a grid's points in its two y layers from which [`LayerPass::for_grid`] computes
+/// them in the pass (measured: kernels/NOTES.md, session 22).
+pub const Y_LAYERS_IN_PASS_FROM: f64 = 0.4;
+
 impl LayerPass {
-    /// SEISMIC_LAYER_PASS = "after" (the default), "y", "split" or "one": an experiment knob.
-    pub fn from_environment() -> LayerPass {
+    /// The default for a grid of `ny` rows with CPML layers `width` points wide: the y layers in
+    /// the pass where they hold at least [`Y_LAYERS_IN_PASS_FROM`] of the points, after the
+    /// interior where they are a thin share and the in-pass kernel's lower occupancy costs more
+    /// than their bytes. SEISMIC_LAYER_PASS = "after", "y", "split" or "one" overrides it (an
+    /// experiment knob).
+    pub fn for_grid(ny: usize, width: usize) -> LayerPass {
         match std::env::var("SEISMIC_LAYER_PASS").as_deref() {
+            Ok("after") => LayerPass::After,
             Ok("y") => LayerPass::YLayers,
             Ok("split") => LayerPass::Split,
             Ok("one") => LayerPass::One,
+            _ if (2 * width) as f64 >= Y_LAYERS_IN_PASS_FROM * ny as f64 => LayerPass::YLayers,
             _ => LayerPass::After,
         }
     }
+}
+
+/// Whether fused_step_ylayers can take a grid's y layers: it moves whole vectors along x and
+/// needs the two y layers apart (layers.h, add_layers).
+fn y_layers_fit(shape: [usize; 3], width: usize, vec: u32) -> bool {
+    shape[0].is_multiple_of(vec as usize) && shape[1] >= 2 * width
 }
 
 /// The CPML layers on the device and where a step computes them.
@@ -368,7 +384,8 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
     /// Allocates and uploads everything the problem needs; errors (before allocating) if it does
     /// not fit in the device's free memory.
     pub fn new(rt: Rt, problem: &Problem, kernel: KernelChoice, tuning: Tuning) -> Result<Self> {
-        Self::with_layer_pass(rt, problem, kernel, tuning, LayerPass::from_environment())
+        let pass = LayerPass::for_grid(problem.layout.ny, problem.boundary.width);
+        Self::with_layer_pass(rt, problem, kernel, tuning, pass)
     }
 
     /// [`GpuSolver::new`] with the CPML layers computed where `layer_pass` says. The in-pass
@@ -405,6 +422,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             && b.kind == BoundaryKind::Cpml
             && kernel == KernelChoice::Fused
             && in_pass_shape.layer_tile_fits(r)
+            && (layer_pass != LayerPass::YLayers || y_layers_fit(shape, b.width, in_pass_shape.vec))
         {
             (layer_pass, in_pass_shape)
         } else {
@@ -1378,7 +1396,7 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
 
 #[cfg(test)]
 mod tests {
-    use super::{march_segments, y_band};
+    use super::{LayerPass, march_segments, y_band, y_layers_fit};
 
     #[test]
     fn the_y_band_is_the_rows_of_the_tiles_that_hold_y_layer_rows() {
@@ -1396,6 +1414,24 @@ mod tests {
         }
         // marmousi-large (200 rows, 24-point layers) in 8-row tiles: rows 0-23 and 176-199.
         assert_eq!(y_band(200, 24, 8), (24, 176));
+    }
+
+    #[test]
+    fn the_y_layers_go_in_the_pass_where_they_are_a_large_share() {
+        if std::env::var_os("SEISMIC_LAYER_PASS").is_some() {
+            return; // the knob overrides the rule (tested where it is unset, as in CI)
+        }
+        // marmousi.toml (64 rows, 20-point layers: 62%) in the pass; marmousi-large (200 rows,
+        // 24: 24%), 256^3 (16%), 512^3 (7.8%) and 1024^3 (3.9%) after it.
+        for (ny, width) in [(64, 20), (90, 20)] {
+            assert_eq!(LayerPass::for_grid(ny, width), LayerPass::YLayers, "{ny} rows");
+        }
+        for (ny, width) in [(200, 24), (256, 20), (512, 20), (1024, 20), (100, 0)] {
+            assert_eq!(LayerPass::for_grid(ny, width), LayerPass::After, "{ny} rows");
+        }
+        assert!(y_layers_fit([960, 64, 240], 20, 4));
+        assert!(!y_layers_fit([67, 45, 39], 3, 4), "rows of whole vectors only");
+        assert!(!y_layers_fit([68, 33, 39], 17, 4), "the two layers overlap");
     }
 
     #[test]
