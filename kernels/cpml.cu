@@ -122,7 +122,7 @@ DEVICE void cpml_march(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next,
                 auto phi = [&](int k) { return vload(phi_in + s + (i64)k * ss); };
                 put_row(out, next, o, pw[R],
                         layer_row<R>(vload(out + o), pw[R], nb, phi, vload(L.zeta[AXIS] + s), vload(vel + o), L, AXIS,
-                                     s, t, q, n));
+                                     s, t, AxisAB{L.a[AXIS], L.b[AXIS], q, n}));
             }
 #pragma unroll
             for (int j = 0; j < 2 * R; j++) pw[j] = pw[j + 1];

@@ -114,6 +114,56 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
     const bool ylo_in = col_in && rowb + ty - R >= 0;
     const bool yhi_in = col_in && rowb + TY + ty < ny;
     const bool xhalo_in = rowb + xrow - R < ny && vec_in_x((tile_x * FX - HV + xcolv) * VEC, nx);
+    // The y layers (layers.h) of a block that has some: phi of the tile's rows (no x halo) through
+    // shared memory, after the fields' ring. fused_step_layers (LAYERS 1) double-buffers one tile
+    // and fetches each row's phi and zeta into registers a plane ahead; fused_step_ylayers
+    // (LAYERS 2) brings them through a ring of its own STAGES planes ahead, in the fields' copy
+    // groups, which holds no registers. Overlapping layers (ny < 2 width) keep the direct loads.
+    const int lw = LAYERS ? L.width : 0;
+    const bool ytile = LAYERS && lw > 0 && ny >= 2 * lw && nx % VEC == 0 && (rowb < lw || rowb + TY > ny - lw);
+    extern __shared__ Vf layer_shared[];
+    Vf* const phi_tile = layer_shared + LAYER_TILE_OFFSET;
+    // The slab index of grid row y of plane zz in the y layers; `in`: a layer row, in the grid.
+    auto yslab = [&](int zz, int y, bool& in) {
+        int t;
+        const int half = layer_of(y, ny, lw, true, t);
+        in = half >= 0 && col_in;
+        return in ? ((i64)(zz + L.z_offset) * (2 * lw) + half * lw + t) * nx + ix : 0;
+    };
+    // fused_step_ylayers's ring: per slot phi of the TH tile rows, then zeta of the TY thread rows,
+    // FX vectors a row. STAGES + 2 slots: issue(s + STAGES) at iteration s refills the slot read at
+    // iteration s - 2, which every thread has left (it passed iteration s - 1's barrier), while
+    // the other threads may still read their neighbours' phi of iteration s - 1.
+    constexpr int YSLOTS = STAGES + 2;
+    constexpr int YSLOT = (TH + TY) * FX;
+    auto yslot = [&](int s) -> Vf* { return phi_tile + (s % YSLOTS) * YSLOT; };
+    auto issue_ylayers = [&](int s, int zz) {
+        const float* RESTRICT phi = L.phi_in[1];
+        Vf* const ys = yslot(s);
+        bool in;
+#pragma unroll
+        for (int r = 0; r < RY; r++) {
+            const i64 sr = yslab(zz, iy + r, in);
+            cp_async16(ys + (ty * RY + r + R) * FX + tx, phi + sr, in);
+            cp_async16(ys + (TH + ty * RY + r) * FX + tx, L.zeta[1] + sr, in);
+        }
+        if (yhalo) {
+            const i64 slo = yslab(zz, rowb + ty - R, in);
+            cp_async16(ys + ty * FX + tx, phi + slo, in);
+            const i64 shi = yslab(zz, rowb + TY + ty, in);
+            cp_async16(ys + (ty + TY + R) * FX + tx, phi + shi, in);
+        }
+    };
+    // fused_step_ylayers's a and b of the tile's rows (clamped at the grid's ends, as AxisAB),
+    // reread from shared memory every plane instead of held in registers.
+    __shared__ float yab[LAYERS == 2 ? 2 * TH : 1];
+    if constexpr (LAYERS == 2) {
+        if (ytile && lt < TH) {
+            const int y = rowb - R + lt, yc = y < 0 ? 0 : (y >= ny ? ny - 1 : y);
+            yab[lt] = L.a[1][yc];
+            yab[TH + lt] = L.b[1][yc];
+        }
+    }
 
 #if STAGES > 0
     static_assert(VEC == 4, "the asynchronous path copies 16-byte vectors");
@@ -155,6 +205,9 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
                 cp_async16_once(slot(s, 2, r), vel + (i64)zz * plane + c, row_in[r]);
 #endif
             }
+            if constexpr (LAYERS == 2) {
+                if (ytile) issue_ylayers(s, zz);
+            }
         }
         cp_async_commit();  // one group per plane, empty past the window, so the count stays right
     };
@@ -184,38 +237,26 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
 #if !HALO_RING
     fetch_halos(zfirst);
 #endif
-    // The y layers (layers.h) of a block that has some: phi through a double-buffered shared tile
-    // of the tile's rows (no x halo), after the fields' ring in dynamic shared memory, and each row's
-    // phi and zeta fetched into registers one plane ahead, so that their latency hides behind a
-    // plane of work. Overlapping layers (ny < 2 width) keep the direct loads.
-    const int lw = LAYERS ? L.width : 0;
-    const bool ytile = LAYERS && lw > 0 && ny >= 2 * lw && nx % VEC == 0 && (rowb < lw || rowb + TY > ny - lw);
-    extern __shared__ Vf layer_shared[];
-    Vf* const phi_tile = layer_shared + LAYER_TILE_OFFSET;
     Vf nphi[RY], nzeta[RY], zeta_now[RY], nphlo, nphhi;
+    // fused_step_layers: phi and zeta of plane zz into registers.
     auto fetch_layers = [&](int zz) {
         const float* RESTRICT phi = L.phi_in[1];
-        auto slab = [&](int y, bool& in) {
-            int t;
-            const int half = layer_of(y, ny, lw, true, t);
-            in = half >= 0 && col_in;
-            return ((i64)(zz + L.z_offset) * (2 * lw) + half * lw + t) * nx + ix;
-        };
         bool in;
 #pragma unroll
         for (int r = 0; r < RY; r++) {
-            const i64 sr = slab(iy + r, in);
+            const i64 sr = yslab(zz, iy + r, in);
             nphi[r] = vload_if(phi + sr, in);
             nzeta[r] = vload_if(L.zeta[1] + sr, in);
         }
         if (yhalo) {
-            const i64 slo = slab(rowb + ty - R, in);
+            const i64 slo = yslab(zz, rowb + ty - R, in);
             nphlo = vload_if(phi + slo, in);
-            const i64 shi = slab(rowb + TY + ty, in);
+            const i64 shi = yslab(zz, rowb + TY + ty, in);
             nphhi = vload_if(phi + shi, in);
         }
     };
-    if (ytile) fetch_layers(zfirst);
+    if (LAYERS == 1 && ytile) fetch_layers(zfirst);
+    static_assert(LAYERS != 2 || STAGES > 0, "fused_step_ylayers needs STAGES > 0");
     static_assert(RY == 1 || STAGES > 0, "ROWS > 1 needs STAGES > 0");
 #if PREFETCH_PV && !LAPLACIAN_ONLY
     Vf npm = LOAD_ONCE_IF(out + (i64)zfirst * plane + col, row_in[0]);
@@ -258,7 +299,7 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
             tile[b][ty + TY + R][tx + HV] = nyhi;
         }
         if (xhalo) tile[b][xrow][xcolv] = nxh;
-        if (ytile) {
+        if (LAYERS == 1 && ytile) {
             Vf* const pt = phi_tile + b * TH * FX;
 #pragma unroll
             for (int r = 0; r < RY; r++) {
@@ -308,10 +349,15 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
             const Vf vv = *slot(s, 2, r);
 #endif
             Vf res = leapfrog(q[r][R], lap[r], pm, vv, gx, SPONGE ? gy[iy + r] * gz[z] : 0.0f, ix);
-            if constexpr (LAYERS != 0)
-                add_layers<LAYERS == 2, R, RY, HV, TWV, QS, FX>(res, r, q, tile[b] + ty * RY, tx, dz, vv, ix, iy + r, z,
-                                                                nx, ny, nz, L, ytile,
-                                                                phi_tile + (b * TH + ty * RY) * FX, zeta_now[r]);
+            if constexpr (LAYERS == 1)
+                add_layers<false, R, RY, HV, TWV, QS, FX>(res, r, q, tile[b] + ty * RY, tx, dz, vv, ix, iy + r, z, nx,
+                                                          ny, nz, L, ytile, phi_tile + (b * TH + ty * RY) * FX,
+                                                          zeta_now[r], nullptr, nullptr);
+            if constexpr (LAYERS == 2)
+                add_layers<true, R, RY, HV, TWV, QS, FX>(res, r, q, tile[b] + ty * RY, tx, dz, vv, ix, iy + r, z, nx, ny,
+                                                         nz, L, ytile, yslot(s) + ty * RY * FX,
+                                                         yslot(s)[(TH + ty * RY + r) * FX + tx], yab + ty * RY,
+                                                         yab + TH + ty * RY);
             // fused_step_ylayers stores band rows only (fused_step's, had its tiles another height).
             store_row(out + (i64)z * plane + col + (i64)r * pitch, res, ix, nx,
                       iy + r < ny && (LAYERS != 2 || band_row(iy + r, L)));
@@ -324,7 +370,7 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(FUSED_STE
 }
 #if YLAYERS
 // The tiles that hold y-layer rows (L.select 4; fused_step takes the others with select 3), one
-// block a multiprocessor (it needs 242-255 registers; a lower cap spills).
+// block a multiprocessor (it needs about 200 registers; a lower cap spills).
 #ifndef YLAYER_MIN_BLOCKS
 #define YLAYER_MIN_BLOCKS 1
 #endif

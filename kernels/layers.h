@@ -71,16 +71,36 @@ DEVICE float layer_point(float res, float p0, const float (&lo)[R + 1], const fl
     return fmaf(vel, dpsi + zn, res);
 }
 
+// A row's CPML profile values for layer_row: at(k), a k points along the axis from grid index q
+// (clamped at the grid's ends, as a_pair), and bq(), b at q. AxisAB reads an axis's profiles,
+// RowAB copies in shared memory (`a` and `b` at the row itself, neighbours at +-k).
+struct AxisAB {
+    const float* RESTRICT a;
+    const float* RESTRICT b;
+    int q, n;
+    DEVICE float at(int k) const {
+        const int m = q + k;
+        return a[m < 0 ? 0 : (m >= n ? n - 1 : m)];
+    }
+    DEVICE float bq() const { return b[q]; }
+};
+struct RowAB {
+    const float* a;
+    const float* b;
+    DEVICE float at(int k) const { return a[k]; }
+    DEVICE float bq() const { return b[0]; }
+};
+
 // layer_point for the VEC points of a row at once along y or z (slab index `s` a multiple of VEC):
 // vector stores into the slabs, each point's sums in layer_point's order. `nb(k, lo, hi)` gives p^n
-// k points below and above the row, `phi(k)` phi k points along the axis (k = -R .. R), `zn` zeta.
-template <int R, class Neighbours, class Phi>
+// k points below and above the row, `phi(k)` phi k points along the axis (k = -R .. R), `zn` zeta,
+// `ab` the row's a and b (AxisAB or RowAB).
+template <int R, class Neighbours, class Phi, class AB>
 DEVICE Vf layer_row(Vf res, const Vf& p0, Neighbours nb, Phi phi, Vf zn, const Vf& vel, const Layers& L, int axis,
-                    i64 s, int t, int q, int n) {
+                    i64 s, int t, const AB& ab) {
     const AxisWeights& c = L.w[axis];
-    const float* RESTRICT a = L.a[axis];
     const int w = L.width;
-    const float aq = a[q];
+    const float aq = ab.at(0);
     Vf dp, dphi, d2, sa;
 #pragma unroll
     for (int j = 0; j < VEC; j++) {
@@ -93,7 +113,7 @@ DEVICE Vf layer_row(Vf res, const Vf& p0, Neighbours nb, Phi phi, Vf zn, const V
     for (int k = 1; k <= R; k++) {
         Vf lo, hi;
         nb(k, lo, hi);
-        const float ap = a_pair(a, aq, q + k, n), am = a_pair(a, aq, q - k, n);
+        const float ap = 0.5f * (aq + ab.at(k)), am = 0.5f * (aq + ab.at(-k));
 #pragma unroll
         for (int j = 0; j < VEC; j++) {
             dp.v[j] = fmaf(c.c1[k], hi.v[j] - lo.v[j], dp.v[j]);
@@ -114,7 +134,7 @@ DEVICE Vf layer_row(Vf res, const Vf& p0, Neighbours nb, Phi phi, Vf zn, const V
             for (int j = 0; j < VEC; j++) dphi.v[j] = fmaf(-c.c1[k], f.v[j], dphi.v[j]);
         }
     }
-    const float bq = L.b[axis][q];
+    const float bq = ab.bq();
     const Vf ph = phi(0);
     Vf phn;
 #pragma unroll
@@ -172,11 +192,12 @@ DEVICE bool selected(const Chunk& ch, int tile_w, int tile_rows, int nx, int ny,
 // queue q (q[r][R + k] is plane z + dz k). `vv` is c^2 dt^2 of the row. With YONLY only the y
 // layers (cpml.cu adds x and z after the pass). The slabs' plane is z + L.z_offset (x and y).
 // With `ytile` the y layers' phi comes from the shared tile `ptile` (rows as `tile`'s, PW vectors a
-// row, fused.cu) and the row's zeta is `zeta_row`, both fetched a plane ahead.
+// row, fused.cu) and the row's zeta is `zeta_row`, both fetched ahead; with YONLY their a and b
+// from the shared copies `ya` and `yb` of the tile's rows (rows as `tile`'s).
 template <bool YONLY, int R, int RY, int HV, int TWV, int QS, int PW>
 DEVICE void add_layers(Vf& res, int r, const Vf (&q)[RY][QS], const Vf (*tile)[TWV], int col, int dz, const Vf& vv,
                        int ix, int y, int z, int nx, int ny, int nz, const Layers& L, bool ytile, const Vf* ptile,
-                       const Vf& zeta_row) {
+                       const Vf& zeta_row, const float* ya, const float* yb) {
     const int w = L.width;
     if (y >= ny || ix >= nx) return;
     const int zs = z + L.z_offset;  // the slabs' plane
@@ -192,23 +213,25 @@ DEVICE void add_layers(Vf& res, int r, const Vf (&q)[RY][QS], const Vf (*tile)[T
     if constexpr (YONLY) {
         // fused_step_ylayers runs only where nx is a multiple of VEC and the two y layers do not
         // overlap (the host computes them after the interior otherwise), so every block with
-        // layer rows has the phi tile (`ytile`) and no other path is compiled: 220 registers
-        // instead of 245 (sm_90, R = 4).
+        // layer rows has the phi tile (`ytile`) and no other path is compiled; a and b come from
+        // shared memory, reread every plane rather than held in registers across the march.
         if (half >= 0) {
             const i64 s0 = ((i64)zs * (2 * w) + half * w + t) * nx + ix;
             auto phi = [&](int k) { return ptile[(r + R + k) * PW + col]; };
-            res = layer_row<R>(res, tile[r + R][col + HV], nby, phi, zeta_row, vv, L, 1, s0, t, y, ny);
+            res = layer_row<R>(res, tile[r + R][col + HV], nby, phi, zeta_row, vv, L, 1, s0, t,
+                               RowAB{ya + r + R, yb + r + R});
         }
         return;
     }
+    const AxisAB ay{L.a[1], L.b[1], y, ny};
     if (half >= 0 && ytile) {
         const i64 s0 = ((i64)zs * (2 * w) + half * w + t) * nx + ix;
         auto phi = [&](int k) { return ptile[(r + R + k) * PW + col]; };
-        res = layer_row<R>(res, tile[r + R][col + HV], nby, phi, zeta_row, vv, L, 1, s0, t, y, ny);
+        res = layer_row<R>(res, tile[r + R][col + HV], nby, phi, zeta_row, vv, L, 1, s0, t, ay);
     } else if (half >= 0 && rows) {
         const i64 s0 = ((i64)zs * (2 * w) + half * w + t) * nx + ix;
         auto phi = [&](int k) { return vload(L.phi_in[1] + s0 + (i64)k * nx); };
-        res = layer_row<R>(res, tile[r + R][col + HV], nby, phi, vload(L.zeta[1] + s0), vv, L, 1, s0, t, y, ny);
+        res = layer_row<R>(res, tile[r + R][col + HV], nby, phi, vload(L.zeta[1] + s0), vv, L, 1, s0, t, ay);
     } else if (half >= 0) {
         const i64 s0 = ((i64)zs * (2 * w) + half * w + t) * nx + ix;
 #pragma unroll
@@ -254,7 +277,8 @@ DEVICE void add_layers(Vf& res, int r, const Vf (&q)[RY][QS], const Vf (*tile)[T
             hi = dz > 0 ? q[r][R + k] : q[r][R - k];
         };
         auto phi = [&](int k) { return vload(L.phi_in[2] + s0 + (i64)k * nx * ny); };
-        res = layer_row<R>(res, q[r][R], nb, phi, vload(L.zeta[2] + s0), vv, L, 2, s0, t, z, nz);
+        res = layer_row<R>(res, q[r][R], nb, phi, vload(L.zeta[2] + s0), vv, L, 2, s0, t,
+                           AxisAB{L.a[2], L.b[2], z, nz});
     } else if (half >= 0) {
         const i64 s0 = ((i64)(half * w + t) * ny + y) * nx + ix;
 #pragma unroll

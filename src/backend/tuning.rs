@@ -142,17 +142,27 @@ impl Tuning {
         }
     }
 
-    /// Dynamic shared memory that fused_step_layers adds after the ring: its y layers' phi tile, two
-    /// planes of the tile's rows (halos included) without x halo.
-    pub fn layer_tile_bytes(&self, radius: usize) -> u32 {
-        2 * (self.fused_tile_y() + 2 * radius as u32) * self.block_x * 4 * self.vec
+    /// Dynamic shared memory that a kernel with the layers in its pass adds after the ring
+    /// (kernels/fused.cu): fused_step_layers, its y layers' phi tile, two planes of the tile's rows
+    /// (halos included) without x halo; fused_step_ylayers (`ylayers`), stages + 2 slots of such a
+    /// plane of phi and of zeta of the tile's own rows.
+    pub fn layer_tile_bytes(&self, radius: usize, ylayers: bool) -> u32 {
+        let (rows, r) = (self.fused_tile_y(), radius as u32);
+        let row = self.block_x * 4 * self.vec;
+        if ylayers { (self.stages + 2) * (2 * rows + 2 * r) * row } else { 2 * (rows + 2 * r) * row }
     }
 
-    /// Whether fused_step_layers's shared memory (the tile, the ring and the phi tile) fits in the
-    /// 227 KiB of a multiprocessor; where it does not, the layers run after the interior.
-    pub fn layer_tile_fits(&self, radius: usize) -> bool {
+    /// Whether such a kernel's shared memory (the tile, the ring, the layers' and fused_step_ylayers's
+    /// copies of a and b) fits in the 227 KiB of a multiprocessor; where it does not, the layers
+    /// run after the interior. fused_step_ylayers needs the ring (stages > 0).
+    pub fn layer_tile_fits(&self, radius: usize, ylayers: bool) -> bool {
+        let weights = 2 * (self.fused_tile_y() + 2 * radius as u32) * 4;
         self.tile_ring == 0
-            && self.static_tile_bytes(radius) + self.dynamic_shared_bytes(radius, false) + self.layer_tile_bytes(radius)
+            && (!ylayers || self.stages > 0)
+            && self.static_tile_bytes(radius)
+                + weights
+                + self.dynamic_shared_bytes(radius, false)
+                + self.layer_tile_bytes(radius, ylayers)
                 <= 227 << 10
     }
 
@@ -332,7 +342,8 @@ mod tests {
     fn the_layer_tile_fits_the_default_launch_shape_at_every_radius() {
         for r in 1..=8 {
             let t = Tuning::for_radius(r).effective(r);
-            assert!(t.layer_tile_fits(r), "R = {r}: {t:?}");
+            assert!(t.layer_tile_fits(r, false), "R = {r}: {t:?}");
+            assert!(t.for_ylayers(r).layer_tile_fits(r, true), "R = {r}: {t:?}, y layers");
         }
     }
 

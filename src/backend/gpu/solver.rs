@@ -421,7 +421,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             && rt.vendor() != "hip"
             && b.kind == BoundaryKind::Cpml
             && kernel == KernelChoice::Fused
-            && in_pass_shape.layer_tile_fits(r)
+            && in_pass_shape.layer_tile_fits(r, layer_pass == LayerPass::YLayers)
             && (layer_pass != LayerPass::YLayers || y_layers_fit(shape, b.width, in_pass_shape.vec))
         {
             (layer_pass, in_pass_shape)
@@ -450,8 +450,11 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             rt.allow_dynamic_shared(h.fused, tuning.half_ring_bytes())?;
         }
         rt.allow_dynamic_shared(f.fused, tuning.dynamic_shared_bytes(r, false))?;
-        for layers in [f.fused_layers, f.fused_ylayers].into_iter().flatten() {
-            rt.allow_dynamic_shared(layers, tuning.dynamic_shared_bytes(r, false) + tuning.layer_tile_bytes(r))?;
+        for (layers, ylayers) in [(f.fused_layers, false), (f.fused_ylayers, true)] {
+            if let Some(k) = layers {
+                let bytes = tuning.dynamic_shared_bytes(r, false) + tuning.layer_tile_bytes(r, ylayers);
+                rt.allow_dynamic_shared(k, bytes)?;
+            }
         }
 
         // Weights exactly as the CPU reference rounds them.
@@ -782,7 +785,8 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         }
         match op {
             Operator::Fused => {
-                let layer_shared = shared + t.layer_tile_bytes(self.radius);
+                let layer_shared = shared
+                    + t.layer_tile_bytes(self.radius, self.cpml.as_ref().is_some_and(|c| c.pass == LayerPass::YLayers));
                 let layers = |c: &CpmlDev<Rt>, select| c.layers(&self.axis_weights, select, planes.clone());
                 match &self.cpml {
                     Some(c) if c.pass == LayerPass::YLayers => {
