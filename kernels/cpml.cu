@@ -130,9 +130,77 @@ DEVICE void cpml_march(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next,
     }
 }
 
+// The x layers where nx and the width are multiples of VEC and the two layers do not meet: a
+// thread takes VEC neighbouring points of one layer row, p^n of the 2 HV + 1 vectors around them in
+// registers (a vector load per VEC points instead of 2R + 1 scalar loads a point) and its slab
+// values as vectors; each point's sums are layer_point's, in its order, so the bits are the scalar
+// path's. The launch has 2 width / VEC threads a row over grid x (low layer, then high), the
+// planes over grid y.
+template <class T>
+DEVICE void cpml_x_rows(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next, const T* RESTRICT vel,
+                        const Layers& L, int nx, int ny, i64 pitch, i64 plane) {
+    constexpr int R = RADIUS;
+    constexpr int HV = (R + VEC - 1) / VEC;
+    const int w = L.width, wv = w / VEC;
+    const i64 id = (i64)blockIdx.x * blockDim.x + threadIdx.x;  // over 2 wv * ny
+    if (id >= (i64)2 * wv * ny) return;
+    const int v = (int)(id % (2 * wv)), y = (int)(id / (2 * wv));
+    const int half = v < wv ? 0 : 1;
+    if (half == 0 && !L.low[0]) return;
+    const int t0 = (v - half * wv) * VEC;         // the first point's index in its layer
+    const int x0 = half == 0 ? t0 : nx - w + t0;  // and its grid x
+    const AxisWeights& c = L.w[0];
+    const float* RESTRICT a = L.a[0];
+    const float* RESTRICT b = L.b[0];
+    for (int z = L.z_begin + blockIdx.y; z < L.z_end; z += gridDim.y) {
+        const i64 o = (i64)z * plane + (i64)y * pitch + x0;
+        const i64 s = ((i64)z * ny + y) * (2 * w) + half * w + t0;
+        const float* RESTRICT phi = L.phi_in[0] + s;
+        float xr[(2 * HV + 1) * VEC];
+#pragma unroll
+        for (int i = 0; i < 2 * HV + 1; i++) {
+            const int xv = x0 + (i - HV) * VEC;
+            const Vf p = vload_if(cur + o + (i - HV) * VEC, vec_in_x(xv, nx));
+#pragma unroll
+            for (int j = 0; j < VEC; j++) xr[i * VEC + j] = p.v[j];
+        }
+        const Vf res0 = vload(out + o), vv = vload(vel + o), ph = vload(phi), zeta = vload(L.zeta[0] + s);
+        Vf p0, res, phn, zn;
+#pragma unroll
+        for (int j = 0; j < VEC; j++) {
+            const int t = t0 + j, q = x0 + j;
+            const float pc = xr[HV * VEC + j];
+            const float aq = a[q];
+            float dp = 0.0f, dphi = 0.0f, d2 = c.c2[0] * pc, sa = 0.0f;
+#pragma unroll
+            for (int k = 1; k <= R; k++) {
+                const float lo = xr[HV * VEC + j - k], hi = xr[HV * VEC + j + k];
+                dp = fmaf(c.c1[k], hi - lo, dp);
+                if (t + k < w) dphi = fmaf(c.c1[k], phi[j + k], dphi);
+                if (t >= k) dphi = fmaf(-c.c1[k], phi[j - k], dphi);
+                d2 = fmaf(c.c2[k], lo + hi, d2);
+                const float ap = a_pair(a, aq, q + k, nx), am = a_pair(a, aq, q - k, nx);
+                sa = fmaf(c.c2[k], fmaf(ap, hi - pc, am * (lo - pc)), sa);
+            }
+            const float bq = b[q];
+            const float dpsi = dphi + sa;
+            p0.v[j] = pc;
+            phn.v[j] = bq * fmaf(aq, dp, ph.v[j]);
+            zn.v[j] = fmaf(bq, zeta.v[j], aq * (d2 + dpsi));
+            res.v[j] = fmaf(vv.v[j], dpsi + zn.v[j], res0.v[j]);
+        }
+        vstore(L.phi_out[0] + s, phn);
+        vstore(L.zeta[0] + s, zn);
+        put_row(out, next, o, p0, res);
+    }
+}
+
 #define CPML_PARAMS                                                                                       \
     const float *RESTRICT cur, float *RESTRICT out, const float *RESTRICT vel, Layers L, int nx, int ny, int nz, \
         i64 pitch, i64 plane
+
+// Whether the x layers go by rows of vectors (cpml_x_rows; the host launches to match).
+DEVICE bool x_rows(int nx, int w) { return nx % VEC == 0 && w % VEC == 0 && 2 * w <= nx; }
 
 // The y and z layers march where nx is a multiple of VEC, except on AMD: under hipcc the march's
 // windows spill scalar registers (tools/hip-static-report); the host launches to match
@@ -146,11 +214,18 @@ DEVICE void cpml_layers(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next
             return;
         }
     }
+    if constexpr (AXIS == 0 && !SEISMIC_HIP) {
+        if (x_rows(nx, L.width)) {
+            cpml_x_rows<T>(cur, out, next, vel, L, nx, ny, pitch, plane);
+            return;
+        }
+    }
     cpml_axis<T, AXIS>(cur, out, next, vel, L, nx, ny, nz, pitch, plane);
 }
 
 // Launches of 128 threads; 5 blocks a multiprocessor (96 registers) keep enough loads in flight.
-extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(128, 5) void cpml_x(CPML_PARAMS) {
+// The x layers' rows of vectors need up to 128 registers (R = 4..8 spilled under 96): 4 blocks.
+extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(128, 4) void cpml_x(CPML_PARAMS) {
     cpml_layers<float, 0>(cur, out, nullptr, vel, L, nx, ny, nz, pitch, plane);
 }
 extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(128, 5) void cpml_y(CPML_PARAMS) {
@@ -165,7 +240,7 @@ extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(128, 5) void cpml_z(CPML_PARAMS) {
 #define CPML_HALF_PARAMS                                                                                  \
     const h16 *RESTRICT cur, h16 *RESTRICT inc, h16 *RESTRICT next, const h16 *RESTRICT vel, Layers L, int nx, \
         int ny, int nz, i64 pitch, i64 plane
-extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(128, 5) void cpml_x_half(CPML_HALF_PARAMS) {
+extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(128, 4) void cpml_x_half(CPML_HALF_PARAMS) {
     cpml_layers<h16, 0>(cur, inc, next, vel, L, nx, ny, nz, pitch, plane);
 }
 extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(128, 5) void cpml_y_half(CPML_HALF_PARAMS) {

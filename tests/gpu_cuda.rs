@@ -287,8 +287,8 @@ fn gpu_matches_cpu_cpml_layer_widths() {
 /// or with one launch of the layer kernel on every block; and every layer by cpml.cu after the
 /// interior (the default). R = 1..8, layer widths 3 and 17, with and without a free surface;
 /// nx odd (scalar layer rows; the y layers then after the interior too), a multiple of 4 (vector
-/// rows; in the pass the y layers' phi through shared memory); ny 37 with width 17 (the two y
-/// layers nearly meet).
+/// rows; in the pass the y layers' phi through shared memory; with width 8 the x layers by rows of
+/// vectors too); ny 37 with width 17 (the two y layers nearly meet).
 #[test]
 #[ignore = "needs a GPU"]
 fn gpu_layer_pass_modes_match_cpu() {
@@ -299,6 +299,7 @@ fn gpu_layer_pass_modes_match_cpu() {
             ([67, 45, 39], 17, true),
             ([68, 45, 39], 3, false),
             ([68, 45, 39], 17, true),
+            ([68, 45, 39], 8, true),
             ([64, 37, 40], 17, false),
         ] {
             let mut setup = Setup::odd(radius, "cpml", free_surface);

@@ -858,7 +858,8 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 }
                 // cpml.cu: with nx a multiple of VEC the y and z layers march (VEC points of x a
                 // thread along x, the other axis over grid y, the absorbing layers in segments
-                // over grid z), except on AMD (its register windows spill there); else one thread
+                // over grid z) and, with the width a multiple of VEC too, the x layers go by rows
+                // of vectors, except on AMD (its register windows spill there); else one thread
                 // per slab point, x over the slab's first two axes, y over its third.
                 let mut e = [nx, ny, nz].map(|n| n as u64);
                 e[a.axis] = 2 * c.width as u64;
@@ -866,7 +867,11 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                     // x and y slabs: grid z (or grid y, marching) over the planes asked for.
                     e[2] = span;
                 }
-                let grid = if a.axis > 0 && e[0] % vec == 0 && march {
+                let (w, nx_u) = (c.width as u64, nx as u64);
+                let grid = if a.axis == 0 && march && nx_u % vec == 0 && w % vec == 0 && 2 * w <= nx_u {
+                    // cpml.cu's x_rows: 2 width / VEC threads a row.
+                    [(2 * w / vec * e[1]).div_ceil(128) as u32, e[2].min(65535) as u32, 1]
+                } else if a.axis > 0 && e[0] % vec == 0 && march {
                     let across = if a.axis == 1 { e[2] } else { e[1] };
                     let (bx, by) = ((e[0] / vec).div_ceil(128), across.min(65535));
                     // Both layers, or the high one alone where the low face does not absorb.
