@@ -133,7 +133,7 @@ DEVICE void cpml_march(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next,
 // The x layers where nx and the width are multiples of VEC and the two layers do not meet: a
 // thread takes VEC neighbouring points of one layer row, p^n of the 2 HV + 1 vectors around them in
 // registers (a vector load per VEC points instead of 2R + 1 scalar loads a point) and its slab
-// values as vectors; each point's sums are layer_point's, in its order, so the bits are the scalar
+// values as vectors; each point's update is layers.h's point_update, so the bits are the scalar
 // path's. The launch has 2 width / VEC threads a row over grid x (low layer, then high), the
 // planes over grid y.
 template <class T>
@@ -149,13 +149,10 @@ DEVICE void cpml_x_rows(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next
     if (half == 0 && !L.low[0]) return;
     const int t0 = (v - half * wv) * VEC;         // the first point's index in its layer
     const int x0 = half == 0 ? t0 : nx - w + t0;  // and its grid x
-    const AxisWeights& c = L.w[0];
-    const float* RESTRICT a = L.a[0];
-    const float* RESTRICT b = L.b[0];
     for (int z = L.z_begin + blockIdx.y; z < L.z_end; z += gridDim.y) {
         const i64 o = (i64)z * plane + (i64)y * pitch + x0;
         const i64 s = ((i64)z * ny + y) * (2 * w) + half * w + t0;
-        const float* RESTRICT phi = L.phi_in[0] + s;
+        const float* RESTRICT phi_in = L.phi_in[0] + s;
         float xr[(2 * HV + 1) * VEC];
 #pragma unroll
         for (int i = 0; i < 2 * HV + 1; i++) {
@@ -164,30 +161,20 @@ DEVICE void cpml_x_rows(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next
 #pragma unroll
             for (int j = 0; j < VEC; j++) xr[i * VEC + j] = p.v[j];
         }
-        const Vf res0 = vload(out + o), vv = vload(vel + o), ph = vload(phi), zeta = vload(L.zeta[0] + s);
+        const Vf res0 = vload(out + o), vv = vload(vel + o), zeta = vload(L.zeta[0] + s);
         Vf p0, res, phn, zn;
 #pragma unroll
         for (int j = 0; j < VEC; j++) {
-            const int t = t0 + j, q = x0 + j;
-            const float pc = xr[HV * VEC + j];
-            const float aq = a[q];
-            float dp = 0.0f, dphi = 0.0f, d2 = c.c2[0] * pc, sa = 0.0f;
+            float lo[R + 1], hi[R + 1];
 #pragma unroll
             for (int k = 1; k <= R; k++) {
-                const float lo = xr[HV * VEC + j - k], hi = xr[HV * VEC + j + k];
-                dp = fmaf(c.c1[k], hi - lo, dp);
-                if (t + k < w) dphi = fmaf(c.c1[k], phi[j + k], dphi);
-                if (t >= k) dphi = fmaf(-c.c1[k], phi[j - k], dphi);
-                d2 = fmaf(c.c2[k], lo + hi, d2);
-                const float ap = a_pair(a, aq, q + k, nx), am = a_pair(a, aq, q - k, nx);
-                sa = fmaf(c.c2[k], fmaf(ap, hi - pc, am * (lo - pc)), sa);
+                lo[k] = xr[HV * VEC + j - k];
+                hi[k] = xr[HV * VEC + j + k];
             }
-            const float bq = b[q];
-            const float dpsi = dphi + sa;
-            p0.v[j] = pc;
-            phn.v[j] = bq * fmaf(aq, dp, ph.v[j]);
-            zn.v[j] = fmaf(bq, zeta.v[j], aq * (d2 + dpsi));
-            res.v[j] = fmaf(vv.v[j], dpsi + zn.v[j], res0.v[j]);
+            p0.v[j] = xr[HV * VEC + j];
+            auto phi = [&](int k) { return phi_in[j + k]; };
+            res.v[j] = point_update<R>(res0.v[j], p0.v[j], lo, hi, vv.v[j], phi, zeta.v[j], L, 0, t0 + j, x0 + j, nx,
+                                       phn.v[j], zn.v[j]);
         }
         vstore(L.phi_out[0] + s, phn);
         vstore(L.zeta[0] + s, zn);

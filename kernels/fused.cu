@@ -159,7 +159,7 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
     __shared__ float yab[LAYERS == 2 ? 2 * TH : 1];
     if constexpr (LAYERS == 2) {
         if (ytile && lt < TH) {
-            const int y = rowb - R + lt, yc = y < 0 ? 0 : (y >= ny ? ny - 1 : y);
+            const int yc = clamp_index(rowb - R + lt, ny);
             yab[lt] = L.a[1][yc];
             yab[TH + lt] = L.b[1][yc];
         }

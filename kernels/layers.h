@@ -36,20 +36,23 @@ struct Layers {
 };
 static_assert(sizeof(Layers) == 376 && alignof(Layers) == 8, "Layers must match the host's struct");
 
-// The weight (a_q + a_m) / 2 of the pair (q, m) in D(a D p), a clamped at the ends of the n points.
-DEVICE float a_pair(const float* RESTRICT a, float aq, int m, int n) {
-    return 0.5f * (aq + a[m < 0 ? 0 : (m >= n ? n - 1 : m)]);
-}
+// Grid index m clamped to the n points of an axis (the profile a beyond the grid's ends).
+DEVICE int clamp_index(int m, int n) { return m < 0 ? 0 : (m >= n ? n - 1 : m); }
 
-// The correction of one point along one axis: `res` is p^{n+1} so far, p0 / lo[k] / hi[k] are p^n at
-// the point and k points below / above it along the axis, `s` the point's slab index and `ss` the
-// slab stride along the axis, `t` its index within its own layer (0 .. width - 1, inwards or
-// outwards: only t +- k < width matters), `q` its grid index along the axis of `n` points.
-template <int R>
-DEVICE float layer_point(float res, float p0, const float (&lo)[R + 1], const float (&hi)[R + 1], float vel,
-                         const Layers& L, int axis, i64 s, i64 ss, int t, int q, int n) {
+// The weight (a_q + a_m) / 2 of the pair (q, m) in D(a D p), a clamped at the ends of the n points.
+DEVICE float a_pair(const float* RESTRICT a, float aq, int m, int n) { return 0.5f * (aq + a[clamp_index(m, n)]); }
+
+// The update of one point along one axis, its slab values given and returned: `res` is p^{n+1} so
+// far, p0 / lo[k] / hi[k] are p^n at the point and k points below / above it along the axis,
+// `phi(k)` phi k points along the axis (read only inside the point's layer), `zeta` its zeta; `t` its
+// index within its own layer (0 .. width - 1, inwards or outwards: only t +- k < width matters), `q`
+// its grid index along the axis of `n` points. Returns p^{n+1} corrected; phi_new and zeta_new are
+// the point's new memory variables.
+template <int R, class Phi>
+DEVICE float point_update(float res, float p0, const float (&lo)[R + 1], const float (&hi)[R + 1], float vel, Phi phi,
+                          float zeta, const Layers& L, int axis, int t, int q, int n, float& phi_new,
+                          float& zeta_new) {
     const AxisWeights& c = L.w[axis];
-    const float* RESTRICT phi = L.phi_in[axis];
     const float* RESTRICT a = L.a[axis];
     const int w = L.width;
     const float aq = a[q];
@@ -57,18 +60,31 @@ DEVICE float layer_point(float res, float p0, const float (&lo)[R + 1], const fl
 #pragma unroll
     for (int k = 1; k <= R; k++) {
         dp = fmaf(c.c1[k], hi[k] - lo[k], dp);
-        if (t + k < w) dphi = fmaf(c.c1[k], phi[s + k * ss], dphi);
-        if (t >= k) dphi = fmaf(-c.c1[k], phi[s - k * ss], dphi);
+        if (t + k < w) dphi = fmaf(c.c1[k], phi(k), dphi);
+        if (t >= k) dphi = fmaf(-c.c1[k], phi(-k), dphi);
         d2 = fmaf(c.c2[k], lo[k] + hi[k], d2);
         const float ap = a_pair(a, aq, q + k, n), am = a_pair(a, aq, q - k, n);
         sa = fmaf(c.c2[k], fmaf(ap, hi[k] - p0, am * (lo[k] - p0)), sa);
     }
     const float bq = L.b[axis][q];
     const float dpsi = dphi + sa;
-    L.phi_out[axis][s] = bq * fmaf(aq, dp, phi[s]);
-    const float zn = fmaf(bq, L.zeta[axis][s], aq * (d2 + dpsi));
-    L.zeta[axis][s] = zn;
-    return fmaf(vel, dpsi + zn, res);
+    phi_new = bq * fmaf(aq, dp, phi(0));
+    zeta_new = fmaf(bq, zeta, aq * (d2 + dpsi));
+    return fmaf(vel, dpsi + zeta_new, res);
+}
+
+// point_update with the slab values read from and written to the slabs: `s` the point's slab
+// index and `ss` the slab stride along the axis.
+template <int R>
+DEVICE float layer_point(float res, float p0, const float (&lo)[R + 1], const float (&hi)[R + 1], float vel,
+                         const Layers& L, int axis, i64 s, i64 ss, int t, int q, int n) {
+    const float* RESTRICT phi_in = L.phi_in[axis];
+    auto phi = [&](int k) { return phi_in[s + k * ss]; };
+    float phi_new, zeta_new;
+    res = point_update<R>(res, p0, lo, hi, vel, phi, L.zeta[axis][s], L, axis, t, q, n, phi_new, zeta_new);
+    L.phi_out[axis][s] = phi_new;
+    L.zeta[axis][s] = zeta_new;
+    return res;
 }
 
 // A row's CPML profile values for layer_row: at(k), a k points along the axis from grid index q
@@ -78,10 +94,7 @@ struct AxisAB {
     const float* RESTRICT a;
     const float* RESTRICT b;
     int q, n;
-    DEVICE float at(int k) const {
-        const int m = q + k;
-        return a[m < 0 ? 0 : (m >= n ? n - 1 : m)];
-    }
+    DEVICE float at(int k) const { return a[clamp_index(q + k, n)]; }
     DEVICE float bq() const { return b[q]; }
 };
 struct RowAB {
@@ -245,7 +258,6 @@ DEVICE void add_layers(Vf& res, int r, const Vf (&q)[RY][QS], const Vf (*tile)[T
             res.v[j] = layer_point<R>(res.v[j], tile[r + R][col + HV].v[j], lo, hi, vv.v[j], L, 1, s0 + j, nx, t, y, ny);
         }
     }
-    if constexpr (YONLY) return;
     if (ix < w || ix + VEC > nx - w) {
         float xr[(2 * HV + 1) * VEC];
 #pragma unroll

@@ -181,6 +181,12 @@ fn y_layers_fit(shape: [usize; 3], width: usize, vec: u32) -> bool {
     shape[0].is_multiple_of(vec as usize) && shape[1] >= 2 * width
 }
 
+/// Whether cpml.cu takes the x layers by rows of vectors (its `x_rows`, which the launch matches):
+/// nx and the width multiples of VEC, the two layers apart.
+fn x_layers_by_rows(nx: u64, width: u64, vec: u64) -> bool {
+    nx.is_multiple_of(vec) && width.is_multiple_of(vec) && 2 * width <= nx
+}
+
 /// The CPML layers on the device and where a step computes them.
 struct CpmlDev<Rt: GpuRuntime> {
     /// In [`CPML_AXIS_ORDER`], the order their corrections are added.
@@ -867,8 +873,8 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                     // x and y slabs: grid z (or grid y, marching) over the planes asked for.
                     e[2] = span;
                 }
-                let (w, nx_u) = (c.width as u64, nx as u64);
-                let grid = if a.axis == 0 && march && nx_u % vec == 0 && w % vec == 0 && 2 * w <= nx_u {
+                let w = c.width as u64;
+                let grid = if a.axis == 0 && march && x_layers_by_rows(nx as u64, w, vec) {
                     // cpml.cu's x_rows: 2 width / VEC threads a row.
                     [(2 * w / vec * e[1]).div_ceil(128) as u32, e[2].min(65535) as u32, 1]
                 } else if a.axis > 0 && e[0] % vec == 0 && march {
