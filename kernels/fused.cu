@@ -87,7 +87,8 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
     __shared__ Vf tile[2][TH][TWV];
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int lt = ty * FX + tx;
-    const Chunk ch = block_chunk(window, ny, nz, TY);
+    Chunk ch = block_chunk(window, ny, nz, TY);
+    if (L.select >= 3) ch.owns = ch.owns && band_tile(ch, TY, ny, L);
     if (!ch.owns || !selected(ch, FX * VEC, TY, nx, ny, nz, L)) return;  // the whole block, before any barrier
     const int tile_x = ch.tile_x, nsteps = ch.nsteps, dz = ch.dz, zfirst = ch.zfirst;
     const int ix = (tile_x * FX + tx) * VEC;

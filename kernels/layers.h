@@ -181,6 +181,21 @@ DEVICE int layer_of(int i, int n, int w, bool low_absorbs, int& t) {
 // rows fused_step_ylayers computes (select 4) and fused_step leaves (select 3).
 DEVICE bool band_row(int y, const Layers& L) { return y < L.band_lo || y >= L.band_hi; }
 
+// Select 3 and 4 launch only their own tile rows (solver.rs, launch_interior_planes): the launch's
+// tile row index becomes the grid's, the rows from band_lo / tile_rows up to band_hi / tile_rows for
+// select 3, the others for select 4. False for a launch row past them (a banded grid's overhang).
+DEVICE bool band_tile(Chunk& ch, int tile_rows, int ny, const Layers& L) {
+    const int rows = (ny + tile_rows - 1) / tile_rows;
+    const int lo = L.band_lo / tile_rows, hi = L.band_hi / tile_rows < lo ? lo : L.band_hi / tile_rows;
+    const int t = ch.tile_y;
+    if (L.select == 3) {
+        ch.tile_y = t + lo;
+        return t < hi - lo;
+    }
+    ch.tile_y = t < lo ? t : t - lo + hi;
+    return t < rows - (hi - lo);
+}
+
 // Whether a fused block whose tile spans x0 .. x0 + tile_w - 1 and rows of the chunk's tile and
 // whose march covers the chunk's planes holds a layer point (select 1, 2; conservatively: past the
 // grid counts) or band rows (select 3, 4), and so whether a launch with L.select computes it.

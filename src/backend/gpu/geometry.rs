@@ -100,9 +100,24 @@ impl LaunchGeometry {
 
     /// [`fused_grid`](Self::fused_grid) for a launch over `nz` of the grid's z-planes.
     pub fn fused_grid_planes(&self, window: u32, nz: usize) -> [u32; 3] {
-        let [nx, ny, _] = self.shape;
-        let tx = nx.div_ceil(self.tuning.fused_tile_x()) as u32;
-        let ty = ny.div_ceil(self.tuning.fused_tile_y() as usize) as u32;
+        self.fused_grid_rows(window, nz, self.tile_rows())
+    }
+
+    /// Tile rows of the fused step's grid.
+    pub fn tile_rows(&self) -> u32 {
+        self.shape[1].div_ceil(self.tuning.fused_tile_y() as usize) as u32
+    }
+
+    /// Tiles in x of the fused step's grid.
+    pub fn tile_columns(&self) -> u32 {
+        self.shape[0].div_ceil(self.tuning.fused_tile_x()) as u32
+    }
+
+    /// [`fused_grid_planes`](Self::fused_grid_planes) for a launch over `ty` of the tile rows (the
+    /// y-layer pass's two launches, each over its own rows: fused.cu, band_tile).
+    pub fn fused_grid_rows(&self, window: u32, nz: usize, ty: u32) -> [u32; 3] {
+        let tx = self.tile_columns();
+        let ty = ty.max(1);
         let tz = (nz as u32).div_ceil(window);
         match self.tuning.order {
             2 => [ty, tx, tz],

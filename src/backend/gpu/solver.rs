@@ -4,7 +4,7 @@
 //! layers, source, receivers), in the order of `backend`'s module docs. The host waits only for
 //! snapshots, traces, step timings and the blow-up check.
 
-use super::geometry::{FUSED_SHORTEST, LAPLACIAN_SHORTEST, LaunchGeometry, field_extra};
+use super::geometry::{FUSED_SHORTEST, LAPLACIAN_SHORTEST, LaunchGeometry, best_window, field_extra};
 use super::kernels::{
     AxisWeights, CpmlAxis, CpmlAxisHalf, ExtractSection, FiniteCheck, FreeSurface, FreeSurfaceHalf, FusedStep,
     FusedStepHalf, HalfKernels, InjectSource, InjectSourceHalf, InsertSection, Kernels, Launch, Layers, PassWindowed,
@@ -107,6 +107,11 @@ fn march_segments(blocks: u64, multiprocessors: u64, width: u64, radius: u64) ->
     (1..=(width / 4).max(1)).min_by_key(|&s| (cost(s), s)).unwrap_or(1)
 }
 
+/// Planes a fused_step_ylayers chunk primes its rings with, per unit of the radius, as
+/// [`choose_y_pass_windows`](GpuSolver::choose_y_pass_windows) costs them: the block is alone on its
+/// multiprocessor, so nothing hides its start.
+const Y_PASS_PRIMING: usize = 2;
+
 /// The rows of the fused step's tiles of `tile_rows` rows that hold y-layer rows (`width` a
 /// layer) on `ny` rows: those below the first value and from the second on.
 fn y_band(ny: i32, width: i32, tile_rows: i32) -> (i32, i32) {
@@ -114,6 +119,16 @@ fn y_band(ny: i32, width: i32, tile_rows: i32) -> (i32, i32) {
     let lo = ((width - 1).max(0) / tile_rows + 1) * tile_rows;
     let hi = (ny - width).max(0) / tile_rows * tile_rows;
     (lo.min(ny), hi)
+}
+
+/// Tile rows of the y-layer pass's two launches ([`LayerPass::YLayers`]) on `ny` rows in tiles of
+/// `tile_rows`: those between the y layers' tiles (fused_step, select 3) and those holding y-layer
+/// rows (fused_step_ylayers, select 4), as fused.cu's band_tile maps them.
+fn y_pass_rows(ny: i32, width: i32, tile_rows: i32) -> (u32, u32) {
+    let tile_rows = tile_rows.max(1);
+    let (lo, hi) = y_band(ny, width, tile_rows);
+    let inner = (hi / tile_rows - lo / tile_rows).max(0) as u32;
+    (inner, (ny.max(0) as u32).div_ceil(tile_rows as u32) - inner)
 }
 
 pub(crate) fn kernel_name(k: KernelChoice) -> &'static str {
@@ -154,8 +169,9 @@ pub enum LayerPass {
 }
 
 /// The share of a grid's points in its two y layers from which [`LayerPass::for_grid`] computes
-/// them in the pass (measured: kernels/NOTES.md, session 22).
-pub const Y_LAYERS_IN_PASS_FROM: f64 = 0.4;
+/// them in the pass (measured on an H200 with each launch over its own tile rows: faster at 20%
+/// and 62%, equal at 7.8%; kernels/NOTES.md, sessions 22 and 23).
+pub const Y_LAYERS_IN_PASS_FROM: f64 = 0.15;
 
 impl LayerPass {
     /// The default for a grid of `ny` rows with CPML layers `width` points wide: the y layers in
@@ -333,6 +349,8 @@ pub struct GpuSolver<Rt: GpuRuntime> {
     window: u32,
     /// z-planes per block of the Laplacian-only operator (its own automatic choice).
     laplacian_window: u32,
+    /// z-planes per block of the y-layer pass's two launches ([`LayerPass::YLayers`] only).
+    y_pass_windows: (u32, u32),
     free_surface: bool,
     weights: StencilWeights,
     axis_weights: [AxisWeights; 3],
@@ -559,6 +577,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             geometry,
             window: 0,
             laplacian_window: 0,
+            y_pass_windows: (1, 1),
             free_surface: b.free_surface,
             weights,
             axis_weights,
@@ -585,6 +604,12 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             rt,
         };
         s.set_window(s.choose_window(FUSED_SHORTEST));
+        if let Some(c) = s.cpml.as_ref().filter(|c| c.pass == LayerPass::YLayers) {
+            let with_y = s.f.fused_ylayers.context("fused_step_ylayers not compiled")?;
+            let shared = tuning.dynamic_shared_bytes(r, false) + tuning.layer_tile_bytes(r, true);
+            let per_sm = s.rt.resident_blocks(with_y, tuning.block_x * tuning.block_y, shared).unwrap_or(1);
+            s.y_pass_windows = s.choose_y_pass_windows(c.width, per_sm * s.rt.multiprocessors());
+        }
         // Always automatic: a tuned window is the full step's (H100, 512^3: the tuner's 4 planes
         // gave the Laplacian-only operator 73.4% of copy, 12 and 16 planes 90.6% and 89.4%).
         s.laplacian_window = s.geometry.guarded_window(s.geometry.auto_window(LAPLACIAN_SHORTEST));
@@ -723,6 +748,37 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         self.cpml.as_ref().map_or(LayerPass::After, |c| c.pass)
     }
 
+    /// The y-layer pass's windows: the plain launch's as the fused step's, over its own tiles; the
+    /// y-layer launch's over its tiles and the blocks of it that fit at once, with the planes a
+    /// chunk primes its ring with counted (SEISMIC_YLAYER_WINDOW overrides it).
+    fn choose_y_pass_windows(&self, width: i32, band_resident: u32) -> (u32, u32) {
+        let g = &self.geometry;
+        let (inner_rows, band_rows) = y_pass_rows(g.shape[1] as i32, width, g.tuning.fused_tile_y() as i32);
+        let (tx, nz, r) = (g.tile_columns() as usize, g.shape[2], self.radius);
+        let inner = match g.tuning.window {
+            0 => best_window(tx * inner_rows as usize, nz, g.resident_blocks as usize, 0, FUSED_SHORTEST),
+            w => w,
+        };
+        let band = match std::env::var("SEISMIC_YLAYER_WINDOW").ok().and_then(|v| v.parse().ok()) {
+            Some(w) if w > 0 => w,
+            _ => best_window(
+                tx * band_rows as usize,
+                nz,
+                band_resident.max(1) as usize,
+                Y_PASS_PRIMING * r,
+                FUSED_SHORTEST,
+            ),
+        };
+        let guard = |w: u32, rows: u32| {
+            let mut w = w.max(1);
+            while g.fused_grid_rows(w, nz, rows)[2] > 65535 && (w as usize) < nz {
+                w = w.saturating_mul(2).min(nz as u32);
+            }
+            w
+        };
+        (guard(inner, inner_rows), guard(band, band_rows))
+    }
+
     /// Sets the z-window of the fused step and of the Laplacian-only operator
     /// ([`LaunchGeometry::guarded_window`]).
     pub fn set_window(&mut self, window: u32) {
@@ -796,10 +852,25 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 let layers = |c: &CpmlDev<Rt>, select| c.layers(&self.axis_weights, select, planes.clone());
                 match &self.cpml {
                     Some(c) if c.pass == LayerPass::YLayers => {
+                        // Two launches, each over its own tile rows with its own window (band_tile).
                         let with_y = self.f.fused_ylayers.context("fused_step_ylayers not compiled")?;
                         let (band_lo, band_hi) = y_band(ny, c.width, t.fused_tile_y() as i32);
-                        fused(self.f.fused, shared, Layers { band_lo, band_hi, ..layers(c, 3) })?;
-                        fused(with_y, layer_shared, Layers { band_lo, band_hi, ..layers(c, 4) })
+                        let (inner_rows, band_rows) = y_pass_rows(ny, c.width, t.fused_tile_y() as i32);
+                        let g = &self.geometry;
+                        let launch = |f: Rt::Function, shared: u32, window: u32, rows: u32, select: i32| {
+                            if rows == 0 {
+                                return Ok(());
+                            }
+                            let grid = g.fused_grid_rows(window, planes.len(), rows);
+                            let l = Launch { grid, block: [t.block_x, t.block_y, 1], shared };
+                            let layers = Layers { band_lo, band_hi, ..layers(c, select) };
+                            let window = window as i32;
+                            FusedStep { cur, out, vel, gx, gy, gz, w, nx, ny, nz, pitch, plane, window, layers }
+                                .launch(&*self.rt, f, l)
+                        };
+                        let (inner_window, band_window) = self.y_pass_windows;
+                        launch(self.f.fused, shared, inner_window, inner_rows, 3)?;
+                        launch(with_y, layer_shared, band_window, band_rows, 4)
                     }
                     Some(c) if matches!(c.pass, LayerPass::Split | LayerPass::One) => {
                         let with_layers = self.f.fused_layers.context("fused_step_layers not compiled")?;
@@ -1411,7 +1482,7 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
 
 #[cfg(test)]
 mod tests {
-    use super::{LayerPass, march_segments, y_band, y_layers_fit};
+    use super::{LayerPass, march_segments, y_band, y_layers_fit, y_pass_rows};
 
     #[test]
     fn the_y_band_is_the_rows_of_the_tiles_that_hold_y_layer_rows() {
@@ -1431,17 +1502,59 @@ mod tests {
         assert_eq!(y_band(200, 24, 8), (24, 176));
     }
 
+    /// fused.cu's band_tile, as the y-layer pass's two launches map their tile rows: every tile
+    /// row of the grid is computed once, by the launch its rows call for.
+    #[test]
+    fn the_y_pass_launches_cover_every_tile_row_once() {
+        let band_tile = |t: i32, select: i32, tile_rows: i32, ny: i32, (band_lo, band_hi): (i32, i32)| {
+            let rows = (ny + tile_rows - 1) / tile_rows;
+            let lo = band_lo / tile_rows;
+            let hi = (band_hi / tile_rows).max(lo);
+            if select == 3 {
+                (t + lo, t < hi - lo)
+            } else {
+                (if t < lo { t } else { t - lo + hi }, t < rows - (hi - lo))
+            }
+        };
+        for ny in 1..70 {
+            for width in 1..=ny.min(24) {
+                for tile_rows in 1..=16 {
+                    let band = y_band(ny, width, tile_rows);
+                    let (inner, outer) = y_pass_rows(ny, width, tile_rows);
+                    let mut seen = vec![0; ((ny + tile_rows - 1) / tile_rows) as usize];
+                    // Launch rows past the launch's own (a banded grid's overhang) compute nothing.
+                    for (select, launch_rows) in [(3, inner), (4, outer)] {
+                        for t in 0..launch_rows as i32 + 3 {
+                            let (row, owns) = band_tile(t, select, tile_rows, ny, band);
+                            assert_eq!(owns, t < launch_rows as i32, "ny {ny} width {width} tiles {tile_rows}");
+                            if owns {
+                                let y0 = row * tile_rows;
+                                let in_band = y0 < band.0 || y0 >= band.1;
+                                assert_eq!(in_band, select == 4, "ny {ny} width {width} tiles {tile_rows} row {row}");
+                                seen[row as usize] += 1;
+                            }
+                        }
+                    }
+                    assert!(seen.iter().all(|&n| n == 1), "ny {ny} width {width} tiles {tile_rows}: {seen:?}");
+                }
+            }
+        }
+        // marmousi-large's 25 tile rows: 19 between the layers, 3 + 3 holding y-layer rows.
+        assert_eq!(y_pass_rows(200, 20, 8), (19, 6));
+    }
+
     #[test]
     fn the_y_layers_go_in_the_pass_where_they_are_a_large_share() {
         if std::env::var_os("SEISMIC_LAYER_PASS").is_some() {
             return; // the knob overrides the rule (tested where it is unset, as in CI)
         }
-        // marmousi.toml (64 rows, 20-point layers: 62%) in the pass; marmousi-large (200 rows,
-        // 24: 24%), 256^3 (16%), 512^3 (7.8%) and 1024^3 (3.9%) after it.
-        for (ny, width) in [(64, 20), (90, 20)] {
+        // marmousi.toml (64 rows, 20-point layers: 62%), marmousi-large (200 rows, 24: 24%),
+        // seismic-bench's 2400 x 200 x 600 (20%) and 256^3 (16%) in the pass; 512^3 (7.8%) and
+        // 1024^3 (3.9%) after it.
+        for (ny, width) in [(64, 20), (90, 20), (200, 24), (200, 20), (256, 20)] {
             assert_eq!(LayerPass::for_grid(ny, width), LayerPass::YLayers, "{ny} rows");
         }
-        for (ny, width) in [(200, 24), (256, 20), (512, 20), (1024, 20), (100, 0)] {
+        for (ny, width) in [(512, 20), (1024, 20), (100, 0)] {
             assert_eq!(LayerPass::for_grid(ny, width), LayerPass::After, "{ny} rows");
         }
         assert!(y_layers_fit([960, 64, 240], 20, 4));
