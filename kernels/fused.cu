@@ -92,7 +92,7 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
     if (!ch.owns || !selected(ch, FX * VEC, TY, nx, ny, nz, L)) return;  // the whole block, before any barrier
     const int tile_x = ch.tile_x, nsteps = ch.nsteps, dz = ch.dz, zfirst = ch.zfirst;
     const int ix = (tile_x * FX + tx) * VEC;
-    const int rowb = ch.tile_y * TY;  // first grid row of the tile
+    const int rowb = ch.row0;  // first grid row of the tile
     const int iy = rowb + ty * RY;    // the thread's first row; its rows are iy .. iy + RY - 1
     const i64 col = (i64)iy * pitch + ix;
     // Threads ty < R also fetch tile rows ty (grid row rowb + ty - R) and ty + TY + R (grid row
@@ -112,6 +112,11 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
     bool row_in[RY];
 #pragma unroll
     for (int r = 0; r < RY; r++) row_in[r] = col_in && iy + r < ny;
+    // fused_step_ylayers stores band rows only (its tiles may reach into the gap); fused_step's
+    // under select 3 tile the gap exactly (band_tile).
+    bool row_stored[RY];
+#pragma unroll
+    for (int r = 0; r < RY; r++) row_stored[r] = iy + r < ny && (LAYERS != 2 || band_row(iy + r, L));
     const bool ylo_in = col_in && rowb + ty - R >= 0;
     const bool yhi_in = col_in && rowb + TY + ty < ny;
     const bool xhalo_in = rowb + xrow - R < ny && vec_in_x((tile_x * FX - HV + xcolv) * VEC, nx);
@@ -359,9 +364,7 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
                                                          nz, L, ytile, yslot(s) + ty * RY * FX,
                                                          yslot(s)[(TH + ty * RY + r) * FX + tx], yab + ty * RY,
                                                          yab + TH + ty * RY);
-            // fused_step_ylayers stores band rows only (fused_step's, had its tiles another height).
-            store_row(out + (i64)z * plane + col + (i64)r * pitch, res, ix, nx,
-                      iy + r < ny && (LAYERS != 2 || band_row(iy + r, L)));
+            store_row(out + (i64)z * plane + col + (i64)r * pitch, res, ix, nx, row_stored[r]);
         }
     }
 }

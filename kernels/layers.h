@@ -181,18 +181,22 @@ DEVICE int layer_of(int i, int n, int w, bool low_absorbs, int& t) {
 // rows fused_step_ylayers computes (select 4) and fused_step leaves (select 3).
 DEVICE bool band_row(int y, const Layers& L) { return y < L.band_lo || y >= L.band_hi; }
 
-// Select 3 and 4 launch only their own tile rows (solver.rs, launch_interior_planes): the launch's
-// tile row index becomes the grid's, the rows from band_lo / tile_rows up to band_hi / tile_rows for
-// select 3, the others for select 4. False for a launch row past them (a banded grid's overhang).
+// Select 3 and 4 launch only their own tiles (solver.rs, launch_interior_planes, y_mode_band).
+// Select 4 (fused_step_ylayers, whose tile height divides band_lo and band_hi): the launch's tile
+// row index becomes the grid's, the rows below band_lo and from band_hi on. Select 3 (fused_step,
+// tiles of its own height, which divides band_hi - band_lo): the launch's tiles follow each other
+// from row band_lo up to band_hi. False for a launch tile past them (a banded grid's overhang).
 DEVICE bool band_tile(Chunk& ch, int tile_rows, int ny, const Layers& L) {
-    const int rows = (ny + tile_rows - 1) / tile_rows;
-    const int lo = L.band_lo / tile_rows, hi = L.band_hi / tile_rows < lo ? lo : L.band_hi / tile_rows;
     const int t = ch.tile_y;
+    const int lo_row = L.band_lo, hi_row = L.band_hi < lo_row ? lo_row : L.band_hi;
     if (L.select == 3) {
-        ch.tile_y = t + lo;
-        return t < hi - lo;
+        ch.row0 = lo_row + t * tile_rows;
+        return ch.row0 < hi_row;
     }
+    const int rows = (ny + tile_rows - 1) / tile_rows;
+    const int lo = lo_row / tile_rows, hi = hi_row / tile_rows;
     ch.tile_y = t < lo ? t : t - lo + hi;
+    ch.row0 = ch.tile_y * tile_rows;
     return t < rows - (hi - lo);
 }
 
@@ -204,8 +208,8 @@ DEVICE bool band_tile(Chunk& ch, int tile_rows, int ny, const Layers& L) {
 DEVICE bool selected(const Chunk& ch, int tile_w, int tile_rows, int nx, int ny, int nz, const Layers& L) {
     if (L.select == 0) return true;
     const int w = L.width;
-    const int x0 = ch.tile_x * tile_w, y0 = ch.tile_y * tile_rows;
-    if (L.select == 3) return !band_row(y0, L);  // a whole tile of fused_step's is in or out
+    const int x0 = ch.tile_x * tile_w, y0 = ch.row0;
+    if (L.select == 3) return !band_row(y0, L);  // the tile starts inside the band's gap
     if (L.select == 4) return band_row(y0, L) || band_row(imin(y0 + tile_rows, ny) - 1, L);
     const bool y_rows = w > 0 && (y0 < w || y0 + tile_rows > ny - w);
     const int zlo = ch.dz > 0 ? ch.zfirst : ch.zfirst - ch.nsteps + 1;

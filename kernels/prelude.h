@@ -409,6 +409,7 @@ DEVICE void vstore_guarded(float* p, const Vf& a, int valid) {
 // blocks past the last tile row of the last band (banded order), which must leave before any barrier.
 struct Chunk {
     int tile_x, tile_y, nsteps, dz, zfirst;
+    int row0;  // the tile's first grid row: tile_y * tile_rows, or where band_tile puts it
     bool owns;
 };
 DEVICE Chunk block_chunk(int window, int ny, int nz, int tile_rows) {
@@ -423,7 +424,8 @@ DEVICE Chunk block_chunk(int window, int ny, int nz, int tile_rows) {
     c.tile_x = ORDER == 2 ? blockIdx.y : blockIdx.x;
     c.tile_y = ORDER == 2 ? blockIdx.x : blockIdx.y;
 #endif
-    c.owns = c.tile_y * tile_rows < ny;
+    c.row0 = c.tile_y * tile_rows;
+    c.owns = c.row0 < ny;
     const int z0 = chunk * window;
     c.nsteps = imin(z0 + window, nz) - z0;
     const bool down = (ORDER == 1 || ORDER == 2) && (chunk & 1);

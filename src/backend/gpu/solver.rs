@@ -121,14 +121,37 @@ fn y_band(ny: i32, width: i32, tile_rows: i32) -> (i32, i32) {
     (lo.min(ny), hi)
 }
 
-/// Tile rows of the y-layer pass's two launches ([`LayerPass::YLayers`]) on `ny` rows in tiles of
-/// `tile_rows`: those between the y layers' tiles (fused_step, select 3) and those holding y-layer
-/// rows (fused_step_ylayers, select 4), as fused.cu's band_tile maps them.
-fn y_pass_rows(ny: i32, width: i32, tile_rows: i32) -> (u32, u32) {
-    let tile_rows = tile_rows.max(1);
-    let (lo, hi) = y_band(ny, width, tile_rows);
-    let inner = (hi / tile_rows - lo / tile_rows).max(0) as u32;
-    (inner, (ny.max(0) as u32).div_ceil(tile_rows as u32) - inner)
+/// The y mode's band (fused.cu, band_tile): rows below the first value and from the second on go
+/// to fused_step_ylayers in tiles of `band_tile` rows, those between to fused_step in tiles of
+/// `gap_tile` rows. [`y_band`] for the y-layer tiles, its gap shortened to a whole number of both
+/// tile heights, so that either launch's tiles end where the other's begin (the y-layer kernel
+/// then computes up to lcm - 1 rows of the gap's as well).
+fn y_mode_band(ny: i32, width: i32, band_tile: i32, gap_tile: i32) -> (i32, i32) {
+    let (band_tile, gap_tile) = (band_tile.max(1), gap_tile.max(1));
+    let (lo, hi) = y_band(ny, width, band_tile);
+    let both = band_tile / gcd(band_tile, gap_tile) * gap_tile;
+    if hi <= lo { (lo, hi) } else { (lo, lo + (hi - lo) / both * both) }
+}
+
+fn gcd(a: i32, b: i32) -> i32 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// Tiles of each of the y mode's launches over the band `(lo, hi)` ([`y_mode_band`]) of `ny` rows:
+/// fused_step's between (tiles of `gap_tile` rows), fused_step_ylayers's outside (`band_tile`).
+fn y_mode_tiles(ny: i32, (lo, hi): (i32, i32), band_tile: i32, gap_tile: i32) -> (u32, u32) {
+    let (band_tile, gap_tile) = (band_tile.max(1), gap_tile.max(1));
+    let gap = (hi - lo).max(0);
+    ((gap / gap_tile) as u32, ((ny.max(0) + band_tile - 1) / band_tile - gap / band_tile) as u32)
+}
+
+/// fused_step_ylayers's launch shape, geometry and module in the y mode; `windows`: z-planes per
+/// block of the y mode's two launches (the plain fused_step's, fused_step_ylayers's).
+struct YPass<Rt: GpuRuntime> {
+    geometry: LaunchGeometry,
+    shared: u32,
+    windows: (u32, u32),
+    _module: Rt::Module,
 }
 
 pub(crate) fn kernel_name(k: KernelChoice) -> &'static str {
@@ -349,8 +372,8 @@ pub struct GpuSolver<Rt: GpuRuntime> {
     window: u32,
     /// z-planes per block of the Laplacian-only operator (its own automatic choice).
     laplacian_window: u32,
-    /// z-planes per block of the y-layer pass's two launches ([`LayerPass::YLayers`] only).
-    y_pass_windows: (u32, u32),
+    /// fused_step_ylayers's shape and module ([`LayerPass::YLayers`] only).
+    y_pass: Option<YPass<Rt>>,
     free_surface: bool,
     weights: StencilWeights,
     axis_weights: [AxisWeights; 3],
@@ -437,10 +460,11 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let b = &problem.boundary;
         let tuning = if half { tuning.for_half(r) } else { tuning }.effective(r);
         // fused_step_layers and fused_step_ylayers (fused.cu; fused_ring.cu has no layer path),
-        // where their shared memory fits; the y layers in the pass take their own launch shape
-        // for the whole step.
+        // where their shared memory fits. fused_step_ylayers takes a launch shape of its own, in a
+        // module of its own, while the plain fused_step between the y layers keeps the interior's
+        // (without the tile ring: fused_ring.cu has no launch over part of the tiles).
         let in_pass_shape = if layer_pass == LayerPass::YLayers { tuning.for_ylayers(r) } else { tuning };
-        let (layer_pass, tuning) = if layer_pass != LayerPass::After
+        let layer_pass = if layer_pass != LayerPass::After
             && !half
             && rt.vendor() != "hip"
             && b.kind == BoundaryKind::Cpml
@@ -448,11 +472,19 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             && in_pass_shape.layer_tile_fits(r, layer_pass == LayerPass::YLayers)
             && (layer_pass != LayerPass::YLayers || y_layers_fit(shape, b.width, in_pass_shape.vec))
         {
-            (layer_pass, in_pass_shape)
+            layer_pass
         } else {
-            (LayerPass::After, tuning)
+            LayerPass::After
+        };
+        let (tuning, y_tuning) = match layer_pass {
+            LayerPass::YLayers => (Tuning { tile_ring: 0, ..tuning }.effective(r), Some(in_pass_shape)),
+            LayerPass::After => (tuning, None),
+            LayerPass::Split | LayerPass::One => (in_pass_shape, None),
         };
         tuning.check(r)?;
+        if let Some(t) = &y_tuning {
+            t.check(r)?;
+        }
         ensure!(
             shape.iter().all(|&n| n < i32::MAX as usize / 2),
             "grid {shape:?} is too large for 32-bit indices along an axis"
@@ -461,24 +493,35 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         check_fits(problem, kernel, &rt.device_name(), free as u64, total as u64)?;
         let rt = Rc::new(rt);
         let sponge = b.kind == BoundaryKind::Sponge;
-        let mut options = kernel_options(r, &tuning, sponge, false, layer_pass);
+        let module_pass = if layer_pass == LayerPass::YLayers { LayerPass::After } else { layer_pass };
+        let mut options = kernel_options(r, &tuning, sponge, false, module_pass);
         let module = if half {
             options.push("-DHALF=1".into());
             load_kernels(&*rt, &sources::half_step(&tuning), &options)?
         } else {
             load_kernels(&*rt, &sources::step(&tuning), &options)?
         };
-        let f = Kernels::load(&*rt, &module)?;
+        let mut f = Kernels::load(&*rt, &module)?;
+        let y_module = match &y_tuning {
+            Some(t) => {
+                let m =
+                    load_kernels(&*rt, &[sources::FUSED], &kernel_options(r, t, sponge, false, LayerPass::YLayers))?;
+                f.fused_ylayers = Some(rt.function(&m, "fused_step_ylayers")?);
+                Some(m)
+            }
+            None => None,
+        };
         let half_f = if half { Some(HalfKernels::load(&*rt, &module)?) } else { None };
         if let Some(h) = &half_f {
             rt.allow_dynamic_shared(h.fused, tuning.half_ring_bytes())?;
         }
         rt.allow_dynamic_shared(f.fused, tuning.dynamic_shared_bytes(r, false))?;
-        for (layers, ylayers) in [(f.fused_layers, false), (f.fused_ylayers, true)] {
-            if let Some(k) = layers {
-                let bytes = tuning.dynamic_shared_bytes(r, false) + tuning.layer_tile_bytes(r, ylayers);
-                rt.allow_dynamic_shared(k, bytes)?;
-            }
+        if let Some(k) = f.fused_layers {
+            rt.allow_dynamic_shared(k, tuning.dynamic_shared_bytes(r, false) + tuning.layer_tile_bytes(r, false))?;
+        }
+        let y_shared = y_tuning.map(|t| t.dynamic_shared_bytes(r, false) + t.layer_tile_bytes(r, true));
+        if let (Some(k), Some(bytes)) = (f.fused_ylayers, y_shared) {
+            rt.allow_dynamic_shared(k, bytes)?;
         }
 
         // Weights exactly as the CPU reference rounds them.
@@ -577,7 +620,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             geometry,
             window: 0,
             laplacian_window: 0,
-            y_pass_windows: (1, 1),
+            y_pass: None,
             free_surface: b.free_surface,
             weights,
             axis_weights,
@@ -604,11 +647,12 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             rt,
         };
         s.set_window(s.choose_window(FUSED_SHORTEST));
-        if let Some(c) = s.cpml.as_ref().filter(|c| c.pass == LayerPass::YLayers) {
+        if let (Some(c), Some(t), Some(module), Some(shared)) = (&s.cpml, y_tuning, y_module, y_shared) {
             let with_y = s.f.fused_ylayers.context("fused_step_ylayers not compiled")?;
-            let shared = tuning.dynamic_shared_bytes(r, false) + tuning.layer_tile_bytes(r, true);
-            let per_sm = s.rt.resident_blocks(with_y, tuning.block_x * tuning.block_y, shared).unwrap_or(1);
-            s.y_pass_windows = s.choose_y_pass_windows(c.width, per_sm * s.rt.multiprocessors());
+            let per_sm = s.rt.resident_blocks(with_y, t.block_x * t.block_y, shared).unwrap_or(1);
+            let geometry = LaunchGeometry::new(shape, r, t, per_sm.max(1) * s.rt.multiprocessors());
+            let windows = s.choose_y_pass_windows(&geometry, c.width);
+            s.y_pass = Some(YPass { geometry, shared, windows, _module: module });
         }
         // Always automatic: a tuned window is the full step's (H100, 512^3: the tuner's 4 planes
         // gave the Laplacian-only operator 73.4% of copy, 12 and 16 planes 90.6% and 89.4%).
@@ -749,34 +793,42 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
     }
 
     /// The y-layer pass's windows: the plain launch's as the fused step's, over its own tiles; the
-    /// y-layer launch's over its tiles and the blocks of it that fit at once, with the planes a
-    /// chunk primes its ring with counted (SEISMIC_YLAYER_WINDOW overrides it).
-    fn choose_y_pass_windows(&self, width: i32, band_resident: u32) -> (u32, u32) {
+    /// y-layer launch's (`y`, its geometry) over its tiles and the blocks of it that fit at once,
+    /// with the planes a chunk primes its rings with counted (SEISMIC_YLAYER_WINDOW overrides it).
+    fn choose_y_pass_windows(&self, y: &LaunchGeometry, width: i32) -> (u32, u32) {
         let g = &self.geometry;
-        let (inner_rows, band_rows) = y_pass_rows(g.shape[1] as i32, width, g.tuning.fused_tile_y() as i32);
-        let (tx, nz, r) = (g.tile_columns() as usize, g.shape[2], self.radius);
-        let inner = match g.tuning.window {
-            0 => best_window(tx * inner_rows as usize, nz, g.resident_blocks as usize, 0, FUSED_SHORTEST),
+        let (ny, nz, r) = (g.shape[1] as i32, g.shape[2], self.radius);
+        let (band_tile, gap_tile) = (y.tuning.fused_tile_y() as i32, g.tuning.fused_tile_y() as i32);
+        let band = y_mode_band(ny, width, band_tile, gap_tile);
+        let (gap_rows, band_rows) = y_mode_tiles(ny, band, band_tile, gap_tile);
+        let gap = match g.tuning.window {
+            0 => best_window(
+                g.tile_columns() as usize * gap_rows as usize,
+                nz,
+                g.resident_blocks as usize,
+                0,
+                FUSED_SHORTEST,
+            ),
             w => w,
         };
-        let band = match std::env::var("SEISMIC_YLAYER_WINDOW").ok().and_then(|v| v.parse().ok()) {
+        let band_window = match std::env::var("SEISMIC_YLAYER_WINDOW").ok().and_then(|v| v.parse().ok()) {
             Some(w) if w > 0 => w,
             _ => best_window(
-                tx * band_rows as usize,
+                y.tile_columns() as usize * band_rows as usize,
                 nz,
-                band_resident.max(1) as usize,
+                y.resident_blocks as usize,
                 Y_PASS_PRIMING * r,
                 FUSED_SHORTEST,
             ),
         };
-        let guard = |w: u32, rows: u32| {
+        let guard = |g: &LaunchGeometry, w: u32, rows: u32| {
             let mut w = w.max(1);
             while g.fused_grid_rows(w, nz, rows)[2] > 65535 && (w as usize) < nz {
                 w = w.saturating_mul(2).min(nz as u32);
             }
             w
         };
-        (guard(inner, inner_rows), guard(band, band_rows))
+        (guard(g, gap, gap_rows), guard(y, band_window, band_rows))
     }
 
     /// Sets the z-window of the fused step and of the Laplacian-only operator
@@ -847,30 +899,32 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         }
         match op {
             Operator::Fused => {
-                let layer_shared = shared
-                    + t.layer_tile_bytes(self.radius, self.cpml.as_ref().is_some_and(|c| c.pass == LayerPass::YLayers));
+                let layer_shared = shared + t.layer_tile_bytes(self.radius, false);
                 let layers = |c: &CpmlDev<Rt>, select| c.layers(&self.axis_weights, select, planes.clone());
                 match &self.cpml {
                     Some(c) if c.pass == LayerPass::YLayers => {
-                        // Two launches, each over its own tile rows with its own window (band_tile).
+                        // Two launches, each over its own tiles with its own shape and window
+                        // (fused.cu, band_tile): the y-layer tiles' rows set the band.
                         let with_y = self.f.fused_ylayers.context("fused_step_ylayers not compiled")?;
-                        let (band_lo, band_hi) = y_band(ny, c.width, t.fused_tile_y() as i32);
-                        let (inner_rows, band_rows) = y_pass_rows(ny, c.width, t.fused_tile_y() as i32);
-                        let g = &self.geometry;
-                        let launch = |f: Rt::Function, shared: u32, window: u32, rows: u32, select: i32| {
+                        let y = self.y_pass.as_ref().context("the y pass's shape not set")?;
+                        let yt = &y.geometry.tuning;
+                        let (band_tile, gap_tile) = (yt.fused_tile_y() as i32, t.fused_tile_y() as i32);
+                        let (band_lo, band_hi) = y_mode_band(ny, c.width, band_tile, gap_tile);
+                        let (gap_rows, band_rows) = y_mode_tiles(ny, (band_lo, band_hi), band_tile, gap_tile);
+                        let launch = |f: Rt::Function, g: &LaunchGeometry, shared: u32, window: u32, rows, select| {
                             if rows == 0 {
                                 return Ok(());
                             }
                             let grid = g.fused_grid_rows(window, planes.len(), rows);
-                            let l = Launch { grid, block: [t.block_x, t.block_y, 1], shared };
+                            let l = Launch { grid, block: [g.tuning.block_x, g.tuning.block_y, 1], shared };
                             let layers = Layers { band_lo, band_hi, ..layers(c, select) };
                             let window = window as i32;
                             FusedStep { cur, out, vel, gx, gy, gz, w, nx, ny, nz, pitch, plane, window, layers }
                                 .launch(&*self.rt, f, l)
                         };
-                        let (inner_window, band_window) = self.y_pass_windows;
-                        launch(self.f.fused, shared, inner_window, inner_rows, 3)?;
-                        launch(with_y, layer_shared, band_window, band_rows, 4)
+                        let (gap_window, band_window) = y.windows;
+                        launch(self.f.fused, &self.geometry, shared, gap_window, gap_rows, 3)?;
+                        launch(with_y, &y.geometry, y.shared, band_window, band_rows, 4)
                     }
                     Some(c) if matches!(c.pass, LayerPass::Split | LayerPass::One) => {
                         let with_layers = self.f.fused_layers.context("fused_step_layers not compiled")?;
@@ -1482,7 +1536,7 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
 
 #[cfg(test)]
 mod tests {
-    use super::{LayerPass, march_segments, y_band, y_layers_fit, y_pass_rows};
+    use super::{LayerPass, march_segments, y_band, y_layers_fit, y_mode_band, y_mode_tiles};
 
     #[test]
     fn the_y_band_is_the_rows_of_the_tiles_that_hold_y_layer_rows() {
@@ -1502,45 +1556,59 @@ mod tests {
         assert_eq!(y_band(200, 24, 8), (24, 176));
     }
 
-    /// fused.cu's band_tile, as the y-layer pass's two launches map their tile rows: every tile
-    /// row of the grid is computed once, by the launch its rows call for.
+    /// fused.cu's band_tile and the stores it guards, as the y mode's two launches map their
+    /// tiles (fused_step_ylayers's of `band_tile` rows, fused_step's of `gap_tile` rows): every
+    /// grid row is stored once, and every y-layer row by the y-layer kernel.
     #[test]
-    fn the_y_pass_launches_cover_every_tile_row_once() {
-        let band_tile = |t: i32, select: i32, tile_rows: i32, ny: i32, (band_lo, band_hi): (i32, i32)| {
-            let rows = (ny + tile_rows - 1) / tile_rows;
-            let lo = band_lo / tile_rows;
-            let hi = (band_hi / tile_rows).max(lo);
-            if select == 3 {
-                (t + lo, t < hi - lo)
-            } else {
-                (if t < lo { t } else { t - lo + hi }, t < rows - (hi - lo))
-            }
-        };
-        for ny in 1..70 {
+    fn the_y_mode_launches_store_every_row_once() {
+        for ny in 1..80 {
             for width in 1..=ny.min(24) {
-                for tile_rows in 1..=16 {
-                    let band = y_band(ny, width, tile_rows);
-                    let (inner, outer) = y_pass_rows(ny, width, tile_rows);
-                    let mut seen = vec![0; ((ny + tile_rows - 1) / tile_rows) as usize];
-                    // Launch rows past the launch's own (a banded grid's overhang) compute nothing.
-                    for (select, launch_rows) in [(3, inner), (4, outer)] {
-                        for t in 0..launch_rows as i32 + 3 {
-                            let (row, owns) = band_tile(t, select, tile_rows, ny, band);
-                            assert_eq!(owns, t < launch_rows as i32, "ny {ny} width {width} tiles {tile_rows}");
-                            if owns {
-                                let y0 = row * tile_rows;
-                                let in_band = y0 < band.0 || y0 >= band.1;
-                                assert_eq!(in_band, select == 4, "ny {ny} width {width} tiles {tile_rows} row {row}");
-                                seen[row as usize] += 1;
+                for band_tile in 1..=16 {
+                    for gap_tile in [1, 4, 6, 8, 12, 16, 24] {
+                        let (lo, hi) = y_mode_band(ny, width, band_tile, gap_tile);
+                        let hi_row = hi.max(lo);
+                        let in_band = |y: i32| y < lo || y >= hi;
+                        let (gap_tiles, band_tiles) = y_mode_tiles(ny, (lo, hi), band_tile, gap_tile);
+                        let mut stored = vec![0; ny as usize];
+                        // Launch tiles past the launch's own (a banded grid's overhang) store nothing;
+                        // fused_step stores every row of its tiles.
+                        for t in 0..gap_tiles as i32 + 3 {
+                            let row0 = lo + t * gap_tile;
+                            assert_eq!(row0 < hi_row, t < gap_tiles as i32, "ny {ny} width {width} {gap_tile}");
+                            if row0 < hi_row {
+                                assert!(row0 + gap_tile <= hi_row, "ny {ny} width {width}: a gap tile overhangs");
+                                for y in row0..row0 + gap_tile {
+                                    stored[y as usize] += 1;
+                                }
                             }
                         }
+                        let rows = (ny + band_tile - 1) / band_tile;
+                        let (lo_t, hi_t) = (lo / band_tile, hi_row / band_tile);
+                        for t in 0..band_tiles as i32 + 3 {
+                            let owns = t < rows - (hi_t - lo_t);
+                            assert_eq!(owns, t < band_tiles as i32, "ny {ny} width {width} tiles {band_tile}");
+                            if owns {
+                                let row0 = if t < lo_t { t } else { t - lo_t + hi_t } * band_tile;
+                                for y in (row0..row0 + band_tile).filter(|&y| y < ny && in_band(y)) {
+                                    stored[y as usize] += 1;
+                                }
+                            }
+                        }
+                        assert!(
+                            stored.iter().all(|&n| n == 1),
+                            "ny {ny} width {width} tiles {band_tile}/{gap_tile}: {stored:?}"
+                        );
+                        for y in (0..ny).filter(|&y| y < width || y >= ny - width) {
+                            assert!(in_band(y), "ny {ny} width {width}: layer row {y} outside the band");
+                        }
                     }
-                    assert!(seen.iter().all(|&n| n == 1), "ny {ny} width {width} tiles {tile_rows}: {seen:?}");
                 }
             }
         }
-        // marmousi-large's 25 tile rows: 19 between the layers, 3 + 3 holding y-layer rows.
-        assert_eq!(y_pass_rows(200, 20, 8), (19, 6));
+        // marmousi-large (200 rows, 24-point layers), y-layer tiles of 8 rows, the interior's of 12:
+        // the gap 24..176 shortened to 24..168 (6 tiles of 12), 7 y-layer tiles.
+        assert_eq!(y_mode_band(200, 24, 8, 12), (24, 168));
+        assert_eq!(y_mode_tiles(200, (24, 168), 8, 12), (12, 7));
     }
 
     #[test]
