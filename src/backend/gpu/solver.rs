@@ -145,13 +145,32 @@ fn y_mode_tiles(ny: i32, (lo, hi): (i32, i32), band_tile: i32, gap_tile: i32) ->
     ((gap / gap_tile) as u32, ((ny.max(0) + band_tile - 1) / band_tile - gap / band_tile) as u32)
 }
 
-/// fused_step_ylayers's launch shape, geometry and module in the y mode; `windows`: z-planes per
-/// block of the y mode's two launches (the plain fused_step's, fused_step_ylayers's).
+/// The y mode's two launches: fused_step on the gap between the y layers' tiles, in the
+/// interior's launch shape where its tiles fill most of the gap (else the y-layer kernel's module's
+/// fused_step, in that shape), and fused_step_ylayers on the others, in a module of its own shape.
 struct YPass<Rt: GpuRuntime> {
+    /// fused_step_ylayers's shape and its dynamic shared memory.
     geometry: LaunchGeometry,
     shared: u32,
+    /// The y-layer module's fused_step and its dynamic shared memory, where the gap takes it, and
+    /// the gap launch's geometry (the interior's, or that kernel's).
+    gap_kernel: Option<(Rt::Function, u32)>,
+    gap_geometry: LaunchGeometry,
+    /// The band (`y_mode_band`), tiles of each launch (gap, y layers), their z-windows.
+    band: (i32, i32),
+    tiles: (u32, u32),
     windows: (u32, u32),
     _module: Rt::Module,
+}
+
+/// Whether the interior's tiles of `gap_tile` rows take the y mode's gap: where the gap that a whole
+/// number of them and of the y-layer tiles fills ([`y_mode_band`]) keeps at least 3/4 of its rows
+/// (H200: marmousi.toml's 16-row gap, lost whole to the y-layer kernel's tiles, ran 0.62 s against
+/// 0.60 in the y-layer module's shape; kernels/NOTES.md, session 23).
+fn gap_in_interior_shape(ny: i32, width: i32, band_tile: i32, gap_tile: i32) -> bool {
+    let (lo, hi) = y_band(ny, width, band_tile);
+    let (slo, shi) = y_mode_band(ny, width, band_tile, gap_tile);
+    shi > slo && 4 * (shi - slo) >= 3 * (hi - lo)
 }
 
 pub(crate) fn kernel_name(k: KernelChoice) -> &'static str {
@@ -177,12 +196,12 @@ pub enum LayerPass {
     /// By cpml.cu after the interior.
     #[default]
     After,
-    /// The y layers inside the pass (fused_step_ylayers on the tiles that hold y-layer rows,
-    /// fused_step on the others), the x and z layers by cpml.cu after it, the step in the launch
-    /// shape of [`Tuning::for_ylayers`]: the y layers' points are read and written once a step.
-    /// The default where they are a large share of the grid ([`LayerPass::for_grid`]). Where it
-    /// cannot run (the tile ring, f16, AMD, nx not a multiple of 4, y layers that overlap) the
-    /// step computes the layers after the interior.
+    /// The y layers inside the pass (fused_step_ylayers, in the launch shape of
+    /// [`Tuning::for_ylayers`], on the tiles that hold y-layer rows; fused_step on the others,
+    /// [`YPass`]), the x and z layers by cpml.cu after it: the y layers' points are read and
+    /// written once a step. The default ([`LayerPass::for_grid`]). Where it cannot run (f16, AMD,
+    /// nx not a multiple of 4, y layers that overlap) the step computes the layers after the
+    /// interior.
     YLayers,
     /// Inside the pass: fused_step on the blocks without layer points, fused_step_layers on the
     /// others (slower than `After` on an H200: kernels/NOTES.md, session 12).
@@ -191,24 +210,19 @@ pub enum LayerPass {
     One,
 }
 
-/// The share of a grid's points in its two y layers from which [`LayerPass::for_grid`] computes
-/// them in the pass (measured on an H200 with each launch over its own tile rows: faster at 20%
-/// and 62%, equal at 7.8%; kernels/NOTES.md, sessions 22 and 23).
-pub const Y_LAYERS_IN_PASS_FROM: f64 = 0.15;
-
 impl LayerPass {
-    /// The default for a grid of `ny` rows with CPML layers `width` points wide: the y layers in
-    /// the pass where they hold at least [`Y_LAYERS_IN_PASS_FROM`] of the points, after the
-    /// interior where they are a thin share and the in-pass kernel's lower occupancy costs more
-    /// than their bytes. SEISMIC_LAYER_PASS = "after", "y", "split" or "one" overrides it (an
-    /// experiment knob).
-    pub fn for_grid(ny: usize, width: usize) -> LayerPass {
+    /// The default for a grid with CPML layers `width` points wide: the y layers in the pass
+    /// (faster than after it on an H200 from 3.9% of the points in the y layers, 1024^3, to 62%,
+    /// marmousi.toml, since each of the y mode's launches has its own tiles, shape and window;
+    /// kernels/NOTES.md, session 23). SEISMIC_LAYER_PASS = "after", "y", "split" or "one"
+    /// overrides it (an experiment knob).
+    pub fn for_grid(width: usize) -> LayerPass {
         match std::env::var("SEISMIC_LAYER_PASS").as_deref() {
             Ok("after") => LayerPass::After,
             Ok("y") => LayerPass::YLayers,
             Ok("split") => LayerPass::Split,
             Ok("one") => LayerPass::One,
-            _ if (2 * width) as f64 >= Y_LAYERS_IN_PASS_FROM * ny as f64 => LayerPass::YLayers,
+            _ if width > 0 => LayerPass::YLayers,
             _ => LayerPass::After,
         }
     }
@@ -431,7 +445,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
     /// Allocates and uploads everything the problem needs; errors (before allocating) if it does
     /// not fit in the device's free memory.
     pub fn new(rt: Rt, problem: &Problem, kernel: KernelChoice, tuning: Tuning) -> Result<Self> {
-        let pass = LayerPass::for_grid(problem.layout.ny, problem.boundary.width);
+        let pass = LayerPass::for_grid(problem.boundary.width);
         Self::with_layer_pass(rt, problem, kernel, tuning, pass)
     }
 
@@ -651,8 +665,28 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             let with_y = s.f.fused_ylayers.context("fused_step_ylayers not compiled")?;
             let per_sm = s.rt.resident_blocks(with_y, t.block_x * t.block_y, shared).unwrap_or(1);
             let geometry = LaunchGeometry::new(shape, r, t, per_sm.max(1) * s.rt.multiprocessors());
-            let windows = s.choose_y_pass_windows(&geometry, c.width);
-            s.y_pass = Some(YPass { geometry, shared, windows, _module: module });
+            let (ny, band_tile) = (shape[1] as i32, t.fused_tile_y() as i32);
+            let interior_tile = tuning.fused_tile_y() as i32;
+            let (gap_kernel, gap_tile) = if gap_in_interior_shape(ny, c.width, band_tile, interior_tile) {
+                (None, interior_tile)
+            } else {
+                (Some((s.rt.function(&module, "fused_step")?, t.dynamic_shared_bytes(r, false))), band_tile)
+            };
+            if let Some((k, bytes)) = gap_kernel {
+                s.rt.allow_dynamic_shared(k, bytes)?;
+            }
+            let band = y_mode_band(ny, c.width, band_tile, gap_tile);
+            let tiles = y_mode_tiles(ny, band, band_tile, gap_tile);
+            let gap_geometry = match gap_kernel {
+                Some((k, bytes)) => {
+                    let per_sm = s.rt.resident_blocks(k, t.block_x * t.block_y, bytes).unwrap_or(t.min_blocks);
+                    LaunchGeometry::new(shape, r, t, per_sm.max(1) * s.rt.multiprocessors())
+                }
+                None => s.geometry,
+            };
+            let windows = s.choose_y_pass_windows(&gap_geometry, &geometry, tiles);
+            s.y_pass =
+                Some(YPass { geometry, shared, gap_kernel, gap_geometry, band, tiles, windows, _module: module });
         }
         // Always automatic: a tuned window is the full step's (H100, 512^3: the tuner's 4 planes
         // gave the Laplacian-only operator 73.4% of copy, 12 and 16 planes 90.6% and 89.4%).
@@ -792,20 +826,21 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         self.cpml.as_ref().map_or(LayerPass::After, |c| c.pass)
     }
 
-    /// The y-layer pass's windows: the plain launch's as the fused step's, over its own tiles; the
-    /// y-layer launch's (`y`, its geometry) over its tiles and the blocks of it that fit at once,
+    /// The y mode's windows: the gap launch's (`gap`, its geometry) as the fused step's, over its
+    /// own tiles; the y-layer launch's (`y`) over its tiles and the blocks of it that fit at once,
     /// with the planes a chunk primes its rings with counted (SEISMIC_YLAYER_WINDOW overrides it).
-    fn choose_y_pass_windows(&self, y: &LaunchGeometry, width: i32) -> (u32, u32) {
-        let g = &self.geometry;
-        let (ny, nz, r) = (g.shape[1] as i32, g.shape[2], self.radius);
-        let (band_tile, gap_tile) = (y.tuning.fused_tile_y() as i32, g.tuning.fused_tile_y() as i32);
-        let band = y_mode_band(ny, width, band_tile, gap_tile);
-        let (gap_rows, band_rows) = y_mode_tiles(ny, band, band_tile, gap_tile);
-        let gap = match g.tuning.window {
+    fn choose_y_pass_windows(
+        &self,
+        gap: &LaunchGeometry,
+        y: &LaunchGeometry,
+        (gap_rows, band_rows): (u32, u32),
+    ) -> (u32, u32) {
+        let (nz, r) = (gap.shape[2], self.radius);
+        let gap_window = match self.geometry.tuning.window {
             0 => best_window(
-                g.tile_columns() as usize * gap_rows as usize,
+                gap.tile_columns() as usize * gap_rows as usize,
                 nz,
-                g.resident_blocks as usize,
+                gap.resident_blocks as usize,
                 0,
                 FUSED_SHORTEST,
             ),
@@ -828,7 +863,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             }
             w
         };
-        (guard(g, gap, gap_rows), guard(y, band_window, band_rows))
+        (guard(gap, gap_window, gap_rows), guard(y, band_window, band_rows))
     }
 
     /// Sets the z-window of the fused step and of the Laplacian-only operator
@@ -904,27 +939,26 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 match &self.cpml {
                     Some(c) if c.pass == LayerPass::YLayers => {
                         // Two launches, each over its own tiles with its own shape and window
-                        // (fused.cu, band_tile): the y-layer tiles' rows set the band.
+                        // (fused.cu, band_tile).
                         let with_y = self.f.fused_ylayers.context("fused_step_ylayers not compiled")?;
                         let y = self.y_pass.as_ref().context("the y pass's shape not set")?;
-                        let yt = &y.geometry.tuning;
-                        let (band_tile, gap_tile) = (yt.fused_tile_y() as i32, t.fused_tile_y() as i32);
-                        let (band_lo, band_hi) = y_mode_band(ny, c.width, band_tile, gap_tile);
-                        let (gap_rows, band_rows) = y_mode_tiles(ny, (band_lo, band_hi), band_tile, gap_tile);
-                        let launch = |f: Rt::Function, g: &LaunchGeometry, shared: u32, window: u32, rows, select| {
-                            if rows == 0 {
-                                return Ok(());
-                            }
-                            let grid = g.fused_grid_rows(window, planes.len(), rows);
-                            let l = Launch { grid, block: [g.tuning.block_x, g.tuning.block_y, 1], shared };
-                            let layers = Layers { band_lo, band_hi, ..layers(c, select) };
-                            let window = window as i32;
-                            FusedStep { cur, out, vel, gx, gy, gz, w, nx, ny, nz, pitch, plane, window, layers }
-                                .launch(&*self.rt, f, l)
-                        };
+                        let (band_lo, band_hi) = y.band;
+                        let launch =
+                            |f: Rt::Function, g: &LaunchGeometry, shared: u32, window: u32, rows: u32, select| {
+                                if rows == 0 {
+                                    return Ok(());
+                                }
+                                let grid = g.fused_grid_rows(window, planes.len(), rows);
+                                let l = Launch { grid, block: [g.tuning.block_x, g.tuning.block_y, 1], shared };
+                                let layers = Layers { band_lo, band_hi, ..layers(c, select) };
+                                let window = window as i32;
+                                FusedStep { cur, out, vel, gx, gy, gz, w, nx, ny, nz, pitch, plane, window, layers }
+                                    .launch(&*self.rt, f, l)
+                            };
                         let (gap_window, band_window) = y.windows;
-                        launch(self.f.fused, &self.geometry, shared, gap_window, gap_rows, 3)?;
-                        launch(with_y, &y.geometry, y.shared, band_window, band_rows, 4)
+                        let (gap_kernel, gap_shared) = y.gap_kernel.unwrap_or((self.f.fused, shared));
+                        launch(gap_kernel, &y.gap_geometry, gap_shared, gap_window, y.tiles.0, 3)?;
+                        launch(with_y, &y.geometry, y.shared, band_window, y.tiles.1, 4)
                     }
                     Some(c) if matches!(c.pass, LayerPass::Split | LayerPass::One) => {
                         let with_layers = self.f.fused_layers.context("fused_step_layers not compiled")?;
@@ -1536,7 +1570,7 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
 
 #[cfg(test)]
 mod tests {
-    use super::{LayerPass, march_segments, y_band, y_layers_fit, y_mode_band, y_mode_tiles};
+    use super::{LayerPass, gap_in_interior_shape, march_segments, y_band, y_layers_fit, y_mode_band, y_mode_tiles};
 
     #[test]
     fn the_y_band_is_the_rows_of_the_tiles_that_hold_y_layer_rows() {
@@ -1609,22 +1643,24 @@ mod tests {
         // the gap 24..176 shortened to 24..168 (6 tiles of 12), 7 y-layer tiles.
         assert_eq!(y_mode_band(200, 24, 8, 12), (24, 168));
         assert_eq!(y_mode_tiles(200, (24, 168), 8, 12), (12, 7));
+        // The interior's 12-row tiles take marmousi-large's and 512^3's gaps; marmousi.toml's
+        // (64 rows, 20-point layers: rows 24..40) would be lost whole, so the y-layer module's
+        // 8-row fused_step takes it.
+        assert!(gap_in_interior_shape(200, 24, 8, 12));
+        assert!(gap_in_interior_shape(512, 20, 8, 12));
+        assert!(!gap_in_interior_shape(64, 20, 8, 12));
+        assert_eq!(y_mode_band(64, 20, 8, 8), y_band(64, 20, 8));
     }
 
     #[test]
-    fn the_y_layers_go_in_the_pass_where_they_are_a_large_share() {
+    fn the_y_layers_go_in_the_pass_by_default() {
         if std::env::var_os("SEISMIC_LAYER_PASS").is_some() {
             return; // the knob overrides the rule (tested where it is unset, as in CI)
         }
-        // marmousi.toml (64 rows, 20-point layers: 62%), marmousi-large (200 rows, 24: 24%),
-        // seismic-bench's 2400 x 200 x 600 (20%) and 256^3 (16%) in the pass; 512^3 (7.8%) and
-        // 1024^3 (3.9%) after it.
-        for (ny, width) in [(64, 20), (90, 20), (200, 24), (200, 20), (256, 20)] {
-            assert_eq!(LayerPass::for_grid(ny, width), LayerPass::YLayers, "{ny} rows");
+        for width in [1, 20, 24] {
+            assert_eq!(LayerPass::for_grid(width), LayerPass::YLayers, "width {width}");
         }
-        for (ny, width) in [(512, 20), (1024, 20), (100, 0)] {
-            assert_eq!(LayerPass::for_grid(ny, width), LayerPass::After, "{ny} rows");
-        }
+        assert_eq!(LayerPass::for_grid(0), LayerPass::After, "no layers");
         assert!(y_layers_fit([960, 64, 240], 20, 4));
         assert!(!y_layers_fit([67, 45, 39], 3, 4), "rows of whole vectors only");
         assert!(!y_layers_fit([68, 33, 39], 17, 4), "the two layers overlap");
