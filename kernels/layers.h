@@ -202,15 +202,13 @@ DEVICE bool band_tile(Chunk& ch, int tile_rows, int ny, const Layers& L) {
 
 // Whether a fused block whose tile spans x0 .. x0 + tile_w - 1 and rows of the chunk's tile and
 // whose march covers the chunk's planes holds a layer point (select 1, 2; conservatively: past the
-// grid counts) or band rows (select 3, 4), and so whether a launch with L.select computes it.
-// The two launches of a split step (select 1 and 2, or 3 and 4) take complementary blocks of the
-// same grid.
+// grid counts), and so whether a launch with L.select computes it. The two launches of a split
+// step (select 1 and 2) take complementary blocks of the same grid; those of the y mode (select 3
+// and 4) launch only their own tiles (band_tile).
 DEVICE bool selected(const Chunk& ch, int tile_w, int tile_rows, int nx, int ny, int nz, const Layers& L) {
-    if (L.select == 0) return true;
+    if (L.select == 0 || L.select >= 3) return true;
     const int w = L.width;
     const int x0 = ch.tile_x * tile_w, y0 = ch.row0;
-    if (L.select == 3) return !band_row(y0, L);  // the tile starts inside the band's gap
-    if (L.select == 4) return band_row(y0, L) || band_row(imin(y0 + tile_rows, ny) - 1, L);
     const bool y_rows = w > 0 && (y0 < w || y0 + tile_rows > ny - w);
     const int zlo = ch.dz > 0 ? ch.zfirst : ch.zfirst - ch.nsteps + 1;
     const bool layer =

@@ -83,9 +83,15 @@ impl LaunchGeometry {
     /// every GPU allows (only extremely deep grids need it; past the whole depth a longer window
     /// changes nothing, so the search stops there).
     pub fn guarded_window(&self, window: u32) -> u32 {
+        self.guarded_window_rows(window, self.tile_rows())
+    }
+
+    /// [`guarded_window`](Self::guarded_window) for a launch over `rows` of the tile rows
+    /// ([`fused_grid_rows`](Self::fused_grid_rows)).
+    pub fn guarded_window_rows(&self, window: u32, rows: u32) -> u32 {
         let nz = self.shape[2] as u32;
         let mut w = window.max(1);
-        while self.fused_grid(w)[2] > 65535 && w < nz {
+        while self.fused_grid_rows(w, nz as usize, rows)[2] > 65535 && w < nz {
             w = w.saturating_mul(2).min(nz);
         }
         w

@@ -856,14 +856,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 FUSED_SHORTEST,
             ),
         };
-        let guard = |g: &LaunchGeometry, w: u32, rows: u32| {
-            let mut w = w.max(1);
-            while g.fused_grid_rows(w, nz, rows)[2] > 65535 && (w as usize) < nz {
-                w = w.saturating_mul(2).min(nz as u32);
-            }
-            w
-        };
-        (guard(gap, gap_window, gap_rows), guard(y, band_window, band_rows))
+        (gap.guarded_window_rows(gap_window, gap_rows), y.guarded_window_rows(band_window, band_rows))
     }
 
     /// Sets the z-window of the fused step and of the Laplacian-only operator
