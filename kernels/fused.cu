@@ -143,21 +143,32 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
     constexpr int YSLOTS = STAGES + 2;
     constexpr int YSLOT = (TH + TY) * FX;
     auto yslot = [&](int s) -> Vf* { return phi_tile + (s % YSLOTS) * YSLOT; };
+    const SharedVf phi_tile_s = shared_vf(phi_tile);
+    // The slab indices of the rows the thread copies at the launch's plane 0 (yslab's), so that a
+    // copy adds only the plane's term.
+    bool yrow_in[RY], yslab_lo_in = false, yslab_hi_in = false;
+    i64 yrow_at[RY], ylo_at = 0, yhi_at = 0;
+    if constexpr (LAYERS == 2) {
+#pragma unroll
+        for (int r = 0; r < RY; r++) yrow_at[r] = yslab(0, iy + r, yrow_in[r]);
+        if (yhalo) {
+            ylo_at = yslab(0, rowb + ty - R, yslab_lo_in);
+            yhi_at = yslab(0, rowb + TY + ty, yslab_hi_in);
+        }
+    }
     auto issue_ylayers = [&](int s, int zz) {
-        const float* RESTRICT phi = L.phi_in[1];
-        Vf* const ys = yslot(s);
-        bool in;
+        const i64 zo = (i64)zz * (2 * lw) * nx;
+        const float* RESTRICT phi = L.phi_in[1] + zo;
+        const float* RESTRICT zeta = L.zeta[1] + zo;
+        const SharedVf ys = shared_at(phi_tile_s, (s % YSLOTS) * YSLOT + tx);
 #pragma unroll
         for (int r = 0; r < RY; r++) {
-            const i64 sr = yslab(zz, iy + r, in);
-            cp_async16(ys + (ty * RY + r + R) * FX + tx, phi + sr, in);
-            cp_async16(ys + (TH + ty * RY + r) * FX + tx, L.zeta[1] + sr, in);
+            cp_async16(shared_at(ys, (ty * RY + r + R) * FX), phi + yrow_at[r], yrow_in[r]);
+            cp_async16(shared_at(ys, (TH + ty * RY + r) * FX), zeta + yrow_at[r], yrow_in[r]);
         }
         if (yhalo) {
-            const i64 slo = yslab(zz, rowb + ty - R, in);
-            cp_async16(ys + ty * FX + tx, phi + slo, in);
-            const i64 shi = yslab(zz, rowb + TY + ty, in);
-            cp_async16(ys + (ty + TY + R) * FX + tx, phi + shi, in);
+            cp_async16(shared_at(ys, ty * FX), phi + ylo_at, yslab_lo_in);
+            cp_async16(shared_at(ys, (ty + TY + R) * FX), phi + yhi_at, yslab_hi_in);
         }
     };
     // fused_step_ylayers's a and b of the tile's rows (clamped at the grid's ends, as AxisAB),
@@ -182,6 +193,10 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
     auto slot = [&](int s, int field, int r) -> Vf* {
         return ring + (((s % SLOTS) * FIELDS + field) * RY + r) * (FX * FY) + lt;
     };
+    const SharedVf ring_s = shared_vf(ring);
+    auto slot_s = [&](int s, int field, int r) {
+        return shared_at(ring_s, (((s % SLOTS) * FIELDS + field) * RY + r) * (FX * FY) + lt);
+    };
 #if HALO_RING
     // After the SLOTS * FIELDS * RY * FX * FY vectors of the fields, per slot: the y halo rows
     // below (threads ty < R), above (the same threads) and the x halo vectors (threads lt < TY * 2 * HV)
@@ -189,26 +204,27 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
     constexpr int HALO_VECS = 2 * R * FX + TY * 2 * HV;
     Vf* const halo_ring = ring + SLOTS * FIELDS * RY * (FX * FY);
     auto halo_slot = [&](int s) -> Vf* { return halo_ring + (s % SLOTS) * HALO_VECS; };
+    const SharedVf halo_ring_s = shared_vf(halo_ring);
 #endif
     auto issue = [&](int s) {
         if (s < nsteps) {
             const int zz = zfirst + dz * s;
 #if HALO_RING
             const i64 pz = (i64)zz * plane;
-            Vf* const h = halo_slot(s);
+            const SharedVf h = shared_at(halo_ring_s, (s % SLOTS) * HALO_VECS + lt);
             if (yhalo) {
-                cp_async16(h + lt, cur + pz + col_ylo, ylo_in);
-                cp_async16(h + R * FX + lt, cur + pz + col_yhi, yhi_in);
+                cp_async16(h, cur + pz + col_ylo, ylo_in);
+                cp_async16(shared_at(h, R * FX), cur + pz + col_yhi, yhi_in);
             }
-            if (xhalo) cp_async16(h + 2 * R * FX + lt, cur + pz + col_x, xhalo_in);
+            if (xhalo) cp_async16(shared_at(h, 2 * R * FX), cur + pz + col_x, xhalo_in);
 #endif
 #pragma unroll
             for (int r = 0; r < RY; r++) {
                 const i64 c = col + (i64)r * pitch;
-                cp_async16_cur(slot(s, 0, r), cur + (i64)(zz + dz * R) * plane + c, row_in[r]);
+                cp_async16_cur(slot_s(s, 0, r), cur + (i64)(zz + dz * R) * plane + c, row_in[r]);
 #if !LAPLACIAN_ONLY
-                cp_async16_once(slot(s, 1, r), out + (i64)zz * plane + c, row_in[r]);
-                cp_async16_once(slot(s, 2, r), vel + (i64)zz * plane + c, row_in[r]);
+                cp_async16_once(slot_s(s, 1, r), out + (i64)zz * plane + c, row_in[r]);
+                cp_async16_once(slot_s(s, 2, r), vel + (i64)zz * plane + c, row_in[r]);
 #endif
             }
             if constexpr (LAYERS == 2) {

@@ -41,12 +41,15 @@ static_assert(RY == 1 || STAGES > 0, "ROWS > 1 needs STAGES > 0");
 DEVICE void cp_async_half(HalfBits* s, const h16* g, bool read) {
     *s = read ? *reinterpret_cast<const HalfBits*>(g) : HalfBits();
 }
+// The ring's slot addresses: SharedVf's reason (prelude.h).
+DEVICE HalfBits* half_slot_at(HalfBits* b, int n) { return b + n; }
 #else
-DEVICE void cp_async_half(HalfBits* s, const h16* g, bool read) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(smem_addr(s)), "l"(g), "n"(2 * VEC),
-                 "r"(read ? 2 * VEC : 0)
+// `s` a 32-bit shared-window address (prelude.h, SharedVf).
+DEVICE void cp_async_half(unsigned s, const h16* g, bool read) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(s), "l"(g), "n"(2 * VEC), "r"(read ? 2 * VEC : 0)
                  : "memory");
 }
+DEVICE unsigned half_slot_at(unsigned b, int n) { return b + (unsigned)(n * sizeof(HalfBits)); }
 #endif
 
 // The raw bits of VEC values, zero (without a memory access) where `read` is false.
@@ -130,15 +133,23 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step_half(
     auto slot = [&](int s, int field, int r) {
         return hring + (((s % SLOTS) * 3 + field) * RY + r) * (FX * FY) + lt;
     };
+#if SEISMIC_HIP
+    HalfBits* const hring_s = hring;
+#else
+    const unsigned hring_s = smem_addr(hring);
+#endif
+    auto slot_s = [&](int s, int field, int r) {
+        return half_slot_at(hring_s, (((s % SLOTS) * 3 + field) * RY + r) * (FX * FY) + lt);
+    };
     auto issue = [&](int s) {
         if (s < nsteps) {
             const int zz = zfirst + dz * s, zp = zz + dz * R;
 #pragma unroll
             for (int r = 0; r < RY; r++) {
                 const i64 c = col + (i64)r * pitch;
-                cp_async_half(slot(s, 0, r), cur + (i64)zp * plane + c, row_in[r] && zp >= -R && zp < nz + R);
-                cp_async_half(slot(s, 1, r), inc + (i64)zz * plane + c, row_in[r]);
-                cp_async_half(slot(s, 2, r), vel + (i64)zz * plane + c, row_in[r]);
+                cp_async_half(slot_s(s, 0, r), cur + (i64)zp * plane + c, row_in[r] && zp >= -R && zp < nz + R);
+                cp_async_half(slot_s(s, 1, r), inc + (i64)zz * plane + c, row_in[r]);
+                cp_async_half(slot_s(s, 2, r), vel + (i64)zz * plane + c, row_in[r]);
             }
         }
         cp_async_commit();  // one group per plane, empty past the window, so the count stays right

@@ -248,7 +248,14 @@ DEVICE bool vec_in_x(int x0, int nx) { return x0 < nx && x0 + VEC > 0; }
 // memory instead of registers. The issuing thread alone reads what it copied, after
 // CP_ASYNC_WAIT(n) (at most n of its newest groups still pending). With `read` false the 16 bytes
 // are zero-filled and global memory is not touched (src-size 0). HIP: plain copies.
+// SharedVf: a destination of these copies. On CUDA the 32-bit shared-window address cp.async
+// takes, so that a kernel converts its buffers' generic pointers once: converted at each copy, the
+// conversion cost about nine instructions a copy (the window's base fetched again each time; 229 of
+// the y-layer kernel's 725 instructions a plane issued its ten copies). shared_at(b, n): n vectors on.
 #if SEISMIC_HIP
+typedef Vf* SharedVf;
+DEVICE SharedVf shared_vf(Vf* p) { return p; }
+DEVICE SharedVf shared_at(SharedVf b, int n) { return b + n; }
 DEVICE void cp_async16(void* s, const float* g, bool read = true) {
     *reinterpret_cast<float4*>(s) = read ? *reinterpret_cast<const float4*>(g) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 }
@@ -260,10 +267,13 @@ DEVICE unsigned smem_addr(const void* p) {
     asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
     return r;
 }
-DEVICE void cp_async16(void* s, const float* g, bool read = true) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(s)), "l"(g), "r"(read ? 16 : 0)
-                 : "memory");
+typedef unsigned SharedVf;
+DEVICE SharedVf shared_vf(const Vf* p) { return smem_addr(p); }
+DEVICE SharedVf shared_at(SharedVf b, int n) { return b + 16u * (unsigned)n; }
+DEVICE void cp_async16(SharedVf s, const float* g, bool read = true) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(g), "r"(read ? 16 : 0) : "memory");
 }
+DEVICE void cp_async16(void* s, const float* g, bool read = true) { cp_async16(smem_addr(s), g, read); }
 DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 #define CP_ASYNC_WAIT(n) asm volatile("cp.async.wait_group %0;" ::"n"(n) : "memory")
 #endif
@@ -284,13 +294,13 @@ DEVICE void cp_async16_once(void* s, const float* g, bool read = true) { cp_asyn
 DEVICE void cp_async16_cur(void* s, const float* g, bool read = true) { cp_async16(s, g, read); }
 #else
 // A cp_async16 whose lines enter L2 with the eviction priority `policy` (a createpolicy result).
-DEVICE void cp_async16_policy(void* s, const float* g, u64 policy, bool read) {
-    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;" ::"r"(smem_addr(s)), "l"(g),
+DEVICE void cp_async16_policy(SharedVf s, const float* g, u64 policy, bool read) {
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;" ::"r"(s), "l"(g),
                  "r"(read ? 16 : 0), "l"(policy)
                  : "memory");
 }
 #define SEISMIC_CP_ASYNC_HINTED(name, hinted, priority)                                  \
-    DEVICE void name(void* s, const float* g, bool read = true) {                        \
+    DEVICE void name(SharedVf s, const float* g, bool read = true) {                     \
         if (hinted) {                                                                     \
             u64 policy;                                                                   \
             asm("createpolicy.fractional.L2::" priority ".b64 %0, 1.0;" : "=l"(policy)); \
@@ -298,7 +308,8 @@ DEVICE void cp_async16_policy(void* s, const float* g, u64 policy, bool read) {
         } else {                                                                          \
             cp_async16(s, g, read);                                                       \
         }                                                                                 \
-    }
+    }                                                                                     \
+    DEVICE void name(void* s, const float* g, bool read = true) { name(smem_addr(s), g, read); }
 SEISMIC_CP_ASYNC_HINTED(cp_async16_once, ONCE_HINT, "evict_first")
 SEISMIC_CP_ASYNC_HINTED(cp_async16_cur, CUR_HINT, "evict_last")
 #endif
