@@ -171,15 +171,11 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
             cp_async16(shared_at(ys, (ty + TY + R) * FX), phi + yhi_at, yslab_hi_in);
         }
     };
-    // fused_step_ylayers's a and b of the tile's rows (clamped at the grid's ends, as AxisAB),
-    // reread from shared memory every plane instead of held in registers.
-    __shared__ float yab[LAYERS == 2 ? 2 * TH : 1];
+    // fused_step_ylayers's coefficients of the tile's rows (RowAB), reread from shared memory every
+    // plane instead of held in registers.
+    __shared__ float yab[LAYERS == 2 ? ROW_WEIGHT_FIELDS<R> * TY : 1];
     if constexpr (LAYERS == 2) {
-        if (ytile && lt < TH) {
-            const int yc = clamp_index(rowb - R + lt, ny);
-            yab[lt] = L.a[1][yc];
-            yab[TH + lt] = L.b[1][yc];
-        }
+        if (ytile && lt < TY && rowb + lt < ny) row_weights<R>(yab + lt, TY, L.a[1], L.b[1], L.w[1].c2, rowb + lt, ny);
     }
 
 #if STAGES > 0
@@ -374,12 +370,11 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
             if constexpr (LAYERS == 1)
                 add_layers<false, R, RY, HV, TWV, QS, FX>(res, r, q, tile[b] + ty * RY, tx, dz, vv, ix, iy + r, z, nx,
                                                           ny, nz, L, ytile, phi_tile + (b * TH + ty * RY) * FX,
-                                                          zeta_now[r], nullptr, nullptr);
+                                                          zeta_now[r], nullptr, 0);
             if constexpr (LAYERS == 2)
                 add_layers<true, R, RY, HV, TWV, QS, FX>(res, r, q, tile[b] + ty * RY, tx, dz, vv, ix, iy + r, z, nx, ny,
                                                          nz, L, ytile, yslot(s) + ty * RY * FX,
-                                                         yslot(s)[(TH + ty * RY + r) * FX + tx], yab + ty * RY,
-                                                         yab + TH + ty * RY);
+                                                         yslot(s)[(TH + ty * RY + r) * FX + tx], yab + ty * RY, TY);
             store_row(out + (i64)z * plane + col + (i64)r * pitch, res, ix, nx, row_stored[r]);
         }
     }

@@ -7,7 +7,11 @@
 // in the CPU reference's operation order (src/backend/cpu.rs, cpml_x_row), each product added to a
 // sum one fused multiply-add on both sides (fmaf, mul_add; --fmad=false leaves explicit ones
 // fused), so both give the same bits. D(a D p) is the compact self-adjoint form sum_k c2_k [abar_{+k} (p_{+k} - p) + abar_{-k}
-// (p_{-k} - p)], abar_{+-k} = (a_q + a_{q+-k}) / 2 with a clamped at the grid's ends (a_pair).
+// (p_{-k} - p)], abar_{+-k} = (a_q + a_{q+-k}) / 2 with a clamped at the grid's ends (a_pair),
+// evaluated as sum_k (w+_k p_{+k} + w-_k p_{-k}) - S p with the point's weights w+-_k = c2_k abar_{+-k}
+// and S = sum_k (w+_k + w-_k), each sum in k order, the last term one fused multiply-add: two
+// fused multiply-adds a tap instead of five operations, the weights computed once a row where a
+// row shares them (RowAB).
 // phi is double-buffered (phi_in, phi_out; the host swaps them every step).
 #pragma once
 
@@ -56,16 +60,20 @@ DEVICE float point_update(float res, float p0, const float (&lo)[R + 1], const f
     const float* RESTRICT a = L.a[axis];
     const int w = L.width;
     const float aq = a[q];
-    float dp = 0.0f, dphi = 0.0f, d2 = c.c2[0] * p0, sa = 0.0f;
+    float dp = 0.0f, dphi = 0.0f, d2 = c.c2[0] * p0, sa = 0.0f, ws = 0.0f;
 #pragma unroll
     for (int k = 1; k <= R; k++) {
         dp = fmaf(c.c1[k], hi[k] - lo[k], dp);
         if (t + k < w) dphi = fmaf(c.c1[k], phi(k), dphi);
         if (t >= k) dphi = fmaf(-c.c1[k], phi(-k), dphi);
         d2 = fmaf(c.c2[k], lo[k] + hi[k], d2);
-        const float ap = a_pair(a, aq, q + k, n), am = a_pair(a, aq, q - k, n);
-        sa = fmaf(c.c2[k], fmaf(ap, hi[k] - p0, am * (lo[k] - p0)), sa);
+        const float wp = c.c2[k] * a_pair(a, aq, q + k, n), wm = c.c2[k] * a_pair(a, aq, q - k, n);
+        sa = fmaf(wp, hi[k], sa);
+        sa = fmaf(wm, lo[k], sa);
+        ws = ws + wp;
+        ws = ws + wm;
     }
+    sa = fmaf(-ws, p0, sa);
     const float bq = L.b[axis][q];
     const float dpsi = dphi + sa;
     phi_new = bq * fmaf(aq, dp, phi(0));
@@ -87,34 +95,57 @@ DEVICE float layer_point(float res, float p0, const float (&lo)[R + 1], const fl
     return res;
 }
 
-// A row's CPML profile values for layer_row: at(k), a k points along the axis from grid index q
-// (clamped at the grid's ends, as a_pair), and bq(), b at q. AxisAB reads an axis's profiles,
-// RowAB copies in shared memory (`a` and `b` at the row itself, neighbours at +-k).
+// A row's CPML coefficients for layer_row: a and b at the row's grid index q, and the weights
+// wp(k) = c2_k (a_q + a_{q+k}) / 2 and wm(k) at q - k (a clamped at the grid's ends). AxisAB
+// computes them from an axis's profiles; RowAB reads a shared copy (row_weights: field f of the
+// row at w[f * stride]).
 struct AxisAB {
     const float* RESTRICT a;
     const float* RESTRICT b;
     int q, n;
-    DEVICE float at(int k) const { return a[clamp_index(q + k, n)]; }
+    DEVICE float aq() const { return a[q]; }
     DEVICE float bq() const { return b[q]; }
+    DEVICE float wp(const float* c2, int k) const { return c2[k] * a_pair(a, a[q], q + k, n); }
+    DEVICE float wm(const float* c2, int k) const { return c2[k] * a_pair(a, a[q], q - k, n); }
 };
+// The fields of a row's copy: a, b, wp(1..R), wm(1..R).
+template <int R>
+constexpr int ROW_WEIGHT_FIELDS = 2 * R + 2;
+template <int R>
 struct RowAB {
-    const float* a;
-    const float* b;
-    DEVICE float at(int k) const { return a[k]; }
-    DEVICE float bq() const { return b[0]; }
+    const float* w;
+    int stride;
+    DEVICE float aq() const { return w[0]; }
+    DEVICE float bq() const { return w[stride]; }
+    DEVICE float wp(const float*, int k) const { return w[(1 + k) * stride]; }
+    DEVICE float wm(const float*, int k) const { return w[(1 + R + k) * stride]; }
 };
+// Writes RowAB's copy for grid index q of an axis of n points at w (fields `stride` apart).
+template <int R>
+DEVICE void row_weights(float* w, int stride, const float* RESTRICT a, const float* RESTRICT b, const float* c2, int q,
+                        int n) {
+    const AxisAB ab{a, b, q, n};
+    w[0] = ab.aq();
+    w[stride] = ab.bq();
+#pragma unroll
+    for (int k = 1; k <= R; k++) {
+        w[(1 + k) * stride] = ab.wp(c2, k);
+        w[(1 + R + k) * stride] = ab.wm(c2, k);
+    }
+}
 
 // layer_point for the VEC points of a row at once along y or z (slab index `s` a multiple of VEC):
 // vector stores into the slabs, each point's sums in layer_point's order. `nb(k, lo, hi)` gives p^n
 // k points below and above the row, `phi(k)` phi k points along the axis (k = -R .. R), `zn` zeta,
-// `ab` the row's a and b (AxisAB or RowAB).
+// `ab` the row's coefficients (AxisAB or RowAB).
 template <int R, class Neighbours, class Phi, class AB>
 DEVICE Vf layer_row(Vf res, const Vf& p0, Neighbours nb, Phi phi, Vf zn, const Vf& vel, const Layers& L, int axis,
                     i64 s, int t, const AB& ab) {
     const AxisWeights& c = L.w[axis];
     const int w = L.width;
-    const float aq = ab.at(0);
+    const float aq = ab.aq();
     Vf dp, dphi, d2, sa;
+    float ws = 0.0f;
 #pragma unroll
     for (int j = 0; j < VEC; j++) {
         dp.v[j] = 0.0f;
@@ -126,14 +157,19 @@ DEVICE Vf layer_row(Vf res, const Vf& p0, Neighbours nb, Phi phi, Vf zn, const V
     for (int k = 1; k <= R; k++) {
         Vf lo, hi;
         nb(k, lo, hi);
-        const float ap = 0.5f * (aq + ab.at(k)), am = 0.5f * (aq + ab.at(-k));
+        const float wp = ab.wp(c.c2, k), wm = ab.wm(c.c2, k);
 #pragma unroll
         for (int j = 0; j < VEC; j++) {
             dp.v[j] = fmaf(c.c1[k], hi.v[j] - lo.v[j], dp.v[j]);
             d2.v[j] = fmaf(c.c2[k], lo.v[j] + hi.v[j], d2.v[j]);
-            sa.v[j] = fmaf(c.c2[k], fmaf(ap, hi.v[j] - p0.v[j], am * (lo.v[j] - p0.v[j])), sa.v[j]);
+            sa.v[j] = fmaf(wp, hi.v[j], sa.v[j]);
+            sa.v[j] = fmaf(wm, lo.v[j], sa.v[j]);
         }
+        ws = ws + wp;
+        ws = ws + wm;
     }
+#pragma unroll
+    for (int j = 0; j < VEC; j++) sa.v[j] = fmaf(-ws, p0.v[j], sa.v[j]);
 #pragma unroll
     for (int k = 1; k <= R; k++) {
         if (t + k < w) {
@@ -222,12 +258,12 @@ DEVICE bool selected(const Chunk& ch, int tile_w, int tile_rows, int nx, int ny,
 // queue q (q[r][R + k] is plane z + dz k). `vv` is c^2 dt^2 of the row. With YONLY only the y
 // layers (cpml.cu adds x and z after the pass). The slabs' plane is z + L.z_offset (x and y).
 // With `ytile` the y layers' phi comes from the shared tile `ptile` (rows as `tile`'s, PW vectors a
-// row, fused.cu) and the row's zeta is `zeta_row`, both fetched ahead; with YONLY their a and b
-// from the shared copies `ya` and `yb` of the tile's rows (rows as `tile`'s).
+// row, fused.cu) and the row's zeta is `zeta_row`, both fetched ahead; with YONLY the row's
+// coefficients from the shared copy at `yw` (RowAB, fields `ystride` apart; the thread's first row).
 template <bool YONLY, int R, int RY, int HV, int TWV, int QS, int PW>
 DEVICE void add_layers(Vf& res, int r, const Vf (&q)[RY][QS], const Vf (*tile)[TWV], int col, int dz, const Vf& vv,
                        int ix, int y, int z, int nx, int ny, int nz, const Layers& L, bool ytile, const Vf* ptile,
-                       const Vf& zeta_row, const float* ya, const float* yb) {
+                       const Vf& zeta_row, const float* yw, int ystride) {
     const int w = L.width;
     if (y >= ny || ix >= nx) return;
     const int zs = z + L.z_offset;  // the slabs' plane
@@ -249,7 +285,7 @@ DEVICE void add_layers(Vf& res, int r, const Vf (&q)[RY][QS], const Vf (*tile)[T
             const i64 s0 = ((i64)zs * (2 * w) + half * w + t) * nx + ix;
             auto phi = [&](int k) { return ptile[(r + R + k) * PW + col]; };
             res = layer_row<R>(res, tile[r + R][col + HV], nby, phi, zeta_row, vv, L, 1, s0, t,
-                               RowAB{ya + r + R, yb + r + R});
+                               RowAB<R>{yw + r, ystride});
         }
         return;
     }

@@ -155,8 +155,8 @@ pub struct CpuSolver<T: Real> {
     vel2dt2: Vec<T>,
     damp: Option<[Vec<T>; 3]>,
     cpml: Option<([CpmlAxis<T>; 3], CpmlProfiles<T>)>,
-    /// The x layers' pair means of a (the same on every row), see [`x_pair_means`].
-    x_pairs: Vec<T>,
+    /// The x layers' weights of D(a D p) (the same on every row), see [`x_layer_weights`].
+    x_weights: Vec<T>,
     free_surface: bool,
     cur: Vec<T>,
     prev: Vec<T>,
@@ -265,8 +265,9 @@ impl<T: Real> CpuSolver<T> {
             });
             (axes, coef)
         });
-        let x_pairs =
-            cpml.as_ref().map_or(Vec::new(), |(_, coef): &(_, CpmlProfiles<T>)| x_pair_means(&coef[0][0], r, b.width));
+        let x_weights = cpml
+            .as_ref()
+            .map_or(Vec::new(), |(_, coef): &(_, CpmlProfiles<T>)| x_layer_weights(&coef[0][0], &c2[0], r, b.width));
         let (src_taps, rec_taps) = shot_taps(problem, &layout, &vel2dt2);
         Ok(CpuSolver {
             layout,
@@ -279,7 +280,7 @@ impl<T: Real> CpuSolver<T> {
             vel2dt2,
             damp,
             cpml,
-            x_pairs,
+            x_weights,
             free_surface: b.free_surface,
             y_layer,
             cur: first_touch(&layout, &chunks),
@@ -518,7 +519,7 @@ impl<T: Real> CpuSolver<T> {
                 b: std::array::from_fn(|i| &coef[i][1][..]),
                 c1: std::array::from_fn(|i| &self.c1[i][..]),
                 c2: std::array::from_fn(|i| &self.c2[i][..]),
-                x_pairs: &self.x_pairs,
+                x_weights: &self.x_weights,
                 z_layer: &self.z_layer,
                 y_layer: &self.y_layer,
             }
@@ -726,8 +727,8 @@ struct CpmlSweep<'a, T> {
     b: [&'a [T]; 3],
     c1: [&'a [T]; 3],
     c2: [&'a [T]; 3],
-    /// [`x_pair_means`] of the x profile.
-    x_pairs: &'a [T],
+    /// [`x_layer_weights`] of the x profile.
+    x_weights: &'a [T],
     /// Slab plane of each interior z-plane in the z layers (CpuSolver::z_layer).
     z_layer: &'a [Option<usize>],
     /// Slab row of each interior row in the y layers (CpuSolver::y_layer).
@@ -986,8 +987,10 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
                 let cc = ld(0);
                 let fl: [[T; XLANES]; R] = std::array::from_fn(|k| ld(-(k as isize) - 1));
                 let fh: [[T; XLANES]; R] = std::array::from_fn(|k| ld(k as isize + 1));
-                let ap: [[T; XLANES]; R] = std::array::from_fn(|k| lanes(&c.x_pairs[k * pairs + u..][..XLANES]));
-                let am: [[T; XLANES]; R] = std::array::from_fn(|k| lanes(&c.x_pairs[(R + k) * pairs + u..][..XLANES]));
+                let wp: [[T; XLANES]; R] = std::array::from_fn(|k| lanes(&c.x_weights[k * pairs + u..][..XLANES]));
+                let wm: [[T; XLANES]; R] =
+                    std::array::from_fn(|k| lanes(&c.x_weights[(R + k) * pairs + u..][..XLANES]));
+                let ws: [T; XLANES] = lanes(&c.x_weights[2 * R * pairs + u..][..XLANES]);
                 let (mut dp, mut d2, mut sa) = ([T::default(); XLANES], [T::default(); XLANES], [T::default(); XLANES]);
                 for i in 0..XLANES {
                     let c0 = cc[i];
@@ -996,9 +999,10 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
                         let (lv, hv) = (fl[k][i], fh[k][i]);
                         sdp = c1k[k].mul_add(hv - lv, sdp);
                         sd2 = c2k[k].mul_add(lv + hv, sd2);
-                        ssa = c2k[k].mul_add(ap[k][i].mul_add(hv - c0, am[k][i] * (lv - c0)), ssa);
+                        ssa = wp[k][i].mul_add(hv, ssa);
+                        ssa = wm[k][i].mul_add(lv, ssa);
                     }
-                    (dp[i], d2[i], sa[i]) = (sdp, sd2, ssa);
+                    (dp[i], d2[i], sa[i]) = (sdp, sd2, (-ws[i]).mul_add(c0, ssa));
                 }
                 // phi's taps as whole vectors straight from the padded slab: the zeros around
                 // each layer are phi outside it, and lanes past the layer read the pad, the next
@@ -1048,11 +1052,10 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
         };
         let lo = if t < w { 0 } else { w };
         let (aq, bq) = (c.a[axis][q], c.b[axis][q]);
-        // Per tap k + 1: the weights, and a's pair means (uniform along the row).
+        // Per tap k + 1: the weights, and D(a D p)'s (uniform along the row).
         let c1k: [T; R] = std::array::from_fn(|k| c1[k + 1]);
         let c2k: [T; R] = std::array::from_fn(|k| c2[k + 1]);
-        let ap: [T; R] = std::array::from_fn(|k| a_mean(c.a[axis], q, q + k + 1));
-        let am: [T; R] = std::array::from_fn(|k| a_mean(c.a[axis], q, q.saturating_sub(k + 1)));
+        let (wp, wm, ws) = layer_weights::<T, R>(c.a[axis], c2, q);
         let row = l.row(iy, iz);
         let psi = c.psi[axis];
         // SAFETY: forwarded.
@@ -1087,9 +1090,10 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
                     let (lv, hv) = (fl[k][i], fh[k][i]);
                     sdp = c1k[k].mul_add(hv - lv, sdp);
                     sd2 = c2k[k].mul_add(lv + hv, sd2);
-                    ssa = c2k[k].mul_add(ap[k].mul_add(hv - c0, am[k] * (lv - c0)), ssa);
+                    ssa = wp[k].mul_add(hv, ssa);
+                    ssa = wm[k].mul_add(lv, ssa);
                 }
-                (dp[i], d2[i], sa[i]) = (sdp, sd2, ssa);
+                (dp[i], d2[i], sa[i]) = (sdp, sd2, (-ws).mul_add(c0, ssa));
             }
             for k in 1..=R {
                 if t + k < lo + w {
@@ -1148,23 +1152,48 @@ fn axpy<T: Real, const N: usize>(acc: &mut [T; N], w: T, p: &[T], n: usize) {
     }
 }
 
-/// The pair means a_mean(a, q, q + k) (side 0) and a_mean(a, q, q - k) (side 1, clamped at 0) of
-/// every x-slab point, at [(side * R + k - 1) * x_pairs_stride(width) + t] for slab index t (low
-/// layer, then high), so that the x layers' loop reads them as rows instead of clamping per point.
-/// Each row ends in XLANES zeros, read by the whole-vector lanes past the layer.
-fn x_pair_means<T: Real>(a: &[T], radius: usize, width: usize) -> Vec<T> {
+/// [`layer_weights`] of every x-slab point: w+_k at [(k - 1) * x_pairs_stride(width) + t], w-_k at
+/// [(R + k - 1) * ...] and S at [2R * ...] for slab index t (low layer, then high), so that the x
+/// layers' loop reads them as rows. Each row ends in XLANES zeros, read by the whole-vector lanes
+/// past the layer.
+fn x_layer_weights<T: Real>(a: &[T], c2: &[T], radius: usize, width: usize) -> Vec<T> {
     let nx = a.len();
-    let mut out = Vec::with_capacity(2 * radius * x_pairs_stride(width));
-    for side in 0..2 {
+    let stride = x_pairs_stride(width);
+    let mut out = vec![T::default(); (2 * radius + 1) * stride];
+    for t in 0..2 * width {
+        let q = if t < width { t } else { nx - 2 * width + t };
+        let mut ws = T::default();
         for k in 1..=radius {
-            for t in 0..2 * width {
-                let q = if t < width { t } else { nx - 2 * width + t };
-                out.push(if side == 0 { a_mean(a, q, q + k) } else { a_mean(a, q, q.saturating_sub(k)) });
-            }
-            out.extend([T::default(); XLANES]);
+            let (wp, wm) = layer_weight(a, c2, q, k);
+            out[(k - 1) * stride + t] = wp;
+            out[(radius + k - 1) * stride + t] = wm;
+            ws = ws + wp;
+            ws = ws + wm;
         }
+        out[2 * radius * stride + t] = ws;
     }
     out
+}
+
+/// The weights of the compact self-adjoint D(a D p) (boundary.rs) at grid index q, evaluated as
+/// sum_k (w+_k p_{q+k} + w-_k p_{q-k}) - S p_q (each sum in k order, the last term one fused
+/// multiply-add): w+_k, w-_k ([`layer_weight`]) for k = 1..R and S = w+_1 + w-_1 + w+_2 + ... in
+/// that order. kernels/layers.h computes the same bits. Two fused multiply-adds a tap instead of
+/// five operations.
+pub(crate) fn layer_weights<T: Real, const R: usize>(a: &[T], c2: &[T], q: usize) -> ([T; R], [T; R], T) {
+    let (mut wp, mut wm, mut ws) = ([T::default(); R], [T::default(); R], T::default());
+    for k in 0..R {
+        (wp[k], wm[k]) = layer_weight(a, c2, q, k + 1);
+        ws = ws + wp[k];
+        ws = ws + wm[k];
+    }
+    (wp, wm, ws)
+}
+
+/// c2_k a_mean(a, q, q + k) and c2_k a_mean(a, q, q - k) (clamped at 0): tap k's weights in D(a D p).
+#[inline(always)]
+pub(crate) fn layer_weight<T: Real>(a: &[T], c2: &[T], q: usize, k: usize) -> (T, T) {
+    (c2[k] * a_mean(a, q, q + k), c2[k] * a_mean(a, q, q.saturating_sub(k)))
 }
 
 /// Length of the x slab's psi buffers for a slab of `len` values in layers of `width`: each
@@ -1174,7 +1203,7 @@ fn x_psi_len(len: usize, width: usize, radius: usize) -> usize {
     len / width.max(1) * (width + 2 * radius) + XLANES
 }
 
-/// Row length of [`x_pair_means`]'s table.
+/// Row length of [`x_layer_weights`]'s table.
 fn x_pairs_stride(width: usize) -> usize {
     2 * width + XLANES
 }
