@@ -1167,8 +1167,8 @@ fn x_layer_weights<T: Real>(a: &[T], c2: &[T], radius: usize, width: usize) -> V
             let (wp, wm) = layer_weight(a, c2, q, k);
             out[(k - 1) * stride + t] = wp;
             out[(radius + k - 1) * stride + t] = wm;
-            ws = ws + wp;
-            ws = ws + wm;
+            ws += wp;
+            ws += wm;
         }
         out[2 * radius * stride + t] = ws;
     }
@@ -1184,8 +1184,8 @@ pub(crate) fn layer_weights<T: Real, const R: usize>(a: &[T], c2: &[T], q: usize
     let (mut wp, mut wm, mut ws) = ([T::default(); R], [T::default(); R], T::default());
     for k in 0..R {
         (wp[k], wm[k]) = layer_weight(a, c2, q, k + 1);
-        ws = ws + wp[k];
-        ws = ws + wm[k];
+        ws += wp[k];
+        ws += wm[k];
     }
     (wp, wm, ws)
 }

@@ -349,8 +349,8 @@ impl CpuHalfSolver {
                         let (wp, wm) = layer_weight(a, c2, q, k);
                         sa = wp.mul_add(hi, sa);
                         sa = wm.mul_add(lo, sa);
-                        ws = ws + wp;
-                        ws = ws + wm;
+                        ws += wp;
+                        ws += wm;
                     }
                     let sa = (-ws).mul_add(cur[i], sa);
                     let dpsi = dphi + sa;
