@@ -152,7 +152,21 @@ DEVICE void cpml_x_rows(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next
     for (int z = L.z_begin + blockIdx.y; z < L.z_end; z += gridDim.y) {
         const i64 o = (i64)z * plane + (i64)y * pitch + x0;
         const i64 s = ((i64)z * ny + y) * (2 * w) + half * w + t0;
+        // Up to R = 4, phi of the VEC points and of a vector on each side as three whole vectors
+        // from the slab (the layer's own only: point_update reads phi(k) where t + k stays in the
+        // layer, and w and t0 are multiples of VEC) instead of 2R + 1 scalar loads a point; at
+        // R > 4 the five vectors' registers would spill under the 128-register cap.
         const float* RESTRICT phi_in = L.phi_in[0] + s;
+        float pr[HV == 1 ? 3 * VEC : 1];
+        if constexpr (HV == 1) {
+#pragma unroll
+            for (int i = 0; i < 3; i++) {
+                const int tv = t0 + (i - 1) * VEC;
+                const Vf f = vload_if(phi_in + (i - 1) * VEC, tv >= 0 && tv < w);
+#pragma unroll
+                for (int j = 0; j < VEC; j++) pr[i * VEC + j] = f.v[j];
+            }
+        }
         float xr[(2 * HV + 1) * VEC];
 #pragma unroll
         for (int i = 0; i < 2 * HV + 1; i++) {
@@ -172,7 +186,7 @@ DEVICE void cpml_x_rows(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next
                 hi[k] = xr[HV * VEC + j + k];
             }
             p0.v[j] = xr[HV * VEC + j];
-            auto phi = [&](int k) { return phi_in[j + k]; };
+            auto phi = [&](int k) { return HV == 1 ? pr[VEC + j + k] : phi_in[j + k]; };
             res.v[j] = point_update<R>(res0.v[j], p0.v[j], lo, hi, vv.v[j], phi, zeta.v[j], L, 0, t0 + j, x0 + j, nx,
                                        phn.v[j], zn.v[j]);
         }
