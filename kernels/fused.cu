@@ -142,7 +142,10 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
     // the other threads may still read their neighbours' phi of iteration s - 1.
     constexpr int YSLOTS = STAGES + 2;
     constexpr int YSLOT = (TH + TY) * FX;
-    auto yslot = [&](int s) -> Vf* { return phi_tile + (s % YSLOTS) * YSLOT; };
+    // Vectors from the tile's start to step s's slot: read through yslot, copied into through
+    // phi_tile_s (SharedVf).
+    auto yslot_at = [&](int s) { return (s % YSLOTS) * YSLOT; };
+    auto yslot = [&](int s) -> Vf* { return phi_tile + yslot_at(s); };
     const SharedVf phi_tile_s = shared_vf(phi_tile);
     // The slab indices of the rows the thread copies at the launch's plane 0 (yslab's), so that a
     // copy adds only the plane's term.
@@ -160,7 +163,7 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
         const i64 zo = (i64)zz * (2 * lw) * nx;
         const float* RESTRICT phi = L.phi_in[1] + zo;
         const float* RESTRICT zeta = L.zeta[1] + zo;
-        const SharedVf ys = shared_at(phi_tile_s, (s % YSLOTS) * YSLOT + tx);
+        const SharedVf ys = shared_at(phi_tile_s, yslot_at(s) + tx);
 #pragma unroll
         for (int r = 0; r < RY; r++) {
             cp_async16(shared_at(ys, (ty * RY + r + R) * FX), phi + yrow_at[r], yrow_in[r]);
@@ -186,20 +189,20 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
     extern __shared__ Vf ring[];
     constexpr int SLOTS = STAGES + 1;
     constexpr int FIELDS = LAPLACIAN_ONLY ? 1 : 3;
-    auto slot = [&](int s, int field, int r) -> Vf* {
-        return ring + (((s % SLOTS) * FIELDS + field) * RY + r) * (FX * FY) + lt;
-    };
+    // Vectors from the ring's start to the thread's entry: read through slot, copied into through
+    // slot_s (SharedVf).
+    auto slot_at = [&](int s, int field, int r) { return (((s % SLOTS) * FIELDS + field) * RY + r) * (FX * FY) + lt; };
+    auto slot = [&](int s, int field, int r) -> Vf* { return ring + slot_at(s, field, r); };
     const SharedVf ring_s = shared_vf(ring);
-    auto slot_s = [&](int s, int field, int r) {
-        return shared_at(ring_s, (((s % SLOTS) * FIELDS + field) * RY + r) * (FX * FY) + lt);
-    };
+    auto slot_s = [&](int s, int field, int r) { return shared_at(ring_s, slot_at(s, field, r)); };
 #if HALO_RING
     // After the SLOTS * FIELDS * RY * FX * FY vectors of the fields, per slot: the y halo rows
     // below (threads ty < R), above (the same threads) and the x halo vectors (threads lt < TY * 2 * HV)
     // of plane z, so that they too arrive STAGES planes ahead.
     constexpr int HALO_VECS = 2 * R * FX + TY * 2 * HV;
     Vf* const halo_ring = ring + SLOTS * FIELDS * RY * (FX * FY);
-    auto halo_slot = [&](int s) -> Vf* { return halo_ring + (s % SLOTS) * HALO_VECS; };
+    auto halo_slot_at = [&](int s) { return (s % SLOTS) * HALO_VECS; };
+    auto halo_slot = [&](int s) -> Vf* { return halo_ring + halo_slot_at(s); };
     const SharedVf halo_ring_s = shared_vf(halo_ring);
 #endif
     auto issue = [&](int s) {
@@ -207,7 +210,7 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
             const int zz = zfirst + dz * s;
 #if HALO_RING
             const i64 pz = (i64)zz * plane;
-            const SharedVf h = shared_at(halo_ring_s, (s % SLOTS) * HALO_VECS + lt);
+            const SharedVf h = shared_at(halo_ring_s, halo_slot_at(s) + lt);
             if (yhalo) {
                 cp_async16(h, cur + pz + col_ylo, ylo_in);
                 cp_async16(shared_at(h, R * FX), cur + pz + col_yhi, yhi_in);

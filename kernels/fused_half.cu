@@ -130,17 +130,15 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step_half(
     // z; step s of the march uses slot s % SLOTS. Each thread reads back only what it copied.
     extern __shared__ HalfBits hring[];
     constexpr int SLOTS = STAGES + 1;
-    auto slot = [&](int s, int field, int r) {
-        return hring + (((s % SLOTS) * 3 + field) * RY + r) * (FX * FY) + lt;
-    };
+    // Entries from the ring's start to the thread's: read through slot, copied into through slot_s.
+    auto slot_at = [&](int s, int field, int r) { return (((s % SLOTS) * 3 + field) * RY + r) * (FX * FY) + lt; };
+    auto slot = [&](int s, int field, int r) { return hring + slot_at(s, field, r); };
 #if SEISMIC_HIP
     HalfBits* const hring_s = hring;
 #else
     const unsigned hring_s = smem_addr(hring);
 #endif
-    auto slot_s = [&](int s, int field, int r) {
-        return half_slot_at(hring_s, (((s % SLOTS) * 3 + field) * RY + r) * (FX * FY) + lt);
-    };
+    auto slot_s = [&](int s, int field, int r) { return half_slot_at(hring_s, slot_at(s, field, r)); };
     auto issue = [&](int s) {
         if (s < nsteps) {
             const int zz = zfirst + dz * s, zp = zz + dz * R;

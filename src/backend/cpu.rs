@@ -1162,13 +1162,11 @@ fn x_layer_weights<T: Real>(a: &[T], c2: &[T], radius: usize, width: usize) -> V
     let mut out = vec![T::default(); (2 * radius + 1) * stride];
     for t in 0..2 * width {
         let q = if t < width { t } else { nx - 2 * width + t };
-        let mut ws = T::default();
-        for k in 1..=radius {
-            let (wp, wm) = layer_weight(a, c2, q, k);
-            out[(k - 1) * stride + t] = wp;
-            out[(radius + k - 1) * stride + t] = wm;
-            ws += wp;
-            ws += wm;
+        let (mut wp, mut wm) = ([T::default(); 8], [T::default(); 8]);
+        let ws = layer_weights_into(a, c2, q, &mut wp[..radius], &mut wm[..radius]);
+        for k in 0..radius {
+            out[k * stride + t] = wp[k];
+            out[(radius + k) * stride + t] = wm[k];
         }
         out[2 * radius * stride + t] = ws;
     }
@@ -1181,18 +1179,26 @@ fn x_layer_weights<T: Real>(a: &[T], c2: &[T], radius: usize, width: usize) -> V
 /// that order. kernels/layers.h computes the same bits. Two fused multiply-adds a tap instead of
 /// five operations.
 pub(crate) fn layer_weights<T: Real, const R: usize>(a: &[T], c2: &[T], q: usize) -> ([T; R], [T; R], T) {
-    let (mut wp, mut wm, mut ws) = ([T::default(); R], [T::default(); R], T::default());
-    for k in 0..R {
+    let (mut wp, mut wm) = ([T::default(); R], [T::default(); R]);
+    let ws = layer_weights_into(a, c2, q, &mut wp, &mut wm);
+    (wp, wm, ws)
+}
+
+/// [`layer_weights`] for the radius `wp.len()`: w+_k into wp[k - 1], w-_k into wm[k - 1]; returns S.
+#[inline(always)]
+pub(crate) fn layer_weights_into<T: Real>(a: &[T], c2: &[T], q: usize, wp: &mut [T], wm: &mut [T]) -> T {
+    let mut ws = T::default();
+    for k in 0..wp.len() {
         (wp[k], wm[k]) = layer_weight(a, c2, q, k + 1);
         ws += wp[k];
         ws += wm[k];
     }
-    (wp, wm, ws)
+    ws
 }
 
 /// c2_k a_mean(a, q, q + k) and c2_k a_mean(a, q, q - k) (clamped at 0): tap k's weights in D(a D p).
 #[inline(always)]
-pub(crate) fn layer_weight<T: Real>(a: &[T], c2: &[T], q: usize, k: usize) -> (T, T) {
+fn layer_weight<T: Real>(a: &[T], c2: &[T], q: usize, k: usize) -> (T, T) {
     (c2[k] * a_mean(a, q, q + k), c2[k] * a_mean(a, q, q.saturating_sub(k)))
 }
 

@@ -15,7 +15,7 @@
 //! path is simple and separate from the tuned f32 sweep: one task per z-plane for the interior,
 //! the CPML layers in sequence, memory variables f32 over the whole grid.
 
-use super::cpu::layer_weight;
+use super::cpu::layer_weights_into;
 use super::{Backend, DeviceInfo};
 use crate::boundary::{BoundaryKind, CPML_AXIS_ORDER};
 use crate::grid::{Layout, Section, for_each_section};
@@ -334,7 +334,9 @@ impl CpuHalfSolver {
             for &iy in &ys {
                 for &ix in &xs {
                     let (i, d, q) = (l.row(iy, iz) + ix, (iz * l.ny + iy) * l.nx + ix, [ix, iy, iz][axis]);
-                    let (mut dp, mut dphi, mut d2, mut sa, mut ws) = (0.0f32, 0.0f32, c2[0] * cur[i], 0.0f32, 0.0f32);
+                    let (mut wp, mut wm) = ([0.0f32; 8], [0.0f32; 8]);
+                    let ws = layer_weights_into(a, c2, q, &mut wp[..r], &mut wm[..r]);
+                    let (mut dp, mut dphi, mut d2, mut sa) = (0.0f32, 0.0f32, c2[0] * cur[i], 0.0f32);
                     for k in 1..=r {
                         let (lo, hi) = (cur[i - k * s], cur[i + k * s]);
                         dp = c1[k].mul_add(hi - lo, dp);
@@ -346,11 +348,8 @@ impl CpuHalfSolver {
                         }
                         d2 = c2[k].mul_add(lo + hi, d2);
                         // The compact self-adjoint D(a D p) (boundary.rs) as cpu.rs evaluates it.
-                        let (wp, wm) = layer_weight(a, c2, q, k);
-                        sa = wp.mul_add(hi, sa);
-                        sa = wm.mul_add(lo, sa);
-                        ws += wp;
-                        ws += wm;
+                        sa = wp[k - 1].mul_add(hi, sa);
+                        sa = wm[k - 1].mul_add(lo, sa);
                     }
                     let sa = (-ws).mul_add(cur[i], sa);
                     let dpsi = dphi + sa;
