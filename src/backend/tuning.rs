@@ -236,12 +236,15 @@ impl Tuning {
 
     /// The launch shape of a step with the y layers inside the fused pass (fused_step and
     /// fused_step_ylayers, kernels/fused.cu), from the interior's: one row a thread in 8 rows of
-    /// threads (at least R), the z loop not unrolled, no tile ring. The y-layer kernel needs
-    /// 242-255 registers, so one of its blocks runs per multiprocessor; with two rows a thread or
-    /// the loop unrolled it ran slower, and in a module of its own shape beside the interior's
-    /// tuned one too (H100, R = 4, kernels/NOTES.md, session 21).
+    /// threads (at least R), 16 threads (64 points) a row, the z loop not unrolled, no tile ring.
+    /// With two rows a thread or the loop unrolled it ran slower (H100, R = 4, kernels/NOTES.md,
+    /// session 21). The y-layer kernel takes 167 registers a thread at R = 4: with 32 threads a row
+    /// one block ran a multiprocessor, each plane's barrier holding all its 8 warps; with 16, three
+    /// blocks of 4 warps share it (H200, kernels/NOTES.md, session 25: marmousi.toml 0.57 -> 0.51 s,
+    /// marmousi-large 14.26 -> 13.82 s in steps, the same bits).
     pub fn for_ylayers(self, radius: usize) -> Tuning {
-        Tuning { block_y: 8.max(radius as u32), rows: 1, unroll_z: 1, tile_ring: 0, ..self }.effective(radius)
+        Tuning { block_x: 16, block_y: 8.max(radius as u32), rows: 1, unroll_z: 1, tile_ring: 0, ..self }
+            .effective(radius)
     }
 
     /// Dynamic shared memory of the f16 step's ring (kernels/fused_half.cu): stages + 1 slots of
