@@ -387,8 +387,9 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(FUSED_STE
     fused_body<0>(FUSED_STEP_ARGS);
 }
 #if YLAYERS
-// The tiles that hold y-layer rows (L.select 4; fused_step takes the others with select 3), one
-// block a multiprocessor (it needs about 200 registers; a lower cap spills).
+// The tiles that hold y-layer rows (L.select 4; fused_step takes the others with select 3), with a
+// register cap of one block a multiprocessor (167 registers at R = 4; a lower cap spills): its
+// blocks of 16 x 8 threads (Tuning::for_ylayers) still run three a multiprocessor.
 #ifndef YLAYER_MIN_BLOCKS
 #define YLAYER_MIN_BLOCKS 1
 #endif
