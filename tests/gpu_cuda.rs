@@ -247,6 +247,45 @@ fn gpu_matches_cpu_heterogeneous() {
     }
 }
 
+/// Steps captured into graph launches (chunks of 2, 7 and 32 steps, so that a snapshot, a blow-up
+/// check and the run's end fall inside a chunk) give the bits of steps whose kernels are launched
+/// one by one: the field at step 45 and at the end, every trace, and a time for every step.
+#[test]
+#[ignore = "needs a GPU"]
+fn graph_launched_steps_match_kernel_launches() {
+    let mut setup = Setup::odd(4, "cpml", true);
+    setup.steps = 101;
+    let problem = setup.problem(marmousi_like(setup.shape));
+    let run = |graph_steps: usize| {
+        let rt = CudaRuntime::new(0).expect("CUDA device 0");
+        let mut gpu = GpuSolver::new(rt, &problem, KernelChoice::Fused, Tuning::for_radius(4)).expect("open");
+        gpu.set_graph_steps(graph_steps).expect("graph steps");
+        assert_eq!(gpu.graph_steps(), if graph_steps > 1 { graph_steps } else { 0 }, "CUDA captures graphs");
+        let mut middle = vec![0.0f32; problem.layout.points()];
+        for n in 0..problem.steps {
+            gpu.step(n).expect("step");
+            if n + 1 == 45 {
+                gpu.snapshot(&mut middle).expect("snapshot");
+                assert!(gpu.field_is_finite().expect("blow-up check"));
+            }
+        }
+        let mut last = vec![0.0f32; problem.layout.points()];
+        gpu.snapshot(&mut last).expect("snapshot");
+        let secs = gpu.step_seconds().expect("step seconds");
+        assert_eq!(secs.len(), problem.steps);
+        assert!(secs.iter().all(|&s| s > 0.0 && s.is_finite()), "graph {graph_steps}: step times {secs:?}");
+        (middle, last, gpu.traces(problem.steps).expect("traces"))
+    };
+    let launched = run(0);
+    assert!(launched.2.iter().any(|&v| v != 0.0), "the traces recorded the wave");
+    for graph_steps in [2, 7, 32] {
+        let graphed = run(graph_steps);
+        assert!(graphed.0 == launched.0, "graphs of {graph_steps} steps: the field at step 45 differs");
+        assert!(graphed.1 == launched.1, "graphs of {graph_steps} steps: the last field differs");
+        assert!(graphed.2 == launched.2, "graphs of {graph_steps} steps: the traces differ");
+    }
+}
+
 /// CPML layers from one point wide to wider than a fused tile's 12 rows and a z-window (width 40),
 /// on odd grids, with and without a free surface, both kernels: the layers computed inside the
 /// fused pass (blocks that hold layer points and blocks that do not) and by cpml.cu after the

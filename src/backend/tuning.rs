@@ -235,16 +235,18 @@ impl Tuning {
     }
 
     /// The launch shape of a step with the y layers inside the fused pass (fused_step and
-    /// fused_step_ylayers, kernels/fused.cu), from the interior's: one row a thread in 8 rows of
-    /// threads (at least R), 16 threads (64 points) a row, the z loop not unrolled, no tile ring.
-    /// With two rows a thread or the loop unrolled it ran slower (H100, R = 4, kernels/NOTES.md,
-    /// session 21). The y-layer kernel takes 167 registers a thread at R = 4: with 32 threads a row
-    /// one block ran a multiprocessor, each plane's barrier holding all its 8 warps; with 16, three
-    /// blocks of 4 warps share it (H200, kernels/NOTES.md, session 25: marmousi.toml 0.57 -> 0.51 s,
-    /// marmousi-large 14.26 -> 13.82 s in steps, the same bits).
+    /// fused_step_ylayers, kernels/fused.cu), from the interior's: one row a thread, the z loop not
+    /// unrolled, no tile ring (two rows a thread or the loop unrolled ran slower: H100, R = 4,
+    /// kernels/NOTES.md, session 21), and blocks of 128 threads, of which three share a
+    /// multiprocessor (167 registers a thread at R = 4), so that one waits at a plane's barrier
+    /// while the others compute. Up to R = 4, 8 threads (32 points) a row in 16 rows: a block
+    /// reads 1.9 times its points of p^n's plane with the halos, against 2.25 in 16 x 8 (H200,
+    /// session 26: marmousi.toml's real step 0.166 -> 0.163 ms, marmousi-large 13.88 -> 13.74 s in
+    /// steps, the same bits). From R = 5 the x halo is two vectors a side, and the shape stays 16
+    /// x 8 (at least R rows), timed there in session 25.
     pub fn for_ylayers(self, radius: usize) -> Tuning {
-        Tuning { block_x: 16, block_y: 8.max(radius as u32), rows: 1, unroll_z: 1, tile_ring: 0, ..self }
-            .effective(radius)
+        let (block_x, block_y) = if radius <= 4 { (8, 16) } else { (16, 8.max(radius as u32)) };
+        Tuning { block_x, block_y, rows: 1, unroll_z: 1, tile_ring: 0, ..self }.effective(radius)
     }
 
     /// Dynamic shared memory of the f16 step's ring (kernels/fused_half.cu): stages + 1 slots of

@@ -3,10 +3,11 @@
 //! architecture (`sm_XY`) into a CUBIN, which the vendor-neutral layer caches on disk.
 
 use super::{DevicePtr, GpuRuntime};
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow, bail, ensure};
 use cudarc::driver::safe::{self, CudaContext, CudaEvent, CudaStream};
 use cudarc::driver::{result as cu, sys};
 use cudarc::nvrtc::{Ptx, result as nvrtc, sys as nvrtc_sys};
+use std::cell::Cell;
 use std::ffi::{CString, c_void};
 use std::sync::Arc;
 
@@ -40,6 +41,21 @@ pub struct CudaRuntime {
     name: String,
     arch: String,
     multiprocessors: u32,
+    /// Whether the stream is capturing (event records then become graph nodes).
+    capturing: Cell<bool>,
+}
+
+/// An instantiated graph (destroyed on drop).
+pub struct CudaGraphExec(sys::CUgraphExec);
+
+impl Drop for CudaGraphExec {
+    fn drop(&mut self) {
+        // SAFETY: instantiated by launch_capture and destroyed once; a launch still in flight
+        // keeps what it needs (the driver defers the release).
+        unsafe {
+            let _ = cu::graph::exec_destroy(self.0);
+        }
+    }
 }
 
 /// A loaded module (unloaded when the last holder drops it).
@@ -69,12 +85,19 @@ impl CudaRuntime {
             bail!("CUDA device {ordinal} does not exist ({count} found)");
         }
         let ctx = CudaContext::new(ordinal).context("cannot retain the primary CUDA context")?;
+        // The solver orders all its work on one stream and owns its memory as raw device
+        // pointers, so cudarc's tracking of its own buffers across streams has nothing to do; off,
+        // opening a second stream makes no context-wide synchronisation, which another thread's
+        // graph capture on the same device would not survive.
+        // SAFETY: no cudarc CudaSlice is used with this context.
+        unsafe { ctx.disable_event_tracking() };
         let (major, minor) = ctx.compute_capability()?;
         use sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT;
         let multiprocessors = ctx.attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
         let name = ctx.name()?;
         let stream = ctx.new_stream().context("cuStreamCreate failed")?;
-        Ok(CudaRuntime { ctx, stream, name, arch: format!("sm_{major}{minor}"), multiprocessors })
+        let arch = format!("sm_{major}{minor}");
+        Ok(CudaRuntime { ctx, stream, name, arch, multiprocessors, capturing: Cell::new(false) })
     }
 
     fn bind(&self) -> Result<()> {
@@ -86,6 +109,7 @@ impl GpuRuntime for CudaRuntime {
     type Module = CudaModule;
     type Function = CudaFunction;
     type Event = CudaEvent;
+    type Graph = CudaGraphExec;
 
     fn vendor(&self) -> &'static str {
         "cuda"
@@ -246,7 +270,17 @@ impl GpuRuntime for CudaRuntime {
     }
 
     fn record(&self, event: &CudaEvent) -> Result<()> {
-        Ok(event.record(&self.stream)?)
+        if !self.capturing.get() {
+            return Ok(event.record(&self.stream)?);
+        }
+        // In a capture a plain record only orders work; an external one becomes a node that
+        // records the event (its time included) at every launch.
+        let external = sys::CUevent_record_flags::CU_EVENT_RECORD_EXTERNAL as u32;
+        self.bind()?;
+        // SAFETY: a live event and stream of this context.
+        unsafe { sys::cuEventRecordWithFlags(event.cu_event(), self.stream.cu_stream(), external) }
+            .result()
+            .context("cuEventRecordWithFlags in a graph capture failed")
     }
 
     fn elapsed_ms(&self, start: &CudaEvent, end: &CudaEvent) -> Result<f32> {
@@ -289,5 +323,58 @@ impl GpuRuntime for CudaRuntime {
 
     fn synchronize(&self) -> Result<()> {
         self.stream.synchronize().context("CUDA stream synchronisation failed (a kernel faulted?)")
+    }
+
+    fn captures(&self) -> bool {
+        true
+    }
+
+    fn begin_capture(&self) -> Result<()> {
+        // Relaxed: other solvers on this thread or others (a test binary's threads, a survey's
+        // shots) may allocate, load modules and open streams meanwhile; this stream's own work
+        // never needs a call that capture forbids (launch_capture comes before any).
+        use sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
+        self.stream.begin_capture(CU_STREAM_CAPTURE_MODE_RELAXED).context("cuStreamBeginCapture failed")?;
+        self.capturing.set(true);
+        Ok(())
+    }
+
+    fn launch_capture(&self, exec: &mut Option<CudaGraphExec>) -> Result<()> {
+        self.bind()?;
+        self.capturing.set(false);
+        let stream = self.stream.cu_stream();
+        // SAFETY: the stream is capturing (begin_capture); the graph it returns is destroyed
+        // below once the executable graph holds its work.
+        let graph = unsafe { cu::stream::end_capture(stream) }.context("cuStreamEndCapture failed")?;
+        ensure!(!graph.is_null(), "the graph capture returned no graph");
+        let result = (|| -> Result<()> {
+            // The same kernels with new arguments (the next steps) update the graph in place,
+            // far cheaper than instantiating it again; launches already queued keep theirs.
+            let updated = exec.as_ref().is_some_and(|e| {
+                let mut info = sys::CUgraphExecUpdateResultInfo {
+                    result: sys::CUgraphExecUpdateResult::CU_GRAPH_EXEC_UPDATE_SUCCESS,
+                    errorNode: std::ptr::null_mut(),
+                    errorFromNode: std::ptr::null_mut(),
+                };
+                // SAFETY: both graphs are live.
+                unsafe { sys::cuGraphExecUpdate_v2(e.0, graph, &mut info) }.result().is_ok()
+            });
+            if !updated {
+                *exec = None;
+                // SAFETY: a complete captured graph.
+                let e = unsafe { cu::graph::instantiate(graph, sys::CUgraphInstantiate_flags(0)) }
+                    .context("cuGraphInstantiate failed")?;
+                *exec = Some(CudaGraphExec(e));
+            }
+            let e = exec.as_ref().map(|e| e.0).context("no executable graph")?;
+            // SAFETY: a live executable graph and stream of this context.
+            unsafe { cu::graph::launch(e, stream) }.context("cuGraphLaunch failed")?;
+            Ok(())
+        })();
+        // SAFETY: captured above, no longer used (an executable graph copies what it needs).
+        unsafe {
+            let _ = cu::graph::destroy(graph);
+        }
+        result
     }
 }

@@ -21,11 +21,17 @@ pub const LAPLACIAN_SHORTEST: usize = 12;
 /// ~48 planes lose on every grid (1024^3: 81.5% at 40 planes, 79.4% at 128, 77% at 342), as
 /// neighbouring blocks drift apart and stop sharing their halo rows in L2.
 pub fn best_window(tiles: usize, nz: usize, slots: usize, priming: usize, shortest: usize) -> u32 {
+    best_window_upto(tiles, nz, slots, priming, shortest, 48)
+}
+
+/// [`best_window`] among windows of `shortest` to `longest` planes.
+pub fn best_window_upto(tiles: usize, nz: usize, slots: usize, priming: usize, shortest: usize, longest: usize) -> u32 {
     let (tiles, nz, slots) = (tiles.max(1), nz.max(1), slots.max(1));
-    let mut best = (usize::MAX, nz.min(48));
+    let longest = longest.max(shortest);
+    let mut best = (usize::MAX, nz.min(longest));
     for chunks in (1..=nz).rev() {
         let w = nz.div_ceil(chunks);
-        if w < shortest.min(nz) || w > 48 || (chunks < nz && nz.div_ceil(chunks + 1) == w) {
+        if w < shortest.min(nz) || w > longest || (chunks < nz && nz.div_ceil(chunks + 1) == w) {
             continue; // out of range, or a window already costed
         }
         let cost = (tiles * nz.div_ceil(w)).div_ceil(slots) * (w + priming);
@@ -145,7 +151,7 @@ impl LaunchGeometry {
 
 #[cfg(test)]
 mod tests {
-    use super::best_window;
+    use super::{best_window, best_window_upto};
 
     #[test]
     fn windows_fill_whole_waves() {
@@ -169,6 +175,17 @@ mod tests {
                 let w = best_window(100, nz, 264, priming, shortest) as usize;
                 assert!(w >= shortest.min(nz) && w <= 48.min(nz), "nz {nz}: {w}");
             }
+        }
+    }
+
+    #[test]
+    fn a_capped_window_stays_within_its_range() {
+        // marmousi-large's y-layer launch (R = 4, 8 x 16 blocks): 300 tiles, 396 resident blocks.
+        assert_eq!(best_window(300, 600, 396, 8, 8), 47);
+        assert_eq!(best_window_upto(300, 600, 396, 8, 8, 16), 16);
+        for nz in 1..200 {
+            let w = best_window_upto(64, nz, 396, 8, 8, 16) as usize;
+            assert!(w >= 8.min(nz) && w <= 16.min(nz), "nz {nz}: {w}");
         }
     }
 }

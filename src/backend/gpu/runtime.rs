@@ -14,6 +14,8 @@ pub trait GpuRuntime {
     type Module;
     type Function: Copy;
     type Event;
+    /// An executable graph of captured work (`()` where the runtime captures none).
+    type Graph;
 
     /// "cuda" or "hip".
     fn vendor(&self) -> &'static str;
@@ -63,6 +65,22 @@ pub trait GpuRuntime {
     /// Milliseconds between two recorded events (both must have completed).
     fn elapsed_ms(&self, start: &Self::Event, end: &Self::Event) -> Result<f32>;
     fn synchronize(&self) -> Result<()>;
+    /// Whether the stream's work can be captured into graphs ([`begin_capture`](Self::begin_capture)).
+    fn captures(&self) -> bool {
+        false
+    }
+    /// From now on the stream's work (launches, zero fills, event records) is captured, not run,
+    /// until [`launch_capture`](Self::launch_capture); uploads and downloads are not allowed then.
+    fn begin_capture(&self) -> Result<()> {
+        anyhow::bail!("the {} runtime captures no graphs", self.vendor())
+    }
+    /// Ends the capture and enqueues what it captured as one graph launch, through `exec`: updated
+    /// in place where the work has the same shape as its last, made anew otherwise. On an error
+    /// the capture is over and nothing was enqueued.
+    fn launch_capture(&self, exec: &mut Option<Self::Graph>) -> Result<()> {
+        let _ = exec;
+        anyhow::bail!("the {} runtime captures no graphs", self.vendor())
+    }
     /// Lets a kernel use `bytes` of dynamic shared memory (beyond the default 48 KB where needed).
     fn allow_dynamic_shared(&self, f: Self::Function, bytes: u32) -> Result<()> {
         let _ = (f, bytes);

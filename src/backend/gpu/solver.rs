@@ -4,7 +4,7 @@
 //! layers, source, receivers), in the order of `backend`'s module docs. The host waits only for
 //! snapshots, traces, step timings and the blow-up check.
 
-use super::geometry::{FUSED_SHORTEST, LAPLACIAN_SHORTEST, LaunchGeometry, best_window, field_extra};
+use super::geometry::{FUSED_SHORTEST, LAPLACIAN_SHORTEST, LaunchGeometry, best_window, best_window_upto, field_extra};
 use super::kernels::{
     AxisWeights, CpmlAxis, CpmlAxisHalf, ExtractSection, FiniteCheck, FreeSurface, FreeSurfaceHalf, FusedStep,
     FusedStepHalf, HalfKernels, InjectSource, InjectSourceHalf, InsertSection, Kernels, Launch, Layers, PassWindowed,
@@ -108,9 +108,16 @@ fn march_segments(blocks: u64, multiprocessors: u64, width: u64, radius: u64) ->
 }
 
 /// Planes a fused_step_ylayers chunk primes its rings with, per unit of the radius, as
-/// [`choose_y_pass_windows`](GpuSolver::choose_y_pass_windows) costs them: the block is alone on its
-/// multiprocessor, so nothing hides its start.
+/// [`choose_y_pass_windows`](GpuSolver::choose_y_pass_windows) costs them.
 const Y_PASS_PRIMING: usize = 2;
+
+/// The longest z-window of the y-layer launch. H200, R = 4, 8 x 16 blocks (three a
+/// multiprocessor), kernels/NOTES.md session 26: marmousi-large 1.705 ms a step with the cost
+/// model's choice among windows up to 48 (47 planes), 1.68 / 1.67 / 1.685 / 1.695 at 12 / 16 / 24 /
+/// 32; the real step 1.702 -> 1.694 ms at 2400 x 200 x 600, 5.459 -> 5.436 at 1024^3, 0.163 ->
+/// 0.160 at 960 x 64 x 240 with 16. Shorter windows keep neighbouring blocks on nearby planes,
+/// where they share their halo rows of p^n and phi in L2.
+const Y_PASS_LONGEST: usize = 16;
 
 /// The rows of the fused step's tiles of `tile_rows` rows that hold y-layer rows (`width` a
 /// layer) on `ny` rows: those below the first value and from the second on.
@@ -230,6 +237,41 @@ impl LayerPass {
 
 /// Whether fused_step_ylayers can take a grid's y layers: it moves whole vectors along x and
 /// needs the two y layers apart (layers.h, add_layers).
+/// Steps a run's `step` captures into one graph launch where the runtime can
+/// ([`GpuRuntime::captures`]): [`GRAPH_STEPS`], or SEISMIC_GRAPH_STEPS (0 or 1: none).
+fn graph_steps() -> usize {
+    match std::env::var("SEISMIC_GRAPH_STEPS").ok().and_then(|v| v.parse::<usize>().ok()) {
+        Some(n) if n <= 1 => 0,
+        Some(n) => n,
+        None => GRAPH_STEPS,
+    }
+}
+
+/// Whether every step's end is an event (SEISMIC_STEP_EVENTS=0: only the run's last).
+fn per_step_events() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("SEISMIC_STEP_EVENTS").map_or(true, |v| v != "0"))
+}
+
+/// Steps in one graph launch: a launch's few microseconds of host work and the graph's update
+/// are spread over this many steps, and a snapshot, a blow-up check or the end of the run launches
+/// the steps captured so far.
+const GRAPH_STEPS: usize = 32;
+
+/// [`Tuning::for_ylayers`], its block overridden by SEISMIC_YLAYER_BLOCK ("16x8": threads a row
+/// by rows), an experiment knob.
+fn y_layer_shape(tuning: Tuning, radius: usize) -> Tuning {
+    let t = tuning.for_ylayers(radius);
+    let block = std::env::var("SEISMIC_YLAYER_BLOCK").ok().and_then(|v| {
+        let (x, y) = v.split_once('x')?;
+        Some((x.parse().ok()?, y.parse().ok()?))
+    });
+    match block {
+        Some((block_x, block_y)) => Tuning { block_x, block_y, ..t }.effective(radius),
+        None => t,
+    }
+}
+
 fn y_layers_fit(shape: [usize; 3], width: usize, vec: u32) -> bool {
     shape[0].is_multiple_of(vec as usize) && shape[1] >= 2 * width
 }
@@ -420,6 +462,13 @@ pub struct GpuSolver<Rt: GpuRuntime> {
     finite_flag: Option<DeviceBuffer<Rt>>,
     /// The Laplacian-only build (loaded at its first timing) and its dynamic shared memory.
     laplacian: Option<(Rt::Module, Rt::Function, u32)>,
+    /// Steps `step` captures into one graph launch (0: none, each kernel launched on its own).
+    graph_steps: usize,
+    /// Steps of the capture in progress (its launch comes at `graph_steps`, or before any other
+    /// use of the stream: [`end_capture`](Self::end_capture)).
+    captured: usize,
+    /// The executable graph the captures go through (updated in place from one to the next).
+    graph: Option<Rt::Graph>,
     f: Kernels<Rt::Function>,
     /// Keeps the functions in `f` valid.
     _module: Rt::Module,
@@ -436,6 +485,7 @@ struct StepSplit {
 
 impl<Rt: GpuRuntime> Drop for GpuSolver<Rt> {
     fn drop(&mut self) {
+        let _ = self.end_capture();
         // The buffers free themselves after this, once no queued kernel can still use them.
         let _ = self.rt.synchronize();
     }
@@ -477,7 +527,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         // where their shared memory fits. fused_step_ylayers takes a launch shape of its own, in a
         // module of its own, while the plain fused_step between the y layers keeps the interior's
         // (without the tile ring: fused_ring.cu has no launch over part of the tiles).
-        let in_pass_shape = if layer_pass == LayerPass::YLayers { tuning.for_ylayers(r) } else { tuning };
+        let in_pass_shape = if layer_pass == LayerPass::YLayers { y_layer_shape(tuning, r) } else { tuning };
         let layer_pass = if layer_pass != LayerPass::After
             && !half
             && rt.vendor() != "hip"
@@ -656,6 +706,9 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             section_staging: None,
             finite_flag: None,
             laplacian: None,
+            graph_steps: if rt.captures() { graph_steps() } else { 0 },
+            captured: 0,
+            graph: None,
             f,
             _module: module,
             rt,
@@ -768,6 +821,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
     /// Sets p^n and p^{n-1} from dense (nz, ny, nx) arrays (tests, benchmarks); in f16, p^n and
     /// d^n = p^n - p^{n-1}, rounded, unscaled.
     pub fn set_state(&mut self, current: &[f32], previous: &[f32]) -> Result<()> {
+        self.end_capture()?;
         let mut field = vec![0.0f32; self.layout.len()];
         self.layout.scatter(current, &mut field);
         let bits = |f: &[f32]| f.iter().map(|&v| half::f16::from_f32(v).to_bits()).collect::<Vec<u16>>();
@@ -848,15 +902,30 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         };
         let band_window = match std::env::var("SEISMIC_YLAYER_WINDOW").ok().and_then(|v| v.parse().ok()) {
             Some(w) if w > 0 => w,
-            _ => best_window(
+            _ => best_window_upto(
                 y.tile_columns() as usize * band_rows as usize,
                 nz,
                 y.resident_blocks as usize,
                 Y_PASS_PRIMING * r,
                 FUSED_SHORTEST,
+                Y_PASS_LONGEST,
             ),
         };
         (gap.guarded_window_rows(gap_window, gap_rows), y.guarded_window_rows(band_window, band_rows))
+    }
+
+    /// Captures `steps` steps of [`Backend::step`] into each graph launch (0 or 1: every kernel
+    /// launched on its own), where the runtime can capture; the steps captured so far are
+    /// launched first.
+    pub fn set_graph_steps(&mut self, steps: usize) -> Result<()> {
+        self.end_capture()?;
+        self.graph_steps = if self.rt.captures() && steps > 1 { steps } else { 0 };
+        Ok(())
+    }
+
+    /// Steps in each graph launch (0: none).
+    pub fn graph_steps(&self) -> usize {
+        self.graph_steps
     }
 
     /// Sets the z-window of the fused step and of the Laplacian-only operator
@@ -1168,9 +1237,21 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         Ok(())
     }
 
+    /// Launches the steps captured so far (none: nothing to do). Every use of the stream other
+    /// than `step` comes after this.
+    fn end_capture(&mut self) -> Result<()> {
+        if self.captured == 0 {
+            return Ok(());
+        }
+        self.captured = 0;
+        self.rt.launch_capture(&mut self.graph).context("the steps' graph launch")
+    }
+
     fn time_step_end(&mut self) -> Result<()> {
         let k = self.steps_done;
-        if k + 1 < self.events.len() {
+        // SEISMIC_STEP_EVENTS=0 (an experiment knob, to measure what the per-step events cost)
+        // records only the last step's end; every step then reads the run's mean.
+        if k + 1 < self.events.len() && (per_step_events() || k + 2 == self.events.len()) {
             self.rt.record(&self.events[k + 1])?;
         }
         self.steps_done += 1;
@@ -1223,6 +1304,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
     /// source or receivers), after 3 untimed ones; for benchmarks. Leapfrog operators advance the
     /// state (cur and prev swap each time) as a run does.
     pub fn time_interior(&mut self, op: Operator, reps: usize) -> Result<Vec<f64>> {
+        self.end_capture()?;
         if op == Operator::Laplacian && self.laplacian.is_none() {
             let t = self.geometry.tuning.for_laplacian(self.radius);
             let m = load_kernels(
@@ -1262,12 +1344,29 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
     }
 
     fn step(&mut self, n: usize) -> Result<()> {
-        self.time_step_start()?;
-        self.enqueue_step(n, true)?;
-        self.time_step_end()
+        if self.graph_steps == 0 {
+            self.time_step_start()?;
+            self.enqueue_step(n, true)?;
+            return self.time_step_end();
+        }
+        if self.captured == 0 {
+            self.rt.begin_capture()?;
+        }
+        self.captured += 1;
+        let queued = (|| {
+            self.time_step_start()?;
+            self.enqueue_step(n, true)?;
+            self.time_step_end()
+        })();
+        if let Err(e) = queued {
+            let _ = self.end_capture();
+            return Err(e);
+        }
+        if self.captured == self.graph_steps { self.end_capture() } else { Ok(()) }
     }
 
     fn snapshot(&mut self, out: &mut [f32]) -> Result<()> {
+        self.end_capture()?;
         ensure!(
             out.len() == self.layout.points(),
             "snapshot buffer has {} values, grid {}",
@@ -1305,11 +1404,13 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
     }
 
     fn snapshot_sections(&mut self, sections: &[Section], out: &mut [f32]) -> Result<()> {
+        self.end_capture()?;
         let l = self.layout;
         for_each_section(sections, [l.nx, l.ny, l.nz], out, |s, part| self.snapshot_section(s, part))
     }
 
     fn traces(&mut self, steps: usize) -> Result<Vec<f32>> {
+        self.end_capture()?;
         let Some(r) = &self.receivers else {
             return Ok(Vec::new());
         };
@@ -1327,6 +1428,7 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
     /// H100) plus the stream drain and launch latency (tens of microseconds); the solver calls it
     /// about once a second, so well under 0.1% of a run.
     fn field_is_finite(&mut self) -> Result<bool> {
+        self.end_capture()?;
         match &self.finite_flag {
             Some(flag) => flag.zero()?,
             None => self.finite_flag = Some(DeviceBuffer::zeroed(&self.rt, 4)?),
@@ -1342,12 +1444,18 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
     }
 
     fn step_seconds(&mut self) -> Result<Vec<f64>> {
+        self.end_capture()?;
         self.rt.synchronize()?;
         let n = self.steps_done.min(self.events.len().saturating_sub(1));
+        if !per_step_events() && n > 0 {
+            let mean = self.rt.elapsed_ms(&self.events[0], &self.events[n])? as f64 * 1e-3 / n as f64;
+            return Ok(vec![mean; n]);
+        }
         (0..n).map(|i| Ok(self.rt.elapsed_ms(&self.events[i], &self.events[i + 1])? as f64 * 1e-3)).collect()
     }
 
     fn step_field(&mut self, n: usize) -> Result<()> {
+        self.end_capture()?;
         self.time_step_start()?;
         self.enqueue_step(n, false)?;
         self.time_step_end()
@@ -1362,6 +1470,7 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
         first: &[std::ops::Range<usize>],
         leave: &[std::ops::Range<usize>],
     ) -> Result<()> {
+        self.end_capture()?;
         if !self.splits_steps() {
             return self.step_field(n);
         }
@@ -1403,12 +1512,14 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
     }
 
     fn next_planes_out(&mut self, z0: usize, planes: usize, buf: &mut [f32]) -> Result<()> {
+        self.end_capture()?;
         let open = self.split.as_ref().is_some_and(|s| s.open);
         let field = if open { self.prev.ptr() } else { self.cur.ptr() };
         self.field_planes_out(field, z0, planes, buf)
     }
 
     fn finish_field(&mut self, n: usize) -> Result<()> {
+        self.end_capture()?;
         let Some(split) = self.split.take_if(|s| s.open) else { return Ok(()) };
         for r in &split.rest {
             self.enqueue_planes(n, r.clone())?;
@@ -1427,18 +1538,21 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
     }
 
     fn record_receivers(&mut self) -> Result<()> {
+        self.end_capture()?;
         let n = self.steps_done.checked_sub(1).context("no step to record")?;
         self.enqueue_record(self.cur.ptr(), n)
     }
 
     /// Host-staged: the planes come down whole (row padding included) and their rows are packed.
     fn planes_out(&mut self, z0: usize, planes: usize, buf: &mut [f32]) -> Result<()> {
+        self.end_capture()?;
         self.field_planes_out(self.cur.ptr(), z0, planes, buf)
     }
 
     /// Host-staged: the rows of every plane are `rows * pitch` contiguous values, gathered into a
     /// dense buffer on the device (one launch, one download), unpacked here.
     fn rows_out(&mut self, y0: usize, rows: usize, buf: &mut [f32]) -> Result<()> {
+        self.end_capture()?;
         ensure!(self.half.is_none(), "the f16 step has no halo exchange (decomposed runs are f32)");
         let l = self.layout;
         ensure!(y0 + rows <= l.ny && buf.len() == l.nz * rows * l.nx, "halo rows {y0}..{} of {}", y0 + rows, l.ny);
@@ -1469,6 +1583,7 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
     /// Host-staged: whole padded rows go up (their padding zero, as it always is) and are written
     /// into every plane by one launch.
     fn rows_in(&mut self, y0: usize, rows: usize, buf: &[f32]) -> Result<()> {
+        self.end_capture()?;
         ensure!(self.half.is_none(), "the f16 step has no halo exchange (decomposed runs are f32)");
         let l = self.layout;
         ensure!(y0 + rows <= l.ny && buf.len() == l.nz * rows * l.nx, "halo rows {y0}..{} of {}", y0 + rows, l.ny);
@@ -1498,6 +1613,7 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
 
     /// Host-staged: whole planes go up, their halo rows and row padding zero as they always are.
     fn planes_in(&mut self, z0: usize, planes: usize, buf: &[f32]) -> Result<()> {
+        self.end_capture()?;
         ensure!(self.half.is_none(), "the f16 step has no halo exchange (decomposed runs are f32)");
         let l = self.layout;
         ensure!(
@@ -1520,6 +1636,7 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
     }
 
     fn wait(&mut self) -> Result<()> {
+        self.end_capture()?;
         self.rt.synchronize()
     }
 
@@ -1534,6 +1651,7 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
 
     /// Zero fills queued on the stream (no host wait) and the two small tap tables uploaded anew.
     fn start_shot(&mut self, problem: &Problem) -> Result<()> {
+        self.end_capture()?;
         ensure!(
             problem.layout == self.layout && problem.steps == self.trace_steps,
             "a shot must use the grid and steps the backend was opened with"

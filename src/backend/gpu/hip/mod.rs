@@ -88,6 +88,7 @@ impl GpuRuntime for HipRuntime {
     type Module = Module;
     type Function = Function;
     type Event = Event;
+    type Graph = ();
 
     fn vendor(&self) -> &'static str {
         "hip"
