@@ -1,8 +1,9 @@
 //! [`GpuSolver`]: a [`Problem`]'s state on one device, over any [`GpuRuntime`]. Every buffer is
 //! allocated when it opens and owned by it ([`DeviceBuffer`]); each [`Backend::step`] only enqueues
 //! kernels (free surface, the interior as one fused kernel or three passes plus an update, the CPML
-//! layers, source, receivers), in the order of `backend`'s module docs. The host waits only for
-//! snapshots, traces, step timings and the blow-up check.
+//! layers, source, receivers), in the order of `backend`'s module docs; where the runtime captures
+//! graphs (CUDA), 32 steps' launches go to the device as one graph launch. The host
+//! waits only for snapshots, traces, step timings and the blow-up check.
 
 use super::geometry::{FUSED_SHORTEST, LAPLACIAN_SHORTEST, LaunchGeometry, best_window, best_window_upto, field_extra};
 use super::kernels::{
@@ -235,8 +236,6 @@ impl LayerPass {
     }
 }
 
-/// Whether fused_step_ylayers can take a grid's y layers: it moves whole vectors along x and
-/// needs the two y layers apart (layers.h, add_layers).
 /// Steps a run's `step` captures into one graph launch where the runtime can
 /// ([`GpuRuntime::captures`]): [`GRAPH_STEPS`], or SEISMIC_GRAPH_STEPS (0 or 1: none).
 fn graph_steps() -> usize {
@@ -272,6 +271,8 @@ fn y_layer_shape(tuning: Tuning, radius: usize) -> Tuning {
     }
 }
 
+/// Whether fused_step_ylayers can take a grid's y layers: it moves whole vectors along x and
+/// needs the two y layers apart (layers.h, add_layers).
 fn y_layers_fit(shape: [usize; 3], width: usize, vec: u32) -> bool {
     shape[0].is_multiple_of(vec as usize) && shape[1] >= 2 * width
 }
