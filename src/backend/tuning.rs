@@ -105,13 +105,18 @@ impl Tuning {
         // rows too, 8-18% faster than one); R = 1 and 8 keep one (kernels/NOTES.md).
         // Not where the ring is a plain copy: a 64 KiB LDS would not hold the doubled ring.
         let rows = var("SEISMIC_ROWS").unwrap_or(if ring && stages > 0 && (2..=6).contains(&r) { 2 } else { 1 });
+        // From R = 7, blocks of 16 x 8 threads at three a multiprocessor: 32 x 8 at two capped
+        // ptxas at 128 registers and R = 7 spilled (H200, 512^3: fused step 62.8 -> 68.0% of
+        // 3R1W, Laplacian-only 39.8 -> 44.4% of copy; R = 8 64.0 -> 63.5% and 38.1 -> 41.3%;
+        // R = 5 and 6 lost 13-17 points; kernels/NOTES.md, session 27).
+        let narrow = ring && stages > 0 && r >= 7;
         Tuning {
-            block_x: var("SEISMIC_BLOCK_X").unwrap_or(32),
+            block_x: var("SEISMIC_BLOCK_X").unwrap_or(if narrow { 16 } else { 32 }),
             block_y: var("SEISMIC_BLOCK_Y").unwrap_or(if rows > 1 { 6 } else { 8 }).max(r),
             vec,
             window: var("SEISMIC_WINDOW").unwrap_or(0),
             stages,
-            min_blocks: var("SEISMIC_MIN_BLOCKS").unwrap_or(2),
+            min_blocks: var("SEISMIC_MIN_BLOCKS").unwrap_or(if narrow { 3 } else { 2 }),
             unroll_z: var("SEISMIC_UNROLL_Z").unwrap_or(if r <= 4 { 2 * r + 1 } else { 1 }),
             rows,
             order: var("SEISMIC_ORDER").unwrap_or(3),
@@ -220,18 +225,19 @@ impl Tuning {
         }
     }
 
-    /// The launch shape of the f16 step (kernels/fused_half.cu) at `radius`: this one's block
-    /// width, vector width, ring depth, window and grid-index order, with one row a thread in
-    /// blocks of 8 rows (or R), 3 blocks a multiprocessor up to R = 6, and the halos through
-    /// registers (that kernel has no halo or tile ring). H200, 512^3 (kernels/NOTES.md, sessions
-    /// 14 and 16): R = 4, 0.476 ms against 0.533 with the f32 default's two rows of 6 (162
-    /// registers, 2 blocks); R = 1, 3 blocks 0.366 against 0.379 ms; R = 5, 0.564 against 0.631;
-    /// R = 6, 0.656 against 0.677; R = 8, 2 blocks 0.767 against 0.793 ms.
+    /// The launch shape of the f16 step (kernels/fused_half.cu) at `radius`: this one's vector
+    /// width, ring depth, window and grid-index order, with one row a thread in blocks of 8 rows
+    /// (or R) and the halos through registers (that kernel has no halo or tile ring); up to R = 6
+    /// this one's block width at 3 blocks a multiprocessor, from R = 7 blocks 32 wide at 2, as
+    /// measured. H200, 512^3 (kernels/NOTES.md, sessions 14 and 16): R = 4, 0.476 ms against 0.533
+    /// with the f32 default's two rows of 6 (162 registers, 2 blocks); R = 1, 3 blocks 0.366
+    /// against 0.379 ms; R = 5, 0.564 against 0.631; R = 6, 0.656 against 0.677; R = 8, 2 blocks
+    /// 0.767 against 0.793 ms.
     pub fn for_half(self, radius: usize) -> Tuning {
         let r = radius as u32;
         let block_y = (self.block_y * self.rows).min(8).max(r);
-        let min_blocks = if r <= 6 { self.min_blocks.max(3) } else { self.min_blocks };
-        Tuning { block_y, rows: 1, min_blocks, tile_ring: 0, halo_ring: 0, ..self }
+        let (block_x, min_blocks) = if r <= 6 { (self.block_x, self.min_blocks.max(3)) } else { (32, 2) };
+        Tuning { block_x, block_y, rows: 1, min_blocks, tile_ring: 0, halo_ring: 0, ..self }
     }
 
     /// The launch shape of a step with the y layers inside the fused pass (fused_step and

@@ -2,7 +2,7 @@
 //! allocated when it opens and owned by it ([`DeviceBuffer`]); each [`Backend::step`] only enqueues
 //! kernels (free surface, the interior as one fused kernel or three passes plus an update, the CPML
 //! layers, source, receivers), in the order of `backend`'s module docs; where the runtime captures
-//! graphs (CUDA), 32 steps' launches go to the device as one graph launch. The host
+//! graphs (CUDA), 32 steps' launches (4 after a host wait) go to the device as one graph launch. The host
 //! waits only for snapshots, traces, step timings and the blow-up check.
 
 use super::geometry::{FUSED_SHORTEST, LAPLACIAN_SHORTEST, LaunchGeometry, best_window, best_window_upto, field_extra};
@@ -237,13 +237,21 @@ impl LayerPass {
 }
 
 /// Steps a run's `step` captures into one graph launch where the runtime can
-/// ([`GpuRuntime::captures`]): [`GRAPH_STEPS`], or SEISMIC_GRAPH_STEPS (0 or 1: none).
-fn graph_steps() -> usize {
-    match std::env::var("SEISMIC_GRAPH_STEPS").ok().and_then(|v| v.parse::<usize>().ok()) {
-        Some(n) if n <= 1 => 0,
-        Some(n) => n,
-        None => GRAPH_STEPS,
+/// ([`GpuRuntime::captures`]): [`GRAPH_STEPS`], or SEISMIC_GRAPH_STEPS (an experiment knob; 0 or 1:
+/// none).
+fn graph_steps_from_environment() -> Result<usize> {
+    match std::env::var("SEISMIC_GRAPH_STEPS") {
+        Ok(v) => {
+            v.trim().parse::<usize>().map_err(|_| anyhow::anyhow!("SEISMIC_GRAPH_STEPS={v:?} is not a count of steps"))
+        }
+        Err(_) => Ok(GRAPH_STEPS),
     }
+}
+
+/// Steps in each graph launch for `requested` (0 where the runtime cannot capture, or where a
+/// launch would hold at most one step: every kernel is then launched on its own).
+fn graph_chunk(requested: usize, captures: bool) -> usize {
+    if captures && requested > 1 { requested } else { 0 }
 }
 
 /// Whether every step's end is an event (SEISMIC_STEP_EVENTS=0: only the run's last).
@@ -256,6 +264,16 @@ fn per_step_events() -> bool {
 /// are spread over this many steps, and a snapshot, a blow-up check or the end of the run launches
 /// the steps captured so far.
 const GRAPH_STEPS: usize = 32;
+
+/// Steps in the first graph launch after any other use of the stream (a snapshot's download, a
+/// blow-up check): the device, idle after such a wait, starts on these while the host captures
+/// the next [`GRAPH_STEPS`].
+const FIRST_GRAPH_STEPS: usize = 4;
+
+/// Executable graphs kept, one per chunk length (the chunk before a snapshot is shorter than the
+/// others, the first after it shorter still): each is updated in place from one chunk of its
+/// length to the next instead of being instantiated again.
+const GRAPH_SLOTS: usize = 4;
 
 /// [`Tuning::for_ylayers`], its block overridden by SEISMIC_YLAYER_BLOCK ("16x8": threads a row
 /// by rows), an experiment knob.
@@ -465,11 +483,14 @@ pub struct GpuSolver<Rt: GpuRuntime> {
     laplacian: Option<(Rt::Module, Rt::Function, u32)>,
     /// Steps `step` captures into one graph launch (0: none, each kernel launched on its own).
     graph_steps: usize,
-    /// Steps of the capture in progress (its launch comes at `graph_steps`, or before any other
-    /// use of the stream: [`end_capture`](Self::end_capture)).
+    /// Steps of the capture in progress (its launch comes at `chunk`, or before any other use of
+    /// the stream: [`end_capture`](Self::end_capture)).
     captured: usize,
-    /// The executable graph the captures go through (updated in place from one to the next).
-    graph: Option<Rt::Graph>,
+    /// Steps the capture in progress will hold: `graph_steps`, or fewer after a host wait.
+    chunk: usize,
+    /// The executable graphs the captures go through, by chunk length, most recent last (each
+    /// updated in place from one capture of its length to the next).
+    graphs: Vec<(usize, Option<Rt::Graph>)>,
     f: Kernels<Rt::Function>,
     /// Keeps the functions in `f` valid.
     _module: Rt::Module,
@@ -707,9 +728,10 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             section_staging: None,
             finite_flag: None,
             laplacian: None,
-            graph_steps: if rt.captures() { graph_steps() } else { 0 },
+            graph_steps: graph_chunk(graph_steps_from_environment()?, rt.captures()),
             captured: 0,
-            graph: None,
+            chunk: 0,
+            graphs: Vec::with_capacity(GRAPH_SLOTS),
             f,
             _module: module,
             rt,
@@ -920,7 +942,8 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
     /// launched first.
     pub fn set_graph_steps(&mut self, steps: usize) -> Result<()> {
         self.end_capture()?;
-        self.graph_steps = if self.rt.captures() && steps > 1 { steps } else { 0 };
+        self.graph_steps = graph_chunk(steps, self.rt.captures());
+        self.chunk = FIRST_GRAPH_STEPS.min(self.graph_steps);
         Ok(())
     }
 
@@ -1241,11 +1264,32 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
     /// Launches the steps captured so far (none: nothing to do). Every use of the stream other
     /// than `step` comes after this.
     fn end_capture(&mut self) -> Result<()> {
-        if self.captured == 0 {
+        // Whatever comes next may wait on the device: the next capture starts short.
+        self.chunk = FIRST_GRAPH_STEPS.min(self.graph_steps);
+        self.launch_captured()
+    }
+
+    /// Launches the steps captured so far through the executable graph of their count.
+    fn launch_captured(&mut self) -> Result<()> {
+        let steps = std::mem::take(&mut self.captured);
+        if steps == 0 {
             return Ok(());
         }
-        self.captured = 0;
-        self.rt.launch_capture(&mut self.graph).context("the steps' graph launch")
+        let slot = match self.graphs.iter().position(|(n, _)| *n == steps) {
+            Some(i) => i,
+            None => {
+                if self.graphs.len() == GRAPH_SLOTS {
+                    self.graphs.remove(0);
+                }
+                self.graphs.push((steps, None));
+                self.graphs.len() - 1
+            }
+        };
+        let (_, graph) = &mut self.graphs[slot];
+        let launched = self.rt.launch_capture(graph).context("the steps' graph launch");
+        let used = self.graphs.remove(slot);
+        self.graphs.push(used);
+        launched
     }
 
     fn time_step_end(&mut self) -> Result<()> {
@@ -1345,25 +1389,29 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
     }
 
     fn step(&mut self, n: usize) -> Result<()> {
-        if self.graph_steps == 0 {
-            self.time_step_start()?;
-            self.enqueue_step(n, true)?;
-            return self.time_step_end();
-        }
-        if self.captured == 0 {
+        let capturing = self.graph_steps > 0;
+        if capturing && self.captured == 0 {
             self.rt.begin_capture()?;
+            if self.chunk == 0 {
+                self.chunk = FIRST_GRAPH_STEPS.min(self.graph_steps);
+            }
+        }
+        let queued =
+            self.time_step_start().and_then(|()| self.enqueue_step(n, true)).and_then(|()| self.time_step_end());
+        if !capturing {
+            return queued;
         }
         self.captured += 1;
-        let queued = (|| {
-            self.time_step_start()?;
-            self.enqueue_step(n, true)?;
-            self.time_step_end()
-        })();
         if let Err(e) = queued {
             let _ = self.end_capture();
             return Err(e);
         }
-        if self.captured == self.graph_steps { self.end_capture() } else { Ok(()) }
+        if self.captured == self.chunk {
+            self.chunk = self.graph_steps;
+            self.launch_captured()
+        } else {
+            Ok(())
+        }
     }
 
     fn snapshot(&mut self, out: &mut [f32]) -> Result<()> {
