@@ -43,12 +43,6 @@ pub struct CudaRuntime {
     multiprocessors: u32,
     /// Whether the stream is capturing (event records then become graph nodes).
     capturing: Cell<bool>,
-    /// The second stream of [`GpuRuntime::fork`], and the events it starts and ends by.
-    side: Arc<CudaStream>,
-    forked: CudaEvent,
-    joined: CudaEvent,
-    /// Whether launches go to `side`.
-    on_side: Cell<bool>,
 }
 
 /// An instantiated graph (destroyed on drop).
@@ -102,38 +96,8 @@ impl CudaRuntime {
         let multiprocessors = ctx.attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
         let name = ctx.name()?;
         let stream = ctx.new_stream().context("cuStreamCreate failed")?;
-        let side = ctx.new_stream().context("cuStreamCreate failed")?;
-        let order_only = Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING);
-        let (forked, joined) = (ctx.new_event(order_only)?, ctx.new_event(order_only)?);
         let arch = format!("sm_{major}{minor}");
-        Ok(CudaRuntime {
-            ctx,
-            stream,
-            name,
-            arch,
-            multiprocessors,
-            capturing: Cell::new(false),
-            side,
-            forked,
-            joined,
-            on_side: Cell::new(false),
-        })
-    }
-
-    /// The stream launches go to now.
-    fn launch_stream(&self) -> sys::CUstream {
-        if self.on_side.get() { self.side.cu_stream() } else { self.stream.cu_stream() }
-    }
-
-    /// `waiter` waits for `event`, recorded now on `from` (in a capture, an edge of the graph).
-    fn order(&self, event: &CudaEvent, from: &CudaStream, waiter: &CudaStream) -> Result<()> {
-        self.bind()?;
-        // SAFETY: live streams and event of this context.
-        unsafe {
-            cu::event::record(event.cu_event(), from.cu_stream()).context("cuEventRecord failed")?;
-            cu::stream::wait_event(waiter.cu_stream(), event.cu_event(), sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT)
-                .context("cuStreamWaitEvent failed")
-        }
+        Ok(CudaRuntime { ctx, stream, name, arch, multiprocessors, capturing: Cell::new(false) })
     }
 
     fn bind(&self) -> Result<()> {
@@ -294,26 +258,11 @@ impl GpuRuntime for CudaRuntime {
                 (grid[0], grid[1], grid[2]),
                 (block[0], block[1], block[2]),
                 shared_bytes,
-                self.launch_stream(),
+                self.stream.cu_stream(),
                 args,
             )
         }
         .map_err(|e| anyhow!("kernel launch failed (grid {grid:?}, block {block:?}): {e}"))
-    }
-
-    fn fork(&self) -> Result<()> {
-        self.order(&self.forked, &self.stream, &self.side)?;
-        self.on_side.set(true);
-        Ok(())
-    }
-
-    fn unfork(&self) -> Result<()> {
-        self.on_side.set(false);
-        Ok(())
-    }
-
-    fn join(&self) -> Result<()> {
-        self.order(&self.joined, &self.side, &self.stream)
     }
 
     fn event(&self) -> Result<CudaEvent> {

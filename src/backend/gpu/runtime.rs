@@ -60,22 +60,6 @@ pub trait GpuRuntime {
         shared_bytes: u32,
         args: &mut [*mut c_void],
     ) -> Result<()>;
-    /// From here until [`unfork`](Self::unfork), launches go to a second stream, which starts
-    /// after the work queued so far; the runtime without one keeps them on its stream (the
-    /// default), in order. Two kernels that touch disjoint points then overlap, each filling
-    /// the other's last, partial wave.
-    fn fork(&self) -> Result<()> {
-        Ok(())
-    }
-    /// Launches go to the stream again, while the second one's work may still run beside them,
-    /// until [`join`](Self::join).
-    fn unfork(&self) -> Result<()> {
-        Ok(())
-    }
-    /// The stream's next work waits for what the second stream was given.
-    fn join(&self) -> Result<()> {
-        Ok(())
-    }
     fn event(&self) -> Result<Self::Event>;
     fn record(&self, event: &Self::Event) -> Result<()>;
     /// Milliseconds between two recorded events (both must have completed).

@@ -254,12 +254,6 @@ fn graph_chunk(requested: usize, captures: bool) -> usize {
     if captures && requested > 1 { requested } else { 0 }
 }
 
-/// Whether the y layers' band kernel runs beside the gap's (SEISMIC_OVERLAP=0: after it).
-fn overlapping_band() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("SEISMIC_OVERLAP").map_or(true, |v| v != "0"))
-}
-
 /// Whether every step's end is an event (SEISMIC_STEP_EVENTS=0: only the run's last).
 fn per_step_events() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -1049,19 +1043,8 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                             };
                         let (gap_window, band_window) = y.windows;
                         let (gap_kernel, gap_shared) = y.gap_kernel.unwrap_or((self.f.fused, shared));
-                        // The two write disjoint rows: the band's kernel runs beside the gap's on
-                        // a second stream where the runtime has one.
-                        let beside = overlapping_band();
-                        if beside {
-                            self.rt.fork()?;
-                        }
-                        let band = launch(with_y, &y.geometry, y.shared, band_window, y.tiles.1, 4);
-                        if beside {
-                            self.rt.unfork()?;
-                        }
-                        band?;
                         launch(gap_kernel, &y.gap_geometry, gap_shared, gap_window, y.tiles.0, 3)?;
-                        if beside { self.rt.join() } else { Ok(()) }
+                        launch(with_y, &y.geometry, y.shared, band_window, y.tiles.1, 4)
                     }
                     Some(c) if matches!(c.pass, LayerPass::Split | LayerPass::One) => {
                         let with_layers = self.f.fused_layers.context("fused_step_layers not compiled")?;
