@@ -4,13 +4,29 @@
 use crate::backend::tuning::Tuning;
 use crate::grid::Layout;
 
-/// (R = 4, with the L2 hints) 512^3 runs at 92.0 / 93.0 / 92.4% of 3R1W with 4 / 6 / 8 planes and
-/// 1024^3 at 90.1 / 90.1 / 89.7%, while on an H200 4 planes lose 17% against 12 at 512^3. 8 planes
-/// are within 0.6 points of the best on the H100; the autotuner finds each GPU's own.
-pub const FUSED_SHORTEST: usize = 8;
+/// How an operator's automatic z-window is chosen ([`LaunchGeometry::auto_window`]).
+#[derive(Clone, Copy, Debug)]
+pub struct WindowRule {
+    /// The shortest window of the banded order, whose chunks prime from L2.
+    pub shortest_banded: usize,
+    /// The largest radius at which that priming is free. Beyond it the 2R planes a chunk primes
+    /// with cost as much as its window's own, from L2 or not, and windows are chosen as for the
+    /// other orders.
+    pub free_priming_upto: usize,
+}
+
+/// The full step. (R = 4, with the L2 hints) 512^3 runs at 92.0 / 93.0 / 92.4% of 3R1W with 4 /
+/// 6 / 8 planes and 1024^3 at 90.1 / 90.1 / 89.7%, while on an H200 4 planes lose 17% against 12
+/// at 512^3. 8 planes are within 0.6 points of the best on the H100; the autotuner finds each
+/// GPU's own. From R = 6 the banded 8-plane windows lose to primed ones (H200, 512^3, R = 6 / 7 /
+/// 8: 77.6 / 67.4 / 63.0% of 3R1W against 84.5 / 75.8 / 71.2% with 40-43 planes; R = 5 91.4%
+/// against 87.6%; kernels/NOTES.md, session 27).
+pub const FUSED_WINDOWS: WindowRule = WindowRule { shortest_banded: 8, free_priming_upto: 5 };
 /// The Laplacian-only operator moves half the bytes per point and gains from longer windows
-/// (H100, R = 4: 76.8% of copy at 12 planes, 74.9% at 8, 71.1% at 4; 1024^3 76.3 / 72.9 / 69.9).
-pub const LAPLACIAN_SHORTEST: usize = 12;
+/// (H100, R = 4: 76.8% of copy at 12 planes, 74.9% at 8, 71.1% at 4; 1024^3 76.3 / 72.9 / 69.9);
+/// from R = 5 primed windows of 43 planes beat the banded 16 (H200, 512^3, R = 5 / 6 / 7 / 8:
+/// 65.9 / 54.8 / 44.6 / 41.4% of copy against 70.8 / 58.6 / 47.0 / 43.9%).
+pub const LAPLACIAN_WINDOWS: WindowRule = WindowRule { shortest_banded: 12, free_priming_upto: 4 };
 
 /// z-planes per block of the fused kernel for `tiles` xy tiles over `nz` planes when `slots` blocks
 /// run at once. Blocks all take about the same time, so a launch runs in waves of `slots` blocks;
@@ -67,18 +83,26 @@ impl LaunchGeometry {
     }
 
     /// The automatic z-window: [`best_window`] for the blocks that fit on the device at once;
-    /// with banded order (3) the planes a chunk primes with come from L2 (its band's previous
-    /// chunk ran alongside), so priming costs nothing and windows down to `shortest_banded` planes
-    /// are allowed ([`FUSED_SHORTEST`], [`LAPLACIAN_SHORTEST`]).
-    pub fn auto_window(&self, shortest_banded: usize) -> u32 {
+    /// with banded order (3), up to `rule`'s radius, the planes a chunk primes with come from L2
+    /// (its band's previous chunk ran alongside), so priming costs nothing and windows down to
+    /// the rule's shortest are allowed ([`FUSED_WINDOWS`], [`LAPLACIAN_WINDOWS`]).
+    pub fn auto_window(&self, rule: WindowRule) -> u32 {
         let t = &self.tuning;
-        let [nx, ny, nz] = self.shape;
+        let [nx, ny, _] = self.shape;
         let tiles = nx.div_ceil(t.fused_tile_x()) * ny.div_ceil(t.fused_tile_y() as usize);
+        self.window_over(tiles, rule)
+    }
+
+    /// [`auto_window`](Self::auto_window) for a launch over `tiles` of the xy tiles.
+    pub fn window_over(&self, tiles: usize, rule: WindowRule) -> u32 {
+        let t = &self.tuning;
+        let nz = self.shape[2];
         // The tile ring copies R + stages whole tiles (halos included) before a chunk's first plane,
         // through the ring's few slots, so its chunks must be longer (H100, R = 7, 512^3: 48.9% of
         // 3R1W with 4-plane windows, 86.7% with the tuner's 64).
-        let shortest_banded = if t.tile_ring == 1 { shortest_banded.max(4 * self.radius) } else { shortest_banded };
-        if t.order == 3 {
+        let shortest = rule.shortest_banded;
+        let shortest_banded = if t.tile_ring == 1 { shortest.max(4 * self.radius) } else { shortest };
+        if t.order == 3 && self.radius <= rule.free_priming_upto {
             best_window(tiles, nz, self.resident_blocks as usize, 0, shortest_banded)
         } else {
             best_window(tiles, nz, self.resident_blocks as usize, self.radius, 16)
@@ -151,7 +175,21 @@ impl LaunchGeometry {
 
 #[cfg(test)]
 mod tests {
-    use super::{best_window, best_window_upto};
+    use super::{FUSED_WINDOWS, LAPLACIAN_WINDOWS, LaunchGeometry, best_window, best_window_upto};
+    use crate::backend::tuning::Tuning;
+
+    #[test]
+    fn high_radii_count_the_planes_they_prime_with() {
+        // 512^3 on an H200's 132 multiprocessors at the default shapes' blocks a multiprocessor.
+        let at = |r: usize| {
+            let t = Tuning::for_radius(r).effective(r);
+            LaunchGeometry::new([512; 3], r, t, 132 * t.min_blocks)
+        };
+        let fused: Vec<u32> = (4..=8).map(|r| at(r).auto_window(FUSED_WINDOWS)).collect();
+        let laplacian: Vec<u32> = (4..=8).map(|r| at(r).auto_window(LAPLACIAN_WINDOWS)).collect();
+        assert_eq!(fused, [8, 8, 43, 40, 40]);
+        assert_eq!(laplacian, [16, 43, 43, 40, 40]);
+    }
 
     #[test]
     fn windows_fill_whole_waves() {

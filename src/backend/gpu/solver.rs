@@ -5,7 +5,7 @@
 //! graphs (CUDA), 32 steps' launches (4 after a host wait) go to the device as one graph launch. The host
 //! waits only for snapshots, traces, step timings and the blow-up check.
 
-use super::geometry::{FUSED_SHORTEST, LAPLACIAN_SHORTEST, LaunchGeometry, best_window, best_window_upto, field_extra};
+use super::geometry::{FUSED_WINDOWS, LAPLACIAN_WINDOWS, LaunchGeometry, WindowRule, best_window_upto, field_extra};
 use super::kernels::{
     AxisWeights, CpmlAxis, CpmlAxisHalf, ExtractSection, FiniteCheck, FreeSurface, FreeSurfaceHalf, FusedStep,
     FusedStepHalf, HalfKernels, InjectSource, InjectSourceHalf, InsertSection, Kernels, Launch, Layers, PassWindowed,
@@ -736,7 +736,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             _module: module,
             rt,
         };
-        s.set_window(s.choose_window(FUSED_SHORTEST));
+        s.set_window(s.choose_window(FUSED_WINDOWS));
         if let (Some(c), Some(t), Some(module), Some(shared)) = (&s.cpml, y_tuning, y_module, y_shared) {
             let with_y = s.f.fused_ylayers.context("fused_step_ylayers not compiled")?;
             let per_sm = s.rt.resident_blocks(with_y, t.block_x * t.block_y, shared).unwrap_or(1);
@@ -766,15 +766,15 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         }
         // Always automatic: a tuned window is the full step's (H100, 512^3: the tuner's 4 planes
         // gave the Laplacian-only operator 73.4% of copy, 12 and 16 planes 90.6% and 89.4%).
-        s.laplacian_window = s.geometry.guarded_window(s.geometry.auto_window(LAPLACIAN_SHORTEST));
+        s.laplacian_window = s.geometry.guarded_window(s.geometry.auto_window(LAPLACIAN_WINDOWS));
         s.rt.synchronize()?;
         Ok(s)
     }
 
     /// z-planes per fused block: the tuning's window, or where it is 0 the automatic one.
-    fn choose_window(&self, shortest_banded: usize) -> u32 {
+    fn choose_window(&self, rule: WindowRule) -> u32 {
         let t = &self.geometry.tuning;
-        if t.window > 0 { t.window } else { self.geometry.auto_window(shortest_banded) }
+        if t.window > 0 { t.window } else { self.geometry.auto_window(rule) }
     }
 
     /// Compiler resources of the interior kernels, for reports.
@@ -914,13 +914,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
     ) -> (u32, u32) {
         let (nz, r) = (gap.shape[2], self.radius);
         let gap_window = match self.geometry.tuning.window {
-            0 => best_window(
-                gap.tile_columns() as usize * gap_rows as usize,
-                nz,
-                gap.resident_blocks as usize,
-                0,
-                FUSED_SHORTEST,
-            ),
+            0 => gap.window_over(gap.tile_columns() as usize * gap_rows as usize, FUSED_WINDOWS),
             w => w,
         };
         let band_window = match std::env::var("SEISMIC_YLAYER_WINDOW").ok().and_then(|v| v.parse().ok()) {
@@ -930,7 +924,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 nz,
                 y.resident_blocks as usize,
                 Y_PASS_PRIMING * r,
-                FUSED_SHORTEST,
+                FUSED_WINDOWS.shortest_banded,
                 Y_PASS_LONGEST,
             ),
         };
@@ -961,9 +955,9 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
 
     /// Sets the z-window `op` runs with (0: its automatic choice), leaving the other operator's.
     pub fn set_operator_window(&mut self, op: Operator, window: u32) {
-        let shortest = if op == Operator::Laplacian { LAPLACIAN_SHORTEST } else { FUSED_SHORTEST };
+        let rule = if op == Operator::Laplacian { LAPLACIAN_WINDOWS } else { FUSED_WINDOWS };
         let g = &self.geometry;
-        let w = g.guarded_window(if window == 0 { g.auto_window(shortest) } else { window });
+        let w = g.guarded_window(if window == 0 { g.auto_window(rule) } else { window });
         match op {
             Operator::Laplacian => self.laplacian_window = w,
             _ => self.window = w,
