@@ -103,6 +103,13 @@ impl CudaRuntime {
     fn bind(&self) -> Result<()> {
         self.ctx.bind_to_thread().context("cuCtxSetCurrent failed")
     }
+
+    /// Errors where the host would wait on the stream while it captures: the captured steps must
+    /// be launched first (GpuSolver's end_capture); CUDA would invalidate the capture instead.
+    fn not_capturing(&self, what: &str) -> Result<()> {
+        ensure!(!self.capturing.get(), "{what} while the stream captures steps (the capture must be launched first)");
+        Ok(())
+    }
 }
 
 impl GpuRuntime for CudaRuntime {
@@ -167,6 +174,7 @@ impl GpuRuntime for CudaRuntime {
     /// stream, whose next kernels (a decomposed run's next step, reading the ghost planes just
     /// uploaded) could then run first.
     fn upload(&self, dst: DevicePtr, src: &[u8]) -> Result<()> {
+        self.not_capturing("an upload")?;
         self.bind()?;
         let stream = self.stream.cu_stream();
         // SAFETY: the caller passes a destination of at least src.len() bytes; `src` outlives the
@@ -180,6 +188,7 @@ impl GpuRuntime for CudaRuntime {
 
     /// As [`upload`](Self::upload): ordered after the stream's work, complete on return.
     fn download(&self, src: DevicePtr, dst: &mut [u8]) -> Result<()> {
+        self.not_capturing("a download")?;
         self.bind()?;
         let stream = self.stream.cu_stream();
         // SAFETY: as upload, `dst` outlives the copy, waited for before returning.
@@ -322,6 +331,7 @@ impl GpuRuntime for CudaRuntime {
     }
 
     fn synchronize(&self) -> Result<()> {
+        self.not_capturing("a synchronisation")?;
         self.stream.synchronize().context("CUDA stream synchronisation failed (a kernel faulted?)")
     }
 
