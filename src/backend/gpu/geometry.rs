@@ -24,9 +24,10 @@ pub struct WindowRule {
 pub const FUSED_WINDOWS: WindowRule = WindowRule { shortest_banded: 8, free_priming_upto: 5 };
 /// The Laplacian-only operator moves half the bytes per point and gains from longer windows
 /// (H100, R = 4: 76.8% of copy at 12 planes, 74.9% at 8, 71.1% at 4; 1024^3 76.3 / 72.9 / 69.9);
-/// from R = 5 primed windows of 43 planes beat the banded 16 (H200, 512^3, R = 5 / 6 / 7 / 8:
-/// 65.9 / 54.8 / 44.6 / 41.4% of copy against 70.8 / 58.6 / 47.0 / 43.9%).
-pub const LAPLACIAN_WINDOWS: WindowRule = WindowRule { shortest_banded: 12, free_priming_upto: 4 };
+/// from R = 4 primed windows beat the banded 16 planes (H200, R = 4, 512^3 / 1024^3: 78.7 / 76.9%
+/// of copy against 83.2 / 85.3% with 43 / 45 planes; 512^3, R = 5 / 6 / 7 / 8: 65.9 / 54.8 / 44.6
+/// / 41.4% against 70.8 / 58.6 / 47.0 / 43.9% with 40-43; kernels/NOTES.md, session 27).
+pub const LAPLACIAN_WINDOWS: WindowRule = WindowRule { shortest_banded: 12, free_priming_upto: 3 };
 
 /// z-planes per block of the fused kernel for `tiles` xy tiles over `nz` planes when `slots` blocks
 /// run at once. Blocks all take about the same time, so a launch runs in waves of `slots` blocks;
@@ -188,7 +189,7 @@ mod tests {
         let fused: Vec<u32> = (4..=8).map(|r| at(r).auto_window(FUSED_WINDOWS)).collect();
         let laplacian: Vec<u32> = (4..=8).map(|r| at(r).auto_window(LAPLACIAN_WINDOWS)).collect();
         assert_eq!(fused, [8, 8, 43, 40, 40]);
-        assert_eq!(laplacian, [16, 43, 43, 40, 40]);
+        assert_eq!(laplacian, [43, 43, 43, 40, 40]);
     }
 
     #[test]
