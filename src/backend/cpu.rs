@@ -70,9 +70,11 @@ const CHUNK: usize = 64;
 /// Width of the chunks that finish a row whose length is not a multiple of CHUNK.
 const TAIL: usize = 8;
 
-/// Rows ahead of the sweep that the interior's memory streams are prefetched, without CPML. On an
-/// AVX-512 Xeon (2 threads): 200^3 with a sponge 0.86x the time (1 and 2 rows alike, 4 less); with
-/// CPML no gain at 200^3 and 1.17x the time on marmousi.toml (1 KiB ahead, or into L2 only, too).
+/// Rows ahead of the sweep that the interior's memory streams are prefetched, each chunk's lines
+/// with the chunk. On an AVX-512 Xeon (2 threads): 200^3 with a sponge 0.86x the time (1 and 2
+/// rows alike, 4 less). A whole row's prefetches at once, at the row's start, were 1.17x the time
+/// with CPML on marmousi.toml; spread over the chunks they gain there too (kernels/NOTES.md,
+/// sessions 19 and 27).
 const PREFETCH_ROWS: usize = 2;
 
 /// Points of an x layer computed together: two AVX2 vectors of f32 (on 20-point layers 16 ran
@@ -897,25 +899,31 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
     #[inline(always)]
     fn interior_row(&self, out: &mut [T], row: usize, iy: usize, iz: usize) {
         let nx = self.l.nx;
-        // Without CPML, the streams only this row's points read from memory (p^n's leading
-        // plane, c^2 dt^2, p^{n-1}) are prefetched PREFETCH_ROWS rows ahead: the hardware
-        // prefetchers, following 2R + 1 rows of p^n as well, bring them late. With CPML the
-        // layers' streams compete for the same fill buffers and it was slower (PREFETCH_ROWS).
-        if self.cpml.is_none() {
-            let ahead = row + PREFETCH_ROWS * self.l.pitch;
-            for x in (0..nx).step_by(64 / std::mem::size_of::<T>()) {
-                prefetch(self.cur.as_ptr().wrapping_add(ahead + R * self.l.plane + x));
-                prefetch(self.vel.as_ptr().wrapping_add(ahead + x));
-                prefetch(self.next.ptr.cast_const().wrapping_add(ahead + x));
-            }
-        }
+        // The streams only this row's points read from memory (p^n's leading plane, c^2 dt^2,
+        // p^{n-1}) are prefetched PREFETCH_ROWS rows ahead: the hardware prefetchers, following
+        // 2R + 1 rows of p^n as well, bring them late. Each chunk's prefetches go out with it:
+        // a row's all at once filled the fill buffers at the row's start.
+        let ahead = row + PREFETCH_ROWS * self.l.pitch;
         let whole = nx - nx % CHUNK;
         for x0 in (0..whole).step_by(CHUNK) {
+            self.prefetch_streams(ahead, x0, x0 + CHUNK);
             self.interior_chunk::<CHUNK>(out, row, iy, iz, x0);
         }
+        self.prefetch_streams(ahead, whole, nx);
         // The row's tail in vectors of TAIL points, not a whole CHUNK of mostly padding.
         for x0 in (whole..nx).step_by(TAIL) {
             self.interior_chunk::<TAIL>(out, row, iy, iz, x0);
+        }
+    }
+
+    /// Prefetches points x0..x1 of the row at offset `ahead` of the streams only the interior
+    /// reads from memory.
+    #[inline(always)]
+    fn prefetch_streams(&self, ahead: usize, x0: usize, x1: usize) {
+        for x in (x0..x1).step_by(64 / std::mem::size_of::<T>()) {
+            prefetch(self.cur.as_ptr().wrapping_add(ahead + R * self.l.plane + x));
+            prefetch(self.vel.as_ptr().wrapping_add(ahead + x));
+            prefetch(self.next.ptr.cast_const().wrapping_add(ahead + x));
         }
     }
 
