@@ -247,9 +247,10 @@ fn gpu_matches_cpu_heterogeneous() {
     }
 }
 
-/// Steps captured into graph launches (chunks of 2, 7 and 32 steps, so that a snapshot, a blow-up
-/// check and the run's end fall inside a chunk) give the bits of steps whose kernels are launched
-/// one by one: the field at step 45 and at the end, every trace, and a time for every step.
+/// Steps captured into graph launches (chunks of 2, 7 and 32 steps, the first after a host wait
+/// of at most 4, so that a snapshot, a blow-up check and the run's end fall inside a chunk and
+/// chunks of several lengths take turns) give the bits of steps whose kernels are launched one by
+/// one: the field at step 45 and at the end, every trace, and a time for every step.
 #[test]
 #[ignore = "needs a GPU"]
 fn graph_launched_steps_match_kernel_launches() {

@@ -699,6 +699,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let receivers = ReceiverTable::new(&rt, &layout, &problem.receivers, problem.steps)?;
         let events = (0..=problem.steps).map(|_| rt.event()).collect::<Result<_>>()?;
 
+        let graph_steps = graph_chunk(graph_steps_from_environment()?, rt.captures());
         let mut s = GpuSolver {
             kernel,
             layout,
@@ -728,9 +729,9 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             section_staging: None,
             finite_flag: None,
             laplacian: None,
-            graph_steps: graph_chunk(graph_steps_from_environment()?, rt.captures()),
+            graph_steps,
             captured: 0,
-            chunk: 0,
+            chunk: FIRST_GRAPH_STEPS.min(graph_steps),
             graphs: Vec::with_capacity(GRAPH_SLOTS),
             f,
             _module: module,
@@ -1386,9 +1387,6 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
         let capturing = self.graph_steps > 0;
         if capturing && self.captured == 0 {
             self.rt.begin_capture()?;
-            if self.chunk == 0 {
-                self.chunk = FIRST_GRAPH_STEPS.min(self.graph_steps);
-            }
         }
         let queued =
             self.time_step_start().and_then(|()| self.enqueue_step(n, true)).and_then(|()| self.time_step_end());
