@@ -59,9 +59,11 @@ fn seconds_per_step<T: Real>(p: &Problem, isa: Isa, steps: usize) -> f64 {
 fn ceilings(len: usize, reps: usize) -> (f64, f64) {
     let threads = rayon::current_num_threads();
     let piece = len.div_ceil(threads * 16).max(1 << 14);
-    // Filled in parallel, in the pieces the kernels use, so each thread's pages are its own.
+    // Filled in parallel, in the pieces the kernels use, so each thread's pages are its own; on a
+    // page, as the solver's fields are (a Vec would start 16 bytes into a cache line).
     let fill = |v: f32| {
-        let mut a = vec![0f32; len];
+        let mut a =
+            aligned_vec::AVec::<f32, aligned_vec::ConstAlign<4096>>::from_iter(4096, std::iter::repeat_n(0f32, len));
         a.par_chunks_mut(piece).for_each(|c| c.fill(v));
         a
     };

@@ -11,11 +11,21 @@ use super::{Backend, DeviceInfo};
 use crate::boundary::{BoundaryKind, Slab};
 use crate::grid::{Layout, Section, for_each_section};
 use crate::problem::Problem;
+use aligned_vec::{AVec, ConstAlign};
 use anyhow::{Result, ensure};
 use rayon::prelude::*;
 use std::ops::Range;
 use std::sync::OnceLock;
 use std::time::Instant;
+
+/// A padded field: its rows start on whole cache lines (the layout pads rows to ROW_ALIGN
+/// elements), so the sweep's vectors do not straddle two lines. A large Vec starts 16 bytes into a
+/// line (glibc's mmap'd chunks), and then every 64-byte load and store of the AVX-512 build did.
+type Field<T> = AVec<T, ConstAlign<FIELD_ALIGN>>;
+
+/// Bytes a [`Field`] is aligned to: a 4 KiB page, so its layout's rows fall on the same cache sets
+/// and pages on every run.
+const FIELD_ALIGN: usize = 4096;
 
 /// Floating-point type of a CPU run.
 pub trait Real:
@@ -134,9 +144,9 @@ type CpmlProfiles<T> = [[Vec<T>; 2]; 3];
 /// it; the two swap after each step) and zeta (read and written in place: only its own point).
 struct CpmlAxis<T> {
     slab: Slab,
-    psi: Vec<T>,
-    psi_next: Vec<T>,
-    zeta: Vec<T>,
+    psi: Field<T>,
+    psi_next: Field<T>,
+    zeta: Field<T>,
 }
 
 pub struct CpuSolver<T: Real> {
@@ -154,14 +164,14 @@ pub struct CpuSolver<T: Real> {
     centre: T,
     /// First-derivative weights scaled by 1/h per axis.
     c1: [Vec<T>; 3],
-    vel2dt2: Vec<T>,
+    vel2dt2: Field<T>,
     damp: Option<[Vec<T>; 3]>,
     cpml: Option<([CpmlAxis<T>; 3], CpmlProfiles<T>)>,
     /// The x layers' weights of D(a D p) (the same on every row), see [`x_layer_weights`].
     x_weights: Vec<T>,
     free_surface: bool,
-    cur: Vec<T>,
-    prev: Vec<T>,
+    cur: Field<T>,
+    prev: Field<T>,
     /// Per interior plane, its plane in the z CPML slab (the global grid's layers: a subdomain's
     /// planes keep the coefficients and slab planes they have in the whole grid).
     z_layer: Vec<Option<usize>>,
@@ -256,9 +266,9 @@ impl<T: Real> CpuSolver<T> {
                 let psi_len = if slab.axis == 0 { x_psi_len(slab.len(), slab.width, r) } else { slab.len() };
                 CpmlAxis {
                     slab,
-                    psi: vec![T::default(); psi_len],
-                    psi_next: vec![T::default(); psi_len],
-                    zeta: vec![T::default(); slab.len()],
+                    psi: Field::from_iter(FIELD_ALIGN, std::iter::repeat_n(T::default(), psi_len)),
+                    psi_next: Field::from_iter(FIELD_ALIGN, std::iter::repeat_n(T::default(), psi_len)),
+                    zeta: Field::from_iter(FIELD_ALIGN, std::iter::repeat_n(T::default(), slab.len())),
                 }
             });
             let coef = std::array::from_fn(|a| {
@@ -665,10 +675,11 @@ fn shot_taps<T: Real>(problem: &Problem, layout: &Layout, vel2dt2: &[T]) -> (Vec
 /// A zeroed padded field whose pages are first written by the task ranges of `chunks` (halo planes
 /// going with the first and last range), as the sweep later writes them: on a NUMA machine the
 /// pages then sit in the memory of the socket that sweeps them, and no step pays page faults.
-fn first_touch<T: Real>(layout: &Layout, chunks: &[(usize, usize)]) -> Vec<T> {
+fn first_touch<T: Real>(layout: &Layout, chunks: &[(usize, usize)]) -> Field<T> {
     let len = layout.len();
-    let mut v: Vec<T> = Vec::with_capacity(len);
-    let mut rest = &mut v.spare_capacity_mut()[..len];
+    let mut v = Field::<T>::with_capacity(FIELD_ALIGN, len);
+    // SAFETY: the capacity holds len elements; MaybeUninit needs no initialisation.
+    let mut rest = unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<std::mem::MaybeUninit<T>>(), len) };
     let mut pieces = Vec::with_capacity(chunks.len());
     let mut at = 0;
     for &(_, z1) in &chunks[..chunks.len() - 1] {
@@ -1314,7 +1325,7 @@ impl<T: Real> Backend for CpuSolver<T> {
         ensure!(cpu_layout::<T>(problem.layout) == self.layout, "a shot must use the grid the backend was opened with");
         let chunks = &self.chunks;
         let plane = self.layout.plane;
-        let zero = |v: &mut Vec<T>| {
+        let zero = |v: &mut Field<T>| {
             // Each thread clears the planes it sweeps (the pages stay where first touch put them).
             let mut rest = &mut v[..];
             let mut at = 0;
