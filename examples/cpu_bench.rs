@@ -1,9 +1,10 @@
 //! Throughput of the CPU backend against the memory bandwidth of the same cores, measured in the
 //! same run: STREAM-like copy and 3-read-1-write ceilings (rayon, the threads the solver uses,
-//! arrays of 128 MiB, and the 3-read-1-write again on arrays of one field's size), then the step's interior alone (no boundary), with a sponge
-//! and with CPML, as GPts/s (interior points updated per second / 1e9) and as effective GB/s (the
-//! bytes a step must move at least: p^n, p^{n-1}, c^2 dt^2 read, p^{n+1} written, plus the halos)
-//! over both 3-read-1-write ceilings. A benchmark, not a test:
+//! arrays of 128 MiB, and the 3-read-1-write again on arrays of one field's size), then the step's
+//! interior alone (no boundary), with a sponge and with CPML, as GPts/s (interior points updated
+//! per second / 1e9) and as effective GB/s (the bytes a step must move at least: p^n, p^{n-1},
+//! c^2 dt^2 read, p^{n+1} written, plus the halos) over both 3-read-1-write ceilings. A benchmark,
+//! not a test:
 //!
 //!     cargo run --release --example cpu_bench [-- [--isa avx512|avx2|portable] [--steps N] [--only none|sponge|cpml|r8|f64] sizes...]
 //!
@@ -59,12 +60,15 @@ fn seconds_per_step<T: Real>(p: &Problem, isa: Isa, steps: usize) -> f64 {
 fn ceilings(len: usize, reps: usize) -> (f64, f64) {
     let threads = rayon::current_num_threads();
     let piece = len.div_ceil(threads * 16).max(1 << 14);
-    // Filled in parallel, in the pieces the kernels use, so each thread's pages are its own; on a
-    // page, as the solver's fields are (a Vec would start 16 bytes into a cache line).
+    // First written in parallel, in the pieces the kernels use, so each thread's pages are its
+    // own; on a page, as the solver's fields are (a Vec would start 16 bytes into a cache line).
     let fill = |v: f32| {
-        let mut a =
-            aligned_vec::AVec::<f32, aligned_vec::ConstAlign<4096>>::from_iter(4096, std::iter::repeat_n(0f32, len));
-        a.par_chunks_mut(piece).for_each(|c| c.fill(v));
+        let mut a = aligned_vec::AVec::<f32, aligned_vec::ConstAlign<4096>>::with_capacity(4096, len);
+        // SAFETY: the capacity holds len elements; MaybeUninit needs no initialisation.
+        let spare = unsafe { std::slice::from_raw_parts_mut(a.as_mut_ptr().cast::<std::mem::MaybeUninit<f32>>(), len) };
+        spare.par_chunks_mut(piece).for_each(|c| c.iter_mut().for_each(|x| _ = x.write(v)));
+        // SAFETY: every element written above.
+        unsafe { a.set_len(len) };
         a
     };
     let (a, b, c, mut d) = (fill(1.0), fill(2.0), fill(3.0), fill(0.0));

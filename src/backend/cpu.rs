@@ -261,15 +261,28 @@ impl<T: Real> CpuSolver<T> {
             .then(|| std::array::from_fn(|a| b.profiles[a].damp.iter().map(|&g| T::of(g)).collect()));
         let cpml = (b.kind == BoundaryKind::Cpml).then(|| {
             let slabs = b.slabs(shape);
+            // Each slab's major planes (z for the x and y slabs, slab plane t for the z slab) are
+            // first written by the task whose interior planes they belong to, as the fields are.
+            let task_of = |iz: usize| chunks.iter().position(|&(z0, z1)| (z0..z1).contains(&iz));
+            let owner = |axis: usize, p: usize| match axis {
+                2 => (0..layout.nz).find(|&iz| z_layer[iz] == Some(p)).and_then(task_of),
+                _ => task_of(p),
+            };
             let axes = slabs.map(|slab| {
+                let planes = if slab.axis == 2 { 2 * slab.width } else { layout.nz };
+                // `len` elements in planes of `per` (and slack after them).
+                let touched = |len: usize, per: usize| {
+                    let ends = (1..planes).filter(|&p| owner(slab.axis, p) != owner(slab.axis, p - 1));
+                    first_touch_in(len, ends.map(|p| p * per))
+                };
+                let per = slab.len() / planes.max(1);
                 // The x slab's psi holds R zeros on each side of each layer (x_psi_len).
-                let psi_len = if slab.axis == 0 { x_psi_len(slab.len(), slab.width, r) } else { slab.len() };
-                CpmlAxis {
-                    slab,
-                    psi: Field::from_iter(FIELD_ALIGN, std::iter::repeat_n(T::default(), psi_len)),
-                    psi_next: Field::from_iter(FIELD_ALIGN, std::iter::repeat_n(T::default(), psi_len)),
-                    zeta: Field::from_iter(FIELD_ALIGN, std::iter::repeat_n(T::default(), slab.len())),
-                }
+                let (psi_len, psi_per) = match slab.axis {
+                    0 => (x_psi_len(slab.len(), slab.width, r), per / slab.width.max(1) * (slab.width + 2 * r)),
+                    _ => (slab.len(), per),
+                };
+                let psi = touched(psi_len, psi_per);
+                CpmlAxis { slab, psi_next: touched(psi_len, psi_per), psi, zeta: touched(slab.len(), per) }
             });
             let coef = std::array::from_fn(|a| {
                 let p = &b.profiles[a];
@@ -676,14 +689,19 @@ fn shot_taps<T: Real>(problem: &Problem, layout: &Layout, vel2dt2: &[T]) -> (Vec
 /// going with the first and last range), as the sweep later writes them: on a NUMA machine the
 /// pages then sit in the memory of the socket that sweeps them, and no step pays page faults.
 fn first_touch<T: Real>(layout: &Layout, chunks: &[(usize, usize)]) -> Field<T> {
-    let len = layout.len();
+    let ends = chunks[..chunks.len() - 1].iter().map(|&(_, z1)| (z1 + layout.halo) * layout.plane);
+    first_touch_in(layout.len(), ends)
+}
+
+/// `len` zeros whose pieces between `ends` (increasing, below `len`) are first written by one
+/// rayon task each.
+fn first_touch_in<T: Real>(len: usize, ends: impl Iterator<Item = usize>) -> Field<T> {
     let mut v = Field::<T>::with_capacity(FIELD_ALIGN, len);
     // SAFETY: the capacity holds len elements; MaybeUninit needs no initialisation.
     let mut rest = unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<std::mem::MaybeUninit<T>>(), len) };
-    let mut pieces = Vec::with_capacity(chunks.len());
+    let mut pieces = Vec::new();
     let mut at = 0;
-    for &(_, z1) in &chunks[..chunks.len() - 1] {
-        let end = (z1 + layout.halo) * layout.plane;
+    for end in ends {
         let (piece, tail) = rest.split_at_mut(end - at);
         pieces.push(piece);
         rest = tail;
