@@ -45,6 +45,12 @@ impl Layout {
         Layout { pitch, plane: pitch * (self.ny + 2 * self.halo), ..self }
     }
 
+    /// The same field with `extra` elements (a multiple of ROW_ALIGN) after each plane's rows.
+    pub fn with_plane_padding(self, extra: usize) -> Self {
+        assert!(extra.is_multiple_of(ROW_ALIGN), "plane padding {extra}");
+        Layout { plane: self.pitch * (self.ny + 2 * self.halo) + extra, ..self }
+    }
+
     /// Interior points.
     pub fn points(&self) -> usize {
         self.nx * self.ny * self.nz
