@@ -3,7 +3,8 @@
 //! arrays of 128 MiB, and the 3-read-1-write again on arrays of one field's size), then the step's
 //! interior alone (no boundary), with a sponge and with CPML, as GPts/s (interior points updated
 //! per second / 1e9) and as effective GB/s (the bytes a step must move at least: p^n, p^{n-1},
-//! c^2 dt^2 read, p^{n+1} written, plus the halos) over both 3-read-1-write ceilings. A benchmark,
+//! c^2 dt^2 read, p^{n+1} written, plus the halos) over both 3-read-1-write ceilings (the 128 MiB
+//! one measured again after each case, the case set against the two around it). A benchmark,
 //! not a test:
 //!
 //!     cargo run --release --example cpu_bench [-- [--isa avx512|avx2|portable] [--steps N] [--only none|sponge|cpml|r8|f64] sizes...]
@@ -135,9 +136,13 @@ fn main() {
         let (_, three_here) = ceilings(n * n * n, 10);
         println!("{n}^3: 3-read-1-write on four arrays of its field's size {three_here:.1} GB/s");
         println!(
-            "{:>5} {:>2} {:>8} {:>4} {:>9} {:>7} {:>7} {:>9} {:>9}",
-            "n", "R", "boundary", "prec", "ms/step", "GPts/s", "GB/s", "of 3r1w", "of n^3's"
+            "{:>5} {:>2} {:>8} {:>4} {:>9} {:>7} {:>7} {:>9} {:>9} {:>13}",
+            "n", "R", "boundary", "prec", "ms/step", "GPts/s", "GB/s", "of 3r1w", "of n^3's", "3r1w around"
         );
+        // The 128 MiB ceiling again after each case: on a shared machine it moves between
+        // minutes (43 to 68 GB/s on one EPYC), so each case is set against the mean of the two
+        // measured around it, and both are printed.
+        let mut before = three;
         for (radius, boundary, prec) in
             [(4, "none", "f32"), (4, "sponge", "f32"), (4, "cpml", "f32"), (8, "none", "f32"), (4, "none", "f64")]
         {
@@ -159,14 +164,17 @@ fn main() {
             };
             let width = if prec == "f32" { 1.0 } else { 2.0 };
             let gbs = width * p.step_bytes() as f64 / s / 1e9;
+            let (_, after) = ceilings(1 << 25, 5);
             println!(
-                "{n:>5} {radius:>2} {boundary:>8} {prec:>4} {:>9.2} {:>7.3} {:>7.1} {:>8.0}% {:>8.0}%",
+                "{n:>5} {radius:>2} {boundary:>8} {prec:>4} {:>9.2} {:>7.3} {:>7.1} {:>8.0}% {:>8.0}% {:>13}",
                 s * 1e3,
                 (n * n * n) as f64 / s / 1e9,
                 gbs,
-                100.0 * gbs / three,
-                100.0 * gbs / three_here
+                200.0 * gbs / (before + after),
+                100.0 * gbs / three_here,
+                format!("{before:.1} / {after:.1}")
             );
+            before = after;
         }
     }
 }
