@@ -131,8 +131,8 @@ fn main() {
     println!("CPU backend, {threads} rayon threads, {} build", isa.name());
     println!("ceilings (4 arrays of 128 MiB): copy {copy:.1} GB/s, 3-read-1-write {three:.1} GB/s");
     for &n in &sizes {
-        // The same kernel on arrays of one field's size: fields that fit the last-level cache (this
-        // Xeon's 480 MiB L3 holds 200^3's) stream faster than 128 MiB arrays do.
+        // The same kernel on arrays of one field's size: fields that fit the last-level cache (a
+        // Xeon's 480 MiB L3 held 200^3's) stream faster than 128 MiB arrays do.
         let (_, three_here) = ceilings(n * n * n, 10);
         println!("{n}^3: 3-read-1-write on four arrays of its field's size {three_here:.1} GB/s");
         println!(
@@ -140,7 +140,7 @@ fn main() {
             "n", "R", "boundary", "prec", "ms/step", "GPts/s", "GB/s", "of 3r1w", "of n^3's", "3r1w around"
         );
         // The 128 MiB ceiling again after each case: on a shared machine it moves between
-        // minutes (43 to 68 GB/s on one EPYC), so each case is set against the mean of the two
+        // minutes (43 to 79 GB/s on one EPYC), so each case is set against the mean of the two
         // measured around it, and both are printed.
         let mut before = three;
         for (radius, boundary, prec) in
