@@ -142,9 +142,15 @@ DEVICE void cpml_x_rows(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next
     constexpr int R = RADIUS;
     constexpr int HV = (R + VEC - 1) / VEC;
     const int w = L.width, wv = w / VEC;
-    const i64 id = (i64)blockIdx.x * blockDim.x + threadIdx.x;  // over 2 wv * ny
-    if (id >= (i64)2 * wv * ny) return;
-    const int v = (int)(id % (2 * wv)), y = (int)(id / (2 * wv));
+    // select 5: the rows below band_lo and from band_hi on only (the gap's x layers were
+    // fused_step_xlayers's).
+    const bool band = L.select == 5;
+    const int band_lo = imax(L.band_lo, 0), band_hi = imax(L.band_hi, band_lo);
+    const int rows = band ? band_lo + imax(ny - band_hi, 0) : ny;
+    const i64 id = (i64)blockIdx.x * blockDim.x + threadIdx.x;  // over 2 wv * rows
+    if (id >= (i64)2 * wv * rows) return;
+    const int v = (int)(id % (2 * wv)), row = (int)(id / (2 * wv));
+    const int y = band && row >= band_lo ? row - band_lo + band_hi : row;
     const int half = v < wv ? 0 : 1;
     if (half == 0 && !L.low[0]) return;
     const int t0 = (v - half * wv) * VEC;         // the first point's index in its layer

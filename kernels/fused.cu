@@ -125,10 +125,46 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
     // and fetches each row's phi and zeta into registers a plane ahead; fused_step_ylayers
     // (LAYERS 2) brings them through a ring of its own STAGES planes ahead, in the fields' copy
     // groups, which holds no registers. Overlapping layers (ny < 2 width) keep the direct loads.
-    const int lw = LAYERS ? L.width : 0;
+    // fused_step_xlayers (LAYERS 3): the x-layer points of the tile's columns, [xlo_b, xlo_b + xn_lo)
+    // in the low layer and [xhi_b, xhi_b + xn_hi) in the high one (x_layers_in_warp).
+    int xlo_b = 0, xn_lo = 0, xhi_b = 0, xn_hi = 0;
+    if constexpr (LAYERS == 3) {
+        static_assert(LAYERS != 3 || (FX == 32 && VEC == 4), "fused_step_xlayers takes a warp as one row of 32 threads");
+        const int x0 = tile_x * FX * VEC, x1 = imin(x0 + FX * VEC, nx), w = L.width;
+        xlo_b = x0;
+        xn_lo = L.low[0] ? imax(0, imin(w, x1) - x0) : 0;
+        xhi_b = imax(nx - w, x0);
+        xn_hi = imax(0, x1 - xhi_b);
+    }
+    const int lw = (LAYERS == 1 || LAYERS == 2) ? L.width : 0;
     const bool ytile = LAYERS && lw > 0 && ny >= 2 * lw && nx % VEC == 0 && (rowb < lw || rowb + TY > ny - lw);
     extern __shared__ Vf layer_shared[];
     Vf* const phi_tile = layer_shared + LAYER_TILE_OFFSET;
+    // fused_step_xlayers's ring (the host launches it with widths up to X_RING_WIDTH, multiples of
+    // VEC): per slot and tile row phi of the low and the high x layer (the whole layer, for the taps
+    // of a point at the tile's edge), then their zeta, X_RING_WIDTH floats each, only the layers the
+    // tile meets copied; STAGES + 2 slots, as fused_step_ylayers's. A row is 32 vectors, so thread
+    // lt copies vector lt (then lt + FX FY, ...) of the slot's rows by shifts alone.
+    constexpr int XSLOTS = STAGES + 2, XRV = X_RING_WIDTH / VEC, XROW = 4 * X_RING_WIDTH;
+    float* const xring = reinterpret_cast<float*>(layer_shared + LAYER_TILE_OFFSET);
+    auto xslot_at = [&](int s) { return (s % XSLOTS) * TY * XROW; };  // floats
+    auto issue_xlayers = [&](int s, int zz) {
+        const int xw = L.width;
+        const SharedVf xs = shared_vf(layer_shared + LAYER_TILE_OFFSET);
+        const i64 zo = (i64)(zz + L.z_offset) * ny * (2 * xw);
+#pragma unroll
+        for (int i = 0; i < RY; i++) {
+            const int c = lt + i * FX * FY;  // < TY * 4 * XRV
+            const int row = c / (4 * XRV), qty = c / (2 * XRV) % 2, half = c / XRV % 2, v = c % XRV;
+            const int y = rowb + row;
+            const bool in = y < ny, want = v * VEC < xw && (half == 0 ? xn_lo : xn_hi) > 0;
+            if (want) {
+                const i64 src = zo + (i64)(in ? y : 0) * (2 * xw) + half * xw + v * VEC;
+                cp_async16(shared_at(xs, (xslot_at(s) + row * XROW + (qty * 2 + half) * X_RING_WIDTH) / VEC + v),
+                           (qty == 0 ? L.phi_in[0] : L.zeta[0]) + src, in);
+            }
+        }
+    };
     // The slab index of grid row y of plane zz in the y layers; `in`: a layer row, in the grid.
     auto yslab = [&](int zz, int y, bool& in) {
         int t;
@@ -228,6 +264,9 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
             }
             if constexpr (LAYERS == 2) {
                 if (ytile) issue_ylayers(s, zz);
+            }
+            if constexpr (LAYERS == 3) {
+                if (xn_lo + xn_hi > 0) issue_xlayers(s, zz);
             }
         }
         cp_async_commit();  // one group per plane, empty past the window, so the count stays right
@@ -374,6 +413,15 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
                 add_layers<false, R, RY, HV, TWV, QS, FX>(res, r, q, tile[b] + ty * RY, tx, dz, vv, ix, iy + r, z, nx,
                                                           ny, nz, L, ytile, phi_tile + (b * TH + ty * RY) * FX,
                                                           zeta_now[r], nullptr, 0);
+#if XLAYERS && !SEISMIC_HIP
+            if constexpr (LAYERS == 3) {
+                if (xn_lo + xn_hi > 0)
+                    x_layers_in_warp<R, HV>(res, vv, reinterpret_cast<const float*>(tile[b][ty * RY + r + R]),
+                                            xring + xslot_at(s) + (ty * RY + r) * XROW, tx,
+                                            tile_x * FX * VEC, xlo_b, xn_lo, xhi_b, xn_hi, iy + r, iy + r < ny,
+                                            z + L.z_offset, nx, ny, L);
+            }
+#endif
             if constexpr (LAYERS == 2)
                 add_layers<true, R, RY, HV, TWV, QS, FX>(res, r, q, tile[b] + ty * RY, tx, dz, vv, ix, iy + r, z, nx, ny,
                                                          nz, L, ytile, yslot(s) + ty * RY * FX,
@@ -395,6 +443,13 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(FUSED_STE
 #endif
 extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(BLOCK_X * BLOCK_Y, YLAYER_MIN_BLOCKS) void fused_step_ylayers(FUSED_STEP_PARAMS) {
     fused_body<2>(FUSED_STEP_ARGS);
+}
+#endif
+#if XLAYERS && !SEISMIC_HIP
+// The plain fused_step with the x layers of its tiles in the pass (x_layers_in_warp): the gap's
+// launch of the y mode (select 3), so that cpml.cu takes only the band rows' x layers.
+extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step_xlayers(FUSED_STEP_PARAMS) {
+    fused_body<3>(FUSED_STEP_ARGS);
 }
 #endif
 #if CPML

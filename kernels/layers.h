@@ -29,7 +29,8 @@ struct Layers {
     int width;   // points per layer; 0: no CPML
     int low[3];  // 1 where the axis's low face absorbs (z's does not under a free surface)
     // fused kernels: 0 every block, 1 the blocks without layer points, 2 those with, 3 the blocks
-    // without y-layer rows, 4 those with
+    // without y-layer rows, 4 those with; cpml.cu's x layers: 0 every row, 5 the rows of select 4
+    // (fused_step_xlayers took the others)
     int select;
     // cpml.cu: the planes [z_begin, z_end) a launch updates (a decomposed run's step in two parts)
     int z_begin, z_end;
@@ -359,3 +360,67 @@ DEVICE void add_layers(Vf& res, int r, const Vf (&q)[RY][QS], const Vf (*tile)[T
         }
     }
 }
+
+// The x layers of a thread row inside the plain fused kernel (fused_step_xlayers), spread over the
+// warp: with BLOCK_X = 32 a warp is one row of threads, VEC = 4 points each, and the x-layer
+// points of its tile row (`n_lo` from grid x `lo_b`, then `n_hi` from `hi_b`) go one a lane, so
+// that 20 of 32 lanes work on a 20-point layer where the owners alone would leave 27 idle. A
+// lane takes its point's p^{n+1} so far (`res`) and c^2 dt^2 (`vv`) from the owner by shuffles,
+// p^n's taps from the shared tile row `trow` (floats, the row's first point at HV VEC), phi and
+// zeta from the row's copy in shared memory `xrow` (phi of the low layer, of the high one, then
+// their zeta, X_RING_WIDTH floats each, fetched planes ahead with the fields: fused.cu) and hands
+// point_update's result back, so the point's update is cpml.cu's, bit for bit. `x0` is the
+// tile's first grid x, `y` the row, `zs` the slabs' plane; every lane of the warp calls it.
+constexpr int X_RING_WIDTH = 32;  // the widest x layer fused_step_xlayers takes (solver.rs)
+#if XLAYERS && !SEISMIC_HIP
+template <int R, int HV>
+DEVICE void x_layers_in_warp(Vf& res, const Vf& vv, const float* trow, const float* xrow, int lane, int x0, int lo_b,
+                             int n_lo, int hi_b, int n_hi, int y, bool row_in, int zs, int nx, int ny,
+                             const Layers& L) {
+    const int w = L.width, n = n_lo + n_hi;
+    const unsigned all = 0xffffffffu;
+    for (int u0 = 0; u0 < n; u0 += 32) {
+        const int u = u0 + lane;
+        const bool act = u < n && row_in;
+        const int x = u < n_lo ? lo_b + u : hi_b + (u - n_lo);
+        const int xl = act ? x - x0 : 0;
+        const int src = xl / VEC, j = xl % VEC;
+        float r0 = 0.0f, vel = 0.0f;
+#pragma unroll
+        for (int jj = 0; jj < VEC; jj++) {
+            const float a = __shfl_sync(all, res.v[jj], src), c = __shfl_sync(all, vv.v[jj], src);
+            if (jj == j) {
+                r0 = a;
+                vel = c;
+            }
+        }
+        float out = r0;
+        if (act) {
+            const int half = u < n_lo ? 0 : 1, t = half == 0 ? x : x - (nx - w);
+            const float* p = trow + HV * VEC + xl;
+            float lo[R + 1], hi[R + 1];
+#pragma unroll
+            for (int k = 1; k <= R; k++) {
+                lo[k] = p[-k];
+                hi[k] = p[k];
+            }
+            const float* ph = xrow + half * X_RING_WIDTH + t;
+            auto phi = [&](int k) { return ph[k]; };
+            float phi_new, zeta_new;
+            out = point_update<R>(r0, p[0], lo, hi, vel, phi, ph[2 * X_RING_WIDTH], L, 0, t, x, nx, phi_new, zeta_new);
+            const i64 s = ((i64)zs * ny + y) * (2 * w) + half * w + t;
+            L.phi_out[0][s] = phi_new;
+            L.zeta[0][s] = zeta_new;
+        }
+#pragma unroll
+        for (int jj = 0; jj < VEC; jj++) {
+            const int xp = x0 + lane * VEC + jj;
+            const int uu = xp >= lo_b && xp < lo_b + n_lo ? xp - lo_b
+                         : (xp >= hi_b && xp < hi_b + n_hi ? n_lo + xp - hi_b : -1);
+            const bool mine = uu >= u0 && uu < u0 + 32;
+            const float got = __shfl_sync(all, out, mine ? uu - u0 : 0);
+            if (mine) res.v[jj] = got;
+        }
+    }
+}
+#endif

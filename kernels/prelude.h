@@ -70,6 +70,7 @@ static_assert(sizeof(StencilWeights) == 112 && alignof(StencilWeights) == 4, "St
 static_assert(sizeof(AxisWeights) == 72 && alignof(AxisWeights) == 4, "AxisWeights must match the host's");
 
 DEVICE int imin(int a, int b) { return a < b ? a : b; }
+DEVICE int imax(int a, int b) { return a > b ? a : b; }
 
 // A thread's VEC consecutive points in x.
 struct alignas(4 * VEC) Vf {

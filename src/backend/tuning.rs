@@ -157,6 +157,12 @@ impl Tuning {
         if ylayers { (self.stages + 2) * (2 * rows + 2 * r) * row } else { 2 * (rows + 2 * r) * row }
     }
 
+    /// Bytes of fused_step_xlayers's ring beside the fields' (fused.cu): per slot (stages + 2) and
+    /// tile row, phi and zeta of the two x layers, 32 points each (X_RING_WIDTH).
+    pub fn x_layer_ring_bytes(&self) -> u32 {
+        (self.stages + 2) * self.fused_tile_y() * 4 * 32 * 4
+    }
+
     /// Whether such a kernel's shared memory (the tile, the ring, the layers' and fused_step_ylayers's
     /// copies of a and b) fits in the 227 KiB of a multiprocessor; where it does not, the layers
     /// run after the interior. fused_step_ylayers needs the ring (stages > 0).

@@ -320,6 +320,8 @@ pub struct Kernels<F> {
     pub fused_layers: Option<F>,
     /// The fused step with the y layers in its pass (modules built with YLAYERS only).
     pub fused_ylayers: Option<F>,
+    /// The fused step with its tiles' x layers in its pass (modules built with XLAYERS only).
+    pub fused_xlayers: Option<F>,
     pub pass_x: F,
     pub pass_y: F,
     pub pass_z: F,
@@ -343,6 +345,7 @@ impl<F: Copy> Kernels<F> {
             fused: f("fused_step")?,
             fused_layers: f("fused_step_layers").ok(),
             fused_ylayers: f("fused_step_ylayers").ok(),
+            fused_xlayers: f("fused_step_xlayers").ok(),
             pass_x: f("pass_x")?,
             pass_y: f("pass_y")?,
             pass_z: f("pass_z")?,

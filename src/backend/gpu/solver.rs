@@ -168,6 +168,10 @@ struct YPass<Rt: GpuRuntime> {
     band: (i32, i32),
     tiles: (u32, u32),
     windows: (u32, u32),
+    /// Whether the gap's launch can take its rows' x layers (fused_step_xlayers), and whether it
+    /// does, leaving cpml.cu the band rows' only.
+    x_eligible: bool,
+    x_in_gap: bool,
     _module: Rt::Module,
 }
 
@@ -294,6 +298,14 @@ fn y_layer_shape(tuning: Tuning, radius: usize) -> Tuning {
 fn y_layers_fit(shape: [usize; 3], width: usize, vec: u32) -> bool {
     shape[0].is_multiple_of(vec as usize) && shape[1] >= 2 * width
 }
+
+/// The gap's x layers go in its pass by default from this many tile columns on (fewer, and the
+/// layers' columns are too large a share of the launch: kernels/NOTES.md, session 30).
+const X_IN_PASS_TILE_COLUMNS: usize = 8;
+
+/// The widest x layers fused_step_xlayers takes (its ring holds a row's whole layers: layers.h,
+/// X_RING_WIDTH).
+const X_IN_PASS_WIDEST: i32 = 32;
 
 /// Whether cpml.cu takes the x layers by rows of vectors (its `x_rows`, which the launch matches):
 /// nx and the width multiples of VEC, the two layers apart.
@@ -581,6 +593,11 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let sponge = b.kind == BoundaryKind::Sponge;
         let module_pass = if layer_pass == LayerPass::YLayers { LayerPass::After } else { layer_pass };
         let mut options = kernel_options(r, &tuning, sponge, false, module_pass);
+        // The gap's launch of the y mode with its tiles' x layers in the pass (fused.cu,
+        // fused_step_xlayers: a warp is one row of 32 threads).
+        if layer_pass == LayerPass::YLayers && rt.vendor() != "hip" && tuning.block_x == 32 && tuning.vec == 4 {
+            options.push("-DXLAYERS=1".into());
+        }
         let module = if half {
             options.push("-DHALF=1".into());
             load_kernels(&*rt, &sources::half_step(&tuning), &options)?
@@ -602,6 +619,10 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             rt.allow_dynamic_shared(h.fused, tuning.half_ring_bytes())?;
         }
         rt.allow_dynamic_shared(f.fused, tuning.dynamic_shared_bytes(r, false))?;
+        let x_ring = tuning.x_layer_ring_bytes();
+        if let Some(k) = f.fused_xlayers {
+            rt.allow_dynamic_shared(k, tuning.dynamic_shared_bytes(r, false) + x_ring)?;
+        }
         if let Some(k) = f.fused_layers {
             rt.allow_dynamic_shared(k, tuning.dynamic_shared_bytes(r, false) + tuning.layer_tile_bytes(r, false))?;
         }
@@ -762,8 +783,28 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 None => s.geometry,
             };
             let windows = s.choose_y_pass_windows(&gap_geometry, &geometry, tiles);
-            s.y_pass =
-                Some(YPass { geometry, shared, gap_kernel, gap_geometry, band, tiles, windows, _module: module });
+            let x_eligible = gap_kernel.is_none()
+                && s.f.fused_xlayers.is_some()
+                && x_layers_by_rows(shape[0] as u64, c.width as u64, t.vec as u64)
+                && c.width <= X_IN_PASS_WIDEST;
+            let x_in_gap = x_eligible
+                && match std::env::var("SEISMIC_XLAYERS_IN_PASS").as_deref() {
+                    Ok("0") => false,
+                    Ok("1") => true,
+                    _ => shape[0] >= X_IN_PASS_TILE_COLUMNS * tuning.fused_tile_x(),
+                };
+            s.y_pass = Some(YPass {
+                geometry,
+                shared,
+                gap_kernel,
+                gap_geometry,
+                band,
+                tiles,
+                windows,
+                x_eligible,
+                x_in_gap,
+                _module: module,
+            });
         }
         // Always automatic: a tuned window is the full step's (H100, 512^3: the tuner's 4 planes
         // gave the Laplacian-only operator 73.4% of copy, 12 and 16 planes 90.6% and 89.4%).
@@ -896,6 +937,18 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             for v in values {
                 *v = (*v as f64 / h.scale) as f32;
             }
+        }
+    }
+
+    /// Puts the gap's x layers into its launch (`true`) or leaves them to cpml.cu, where the run
+    /// can take either; returns whether they are in the pass now.
+    pub fn set_x_layers_in_pass(&mut self, on: bool) -> bool {
+        match &mut self.y_pass {
+            Some(y) if y.x_eligible => {
+                y.x_in_gap = on;
+                on
+            }
+            _ => false,
         }
     }
 
@@ -1037,7 +1090,11 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                                     .launch(&*self.rt, f, l)
                             };
                         let (gap_window, band_window) = y.windows;
-                        let (gap_kernel, gap_shared) = y.gap_kernel.unwrap_or((self.f.fused, shared));
+                        let plain = match self.f.fused_xlayers {
+                            Some(k) if y.x_in_gap => (k, shared + t.x_layer_ring_bytes()),
+                            _ => (self.f.fused, shared),
+                        };
+                        let (gap_kernel, gap_shared) = y.gap_kernel.unwrap_or(plain);
                         launch(gap_kernel, &y.gap_geometry, gap_shared, gap_window, y.tiles.0, 3)?;
                         launch(with_y, &y.geometry, y.shared, band_window, y.tiles.1, 4)
                     }
@@ -1093,6 +1150,8 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let Some(c) = &self.cpml else { return Ok(()) };
         if matches!(c.pass, LayerPass::After | LayerPass::YLayers) {
             let layers = c.layers(&self.axis_weights, 0, planes.clone());
+            // With the gap's x layers in its pass, cpml_x takes the band rows only (select 5).
+            let x_band = self.y_pass.as_ref().filter(|y| c.pass == LayerPass::YLayers && y.x_in_gap).map(|y| y.band);
             let span = planes.len() as u64;
             // In CPML_AXIS_ORDER; the y layers were the fused pass's with YLayers.
             for a in c.axes.iter().filter(|a| !(a.axis == 1 && c.pass == LayerPass::YLayers)) {
@@ -1114,6 +1173,11 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                     e[2] = span;
                 }
                 let w = c.width as u64;
+                let mut layers = layers;
+                if let (0, Some((band_lo, band_hi))) = (a.axis, x_band) {
+                    layers = Layers { select: 5, band_lo, band_hi, ..layers };
+                    e[1] = (band_lo.max(0) + (ny - band_hi.max(band_lo)).max(0)) as u64;
+                }
                 let grid = if a.axis == 0 && march && x_layers_by_rows(nx as u64, w, vec) {
                     // cpml.cu's x_rows: 2 width / VEC threads a row.
                     [(2 * w / vec * e[1]).div_ceil(128) as u32, e[2].min(65535) as u32, 1]
