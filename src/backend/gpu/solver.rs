@@ -594,8 +594,10 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let module_pass = if layer_pass == LayerPass::YLayers { LayerPass::After } else { layer_pass };
         let mut options = kernel_options(r, &tuning, sponge, false, module_pass);
         // The gap's launch of the y mode with its tiles' x layers in the pass (fused.cu,
-        // fused_step_xlayers: a warp is one row of 32 threads).
-        if layer_pass == LayerPass::YLayers && rt.vendor() != "hip" && tuning.block_x == 32 && tuning.vec == 4 {
+        // fused_step_xlayers: a warp is one row of 32 threads; at R = 6 the path spills under the
+        // interior's register cap, 104 B).
+        if layer_pass == LayerPass::YLayers && rt.vendor() != "hip" && tuning.block_x == 32 && tuning.vec == 4 && r <= 5
+        {
             options.push("-DXLAYERS=1".into());
         }
         let module = if half {
