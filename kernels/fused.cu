@@ -80,7 +80,8 @@ constexpr int LAYER_TILE_OFFSET = 0;
 
 // LAYERS: 1, the CPML layer points of the block get layers.h's update in the same pass (the
 // fused_step_layers kernel); 2, its y-layer rows only (fused_step_ylayers, cpml.cu adds the x and z
-// layers after the pass); L.select picks the blocks a launch computes (prelude.h, Chunk).
+// layers after the pass); 3, the x-layer points of its tiles (fused_step_xlayers, the y mode's gap:
+// x_layers_in_warp); L.select picks the blocks a launch computes (prelude.h, Chunk).
 template <int LAYERS>
 DEVICE void fused_body(FUSED_STEP_PARAMS) {
     using namespace fused;
