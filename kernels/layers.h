@@ -371,7 +371,7 @@ DEVICE void add_layers(Vf& res, int r, const Vf (&q)[RY][QS], const Vf (*tile)[T
 // their zeta, X_RING_WIDTH floats each, fetched planes ahead with the fields: fused.cu) and hands
 // point_update's result back, so the point's update is cpml.cu's, bit for bit. `x0` is the
 // tile's first grid x, `y` the row, `zs` the slabs' plane; every lane of the warp calls it.
-constexpr int X_RING_WIDTH = 32;  // the widest x layer fused_step_xlayers takes (solver.rs)
+constexpr int X_RING_WIDTH = 32;  // the widest x layer fused_step_xlayers takes (tuning.rs)
 #if XLAYERS && !SEISMIC_HIP
 template <int R, int HV>
 DEVICE void x_layers_in_warp(Vf& res, const Vf& vv, const float* trow, const float* xrow, int lane, int x0, int lo_b,

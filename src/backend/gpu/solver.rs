@@ -303,10 +303,6 @@ fn y_layers_fit(shape: [usize; 3], width: usize, vec: u32) -> bool {
 /// layers' columns are too large a share of the launch: kernels/NOTES.md, session 30).
 const X_IN_PASS_TILE_COLUMNS: usize = 8;
 
-/// The widest x layers fused_step_xlayers takes (its ring holds a row's whole layers: layers.h,
-/// X_RING_WIDTH).
-const X_IN_PASS_WIDEST: i32 = 32;
-
 /// Whether cpml.cu takes the x layers by rows of vectors (its `x_rows`, which the launch matches):
 /// nx and the width multiples of VEC, the two layers apart.
 fn x_layers_by_rows(nx: u64, width: u64, vec: u64) -> bool {
@@ -788,7 +784,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             let x_eligible = gap_kernel.is_none()
                 && s.f.fused_xlayers.is_some()
                 && x_layers_by_rows(shape[0] as u64, c.width as u64, t.vec as u64)
-                && c.width <= X_IN_PASS_WIDEST;
+                && c.width as usize <= crate::backend::tuning::X_RING_WIDTH;
             let x_in_gap = x_eligible
                 && match std::env::var("SEISMIC_XLAYERS_IN_PASS").as_deref() {
                     Ok("0") => false,
