@@ -73,8 +73,9 @@ DEVICE void cpml_axis(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next, 
 // p^n of the 2R + 1 points around its point in registers, so each is read once rather than
 // 2R + 1 times through L2; a warp's loads are 32 neighbouring vectors along x. phi's neighbours
 // are loads (the thread read them an iteration or two before: L1): a register window for them
-// too leaves fewer threads to hide latency (kernels/NOTES.md, session 13). The launch has nx / VEC
-// threads along x, the other axis over grid y and the two layers (each in segments) over grid z; the update is
+// too leaves fewer threads to hide latency (kernels/NOTES.md, session 13). Grid x runs over the
+// nx / VEC vectors of a row times the rows across (threads of the last row spill into the next, so
+// no block idles at a row's end), grid z over the two layers, each in segments; the update is
 // layers.h's layer_row, so the bits are the scalar path's.
 template <class T, int AXIS>
 DEVICE void cpml_march(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next, const T* RESTRICT vel,
@@ -83,14 +84,21 @@ DEVICE void cpml_march(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next,
     const int w = L.width;
     const int n = AXIS == 1 ? ny : nz;
     const int across = AXIS == 1 ? nz : ny;
-    const int ix = (blockIdx.x * blockDim.x + threadIdx.x) * VEC;
+    // y layers: the planes [z_begin, z_end) are the rows across; z layers: every y is, only the
+    // planes [z_begin, z_end) are written.
+    const int c_first = AXIS == 1 ? L.z_begin : 0;
+    const int c_end = AXIS == 1 ? imin(across, L.z_end) : across;
+    const int nxv = nx / VEC;
+    const i64 id = (i64)blockIdx.x * blockDim.x + threadIdx.x;  // over nxv * (c_end - c_first)
+    if (id >= (i64)nxv * (c_end - c_first)) return;
+    const int ix = (int)(id % nxv) * VEC;
+    const int c = c_first + (int)(id / nxv);
     // grid z: the layers that absorb (the high one, and the low one unless a free surface or a cut
     // replaces it), each in gridDim.z / layers segments along the axis, so that thin grids still
     // have enough threads in flight (the host picks the count: solver.rs, launch_cpml).
     const int layers = L.low[AXIS] ? 2 : 1;
     const int half = layers == 2 ? (int)(blockIdx.z & 1) : 1;
     const int segments = gridDim.z / layers, seg = blockIdx.z / layers;
-    if (ix >= nx) return;
     const int t0 = seg * w / segments, t1 = (seg + 1) * w / segments;
     const i64 st = AXIS == 1 ? pitch : plane;
     const i64 ss = AXIS == 1 ? (i64)nx : (i64)nx * ny;
@@ -99,34 +107,30 @@ DEVICE void cpml_march(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next,
     Vf zero;
 #pragma unroll
     for (int j = 0; j < VEC; j++) zero.v[j] = 0.0f;
-    // y layers: the planes [z_begin, z_end) go over grid y; z layers: only those planes are written.
-    const int c_end = AXIS == 1 ? imin(across, L.z_end) : across;
-    for (int c = (AXIS == 1 ? L.z_begin : 0) + blockIdx.y; c < c_end; c += gridDim.y) {
-        const i64 o0 = AXIS == 1 ? (i64)c * plane + (i64)q0 * pitch + ix : (i64)q0 * plane + (i64)c * pitch + ix;
-        const i64 s0 = AXIS == 1 ? ((i64)c * (2 * w) + half * w) * nx + ix : ((i64)half * w * ny + c) * nx + ix;
-        // p^n at grid index q0 + u where it exists (the halo reaches R past the grid; a subdomain
-        // thinner than its layers leaves points outside it, never used).
-        auto p_at = [&](int u) { return q0 + u >= -R && q0 + u < n + R ? vload(cur + o0 + (i64)u * st) : zero; };
-        Vf pw[2 * R + 1];  // [R + k]: k points along the axis from the current point
+    const i64 o0 = AXIS == 1 ? (i64)c * plane + (i64)q0 * pitch + ix : (i64)q0 * plane + (i64)c * pitch + ix;
+    const i64 s0 = AXIS == 1 ? ((i64)c * (2 * w) + half * w) * nx + ix : ((i64)half * w * ny + c) * nx + ix;
+    // p^n at grid index q0 + u where it exists (the halo reaches R past the grid; a subdomain
+    // thinner than its layers leaves points outside it, never used).
+    auto p_at = [&](int u) { return q0 + u >= -R && q0 + u < n + R ? vload(cur + o0 + (i64)u * st) : zero; };
+    Vf pw[2 * R + 1];  // [R + k]: k points along the axis from the current point
 #pragma unroll
-        for (int j = 0; j < 2 * R; j++) pw[j] = p_at(t0 + j - R);
-        for (int t = t0; t < t1; t++) {
-            pw[2 * R] = p_at(t + R);
-            const int q = q0 + t;
-            if (q >= 0 && q < n && (AXIS == 1 || (q >= L.z_begin && q < L.z_end))) {
-                const i64 o = o0 + (i64)t * st, s = s0 + (i64)t * ss;
-                auto nb = [&](int k, Vf& lo, Vf& hi) {
-                    lo = pw[R - k];
-                    hi = pw[R + k];
-                };
-                auto phi = [&](int k) { return vload(phi_in + s + (i64)k * ss); };
-                put_row(out, next, o, pw[R],
-                        layer_row<R>(vload(out + o), pw[R], nb, phi, vload(L.zeta[AXIS] + s), vload(vel + o), L, AXIS,
-                                     s, t, AxisAB{L.a[AXIS], L.b[AXIS], q, n}));
-            }
-#pragma unroll
-            for (int j = 0; j < 2 * R; j++) pw[j] = pw[j + 1];
+    for (int j = 0; j < 2 * R; j++) pw[j] = p_at(t0 + j - R);
+    for (int t = t0; t < t1; t++) {
+        pw[2 * R] = p_at(t + R);
+        const int q = q0 + t;
+        if (q >= 0 && q < n && (AXIS == 1 || (q >= L.z_begin && q < L.z_end))) {
+            const i64 o = o0 + (i64)t * st, s = s0 + (i64)t * ss;
+            auto nb = [&](int k, Vf& lo, Vf& hi) {
+                lo = pw[R - k];
+                hi = pw[R + k];
+            };
+            auto phi = [&](int k) { return vload(phi_in + s + (i64)k * ss); };
+            put_row(out, next, o, pw[R],
+                    layer_row<R>(vload(out + o), pw[R], nb, phi, vload(L.zeta[AXIS] + s), vload(vel + o), L, AXIS,
+                                 s, t, AxisAB{L.a[AXIS], L.b[AXIS], q, n}));
         }
+#pragma unroll
+        for (int j = 0; j < 2 * R; j++) pw[j] = pw[j + 1];
     }
 }
 

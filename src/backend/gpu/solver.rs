@@ -299,10 +299,6 @@ fn y_layers_fit(shape: [usize; 3], width: usize, vec: u32) -> bool {
     shape[0].is_multiple_of(vec as usize) && shape[1] >= 2 * width
 }
 
-/// The gap's x layers go in its pass by default from this many tile columns on (fewer, and the
-/// layers' columns are too large a share of the launch: kernels/NOTES.md, session 30).
-const X_IN_PASS_TILE_COLUMNS: usize = 8;
-
 /// Whether cpml.cu takes the x layers by rows of vectors (its `x_rows`, which the launch matches):
 /// nx and the width multiples of VEC, the two layers apart.
 fn x_layers_by_rows(nx: u64, width: u64, vec: u64) -> bool {
@@ -785,12 +781,11 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 && s.f.fused_xlayers.is_some()
                 && x_layers_by_rows(shape[0] as u64, c.width as u64, t.vec as u64)
                 && c.width as usize <= crate::backend::tuning::X_RING_WIDTH;
-            let x_in_gap = x_eligible
-                && match std::env::var("SEISMIC_XLAYERS_IN_PASS").as_deref() {
-                    Ok("0") => false,
-                    Ok("1") => true,
-                    _ => shape[0] >= X_IN_PASS_TILE_COLUMNS * tuning.fused_tile_x(),
-                };
+            // Off unless asked for (SEISMIC_XLAYERS_IN_PASS=1, or set_x_layers_in_pass): on an
+            // H200 the x path's instructions cost more than cpml_x's bytes (1024^3 real step 6.01
+            // against 5.41 ms, marmousi-large 13.87 against 13.35 s), where an H100 gained 2.6% at
+            // 1024^3 and tied on marmousi-large (kernels/NOTES.md, sessions 30 and 31).
+            let x_in_gap = x_eligible && std::env::var("SEISMIC_XLAYERS_IN_PASS").as_deref() == Ok("1");
             s.y_pass = Some(YPass {
                 geometry,
                 shared,
@@ -1180,13 +1175,15 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                     // cpml.cu's x_rows: 2 width / VEC threads a row.
                     [(2 * w / vec * e[1]).div_ceil(128) as u32, e[2].min(65535) as u32, 1]
                 } else if a.axis > 0 && e[0] % vec == 0 && march {
+                    // A thread a vector of a row, over the rows across (y layers: the planes asked
+                    // for; z layers: every y).
                     let across = if a.axis == 1 { e[2] } else { e[1] };
-                    let (bx, by) = ((e[0] / vec).div_ceil(128), across.min(65535));
+                    let bx = (e[0] / vec * across).div_ceil(128);
                     // Both layers, or the high one alone where the low face does not absorb.
                     let layers = if c.low[a.axis] != 0 { 2 } else { 1 };
                     let sms = self.rt.multiprocessors() as u64;
-                    let segments = march_segments(bx * by * layers, sms, c.width as u64, radius);
-                    [bx as u32, by as u32, (layers * segments) as u32]
+                    let segments = march_segments(bx * layers, sms, c.width as u64, radius);
+                    [bx as u32, 1, (layers * segments) as u32]
                 } else {
                     [(e[0] * e[1]).div_ceil(128) as u32, e[2].min(65535) as u32, 1]
                 };
@@ -1891,6 +1888,9 @@ mod tests {
         assert_eq!(march_segments(128, 132, 20, 4), 5);
         // marmousi-large's y layers: 6000 blocks, 9.1 waves.
         assert_eq!(march_segments(6000, 132, 24, 4), 1);
+        // Its z layer under a free surface: 600 vectors a row x 200 rows, 938 blocks (1.42 waves)
+        // into 2 (2.84 waves of 16-point marches against 2 of 28).
+        assert_eq!(march_segments(938, 132, 24, 4), 2);
         // Layers thinner than 8 points are never split.
         assert_eq!(march_segments(10, 132, 7, 4), 1);
     }
