@@ -330,8 +330,8 @@ fn gpu_matches_cpu_cpml_layer_widths() {
 /// rows; in the pass the y layers' phi through shared memory; with width 8 the x layers by rows of
 /// vectors too); ny 37 with width 17 (the two y layers nearly meet). With the y layers in the pass,
 /// the gap's launch takes its rows' x layers where they go by rows of vectors and the interior's
-/// block is a warp wide (fused_step_xlayers, layers up to 32 points; the test asks for it where
-/// the default leaves narrow grids' x layers to cpml.cu): width 20 on 140 x 100 x 60 (the first
+/// block is a warp wide (fused_step_xlayers, layers up to 32 points; the default leaves them to
+/// cpml.cu, so the test asks for it; the other GPU tests run the default): width 20 on 140 x 100 x 60 (the first
 /// tile of 128 points meets both layers, the high one crosses into the second) checks that it
 /// runs at R = 1..5.
 #[test]
