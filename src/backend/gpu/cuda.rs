@@ -38,6 +38,14 @@ pub fn device_count() -> Result<usize> {
 pub struct CudaRuntime {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
+    /// The second stream of [`alongside`](GpuRuntime::alongside), joined back into `stream` by
+    /// the end of each call, with the two events that fork and join it (made once: no
+    /// allocation a step).
+    side: Arc<CudaStream>,
+    fork: CudaEvent,
+    join: CudaEvent,
+    /// Whether launches go to `side` (inside `alongside`).
+    on_side: Cell<bool>,
     name: String,
     arch: String,
     multiprocessors: u32,
@@ -96,8 +104,22 @@ impl CudaRuntime {
         let multiprocessors = ctx.attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
         let name = ctx.name()?;
         let stream = ctx.new_stream().context("cuStreamCreate failed")?;
+        let side = ctx.new_stream().context("cuStreamCreate failed")?;
+        let ordering_only = Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING);
+        let (fork, join) = (ctx.new_event(ordering_only)?, ctx.new_event(ordering_only)?);
         let arch = format!("sm_{major}{minor}");
-        Ok(CudaRuntime { ctx, stream, name, arch, multiprocessors, capturing: Cell::new(false) })
+        Ok(CudaRuntime {
+            ctx,
+            stream,
+            side,
+            fork,
+            join,
+            on_side: Cell::new(false),
+            name,
+            arch,
+            multiprocessors,
+            capturing: Cell::new(false),
+        })
     }
 
     fn bind(&self) -> Result<()> {
@@ -267,7 +289,7 @@ impl GpuRuntime for CudaRuntime {
                 (grid[0], grid[1], grid[2]),
                 (block[0], block[1], block[2]),
                 shared_bytes,
-                self.stream.cu_stream(),
+                if self.on_side.get() { self.side.cu_stream() } else { self.stream.cu_stream() },
                 args,
             )
         }
@@ -328,6 +350,23 @@ impl GpuRuntime for CudaRuntime {
             get(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES),
             get(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
         )
+    }
+
+    /// The side stream waits for the main one through `fork`, the main one for the side's
+    /// launches through `join`: in a capture both records only order work, and the side stream
+    /// is part of the capture from its wait on until the main stream's wait on `join`.
+    fn alongside(&self, side: &mut dyn FnMut() -> Result<()>, main: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        self.bind()?;
+        self.fork.record(&self.stream).context("cuEventRecord failed")?;
+        self.side.wait(&self.fork).context("cuStreamWaitEvent failed")?;
+        self.on_side.set(true);
+        let side_queued = side();
+        self.on_side.set(false);
+        // Joined back whatever happened, so that a capture can end.
+        self.join.record(&self.side).context("cuEventRecord failed")?;
+        let main_queued = side_queued.and_then(|()| main());
+        self.stream.wait(&self.join).context("cuStreamWaitEvent failed")?;
+        main_queued
     }
 
     fn synchronize(&self) -> Result<()> {

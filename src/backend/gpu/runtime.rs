@@ -65,6 +65,15 @@ pub trait GpuRuntime {
     /// Milliseconds between two recorded events (both must have completed).
     fn elapsed_ms(&self, start: &Self::Event, end: &Self::Event) -> Result<f32>;
     fn synchronize(&self) -> Result<()>;
+    /// Enqueues `side`'s launches on a second stream and then `main`'s on the main one: both
+    /// after the work queued so far, and the work queued after this after both, so that one
+    /// kernel's last blocks leave their multiprocessors to the other's. The caller guarantees the
+    /// two write disjoint memory and neither reads what the other writes. The default runs them
+    /// in turn on the one stream.
+    fn alongside(&self, side: &mut dyn FnMut() -> Result<()>, main: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        side()?;
+        main()
+    }
     /// Whether the stream's work can be captured into graphs ([`begin_capture`](Self::begin_capture)).
     fn captures(&self) -> bool {
         false

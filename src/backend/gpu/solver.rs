@@ -264,6 +264,15 @@ fn per_step_events() -> bool {
     *ON.get_or_init(|| std::env::var("SEISMIC_STEP_EVENTS").map_or(true, |v| v != "0"))
 }
 
+/// How the y mode's two launches are ordered: 1 (the default), the y-layer tiles on a second
+/// stream alongside the gap's, launched first so that the gap's shorter blocks fill the
+/// multiprocessors its last blocks leave; 2, the gap's first; 0, one after the other on the one
+/// stream (SEISMIC_LAYER_STREAMS, an experiment knob).
+fn layer_streams() -> u8 {
+    static MODE: std::sync::OnceLock<u8> = std::sync::OnceLock::new();
+    *MODE.get_or_init(|| std::env::var("SEISMIC_LAYER_STREAMS").ok().and_then(|v| v.parse().ok()).unwrap_or(1))
+}
+
 /// Steps in one graph launch: a launch's few microseconds of host work and the graph's update
 /// are spread over this many steps, and a snapshot, a blow-up check or the end of the run launches
 /// the steps captured so far.
@@ -1088,8 +1097,15 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                             _ => (self.f.fused, shared),
                         };
                         let (gap_kernel, gap_shared) = y.gap_kernel.unwrap_or(plain);
-                        launch(gap_kernel, &y.gap_geometry, gap_shared, gap_window, y.tiles.0, 3)?;
-                        launch(with_y, &y.geometry, y.shared, band_window, y.tiles.1, 4)
+                        // The two write disjoint rows of p^{n+1} and read only p^n, p^{n-1}'s
+                        // own points and the model.
+                        let mut gap = || launch(gap_kernel, &y.gap_geometry, gap_shared, gap_window, y.tiles.0, 3);
+                        let mut band = || launch(with_y, &y.geometry, y.shared, band_window, y.tiles.1, 4);
+                        match layer_streams() {
+                            0 => gap().and_then(|()| band()),
+                            2 => self.rt.alongside(&mut gap, &mut band),
+                            _ => self.rt.alongside(&mut band, &mut gap),
+                        }
                     }
                     Some(c) if matches!(c.pass, LayerPass::Split | LayerPass::One) => {
                         let with_layers = self.f.fused_layers.context("fused_step_layers not compiled")?;
