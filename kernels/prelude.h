@@ -111,6 +111,22 @@ DEVICE void vstore(float* p, const Vf& a) { *p = a.v[0]; }
 #error "VEC must be 1, 2 or 4"
 #endif
 
+// Asks for the line holding `p` without waiting for it (L1 and L2, or L2 only with
+// CPML_PREFETCH_LEVEL 2): a thread's loads of its next plane, which the compiler cannot move
+// above the current plane's stores into the same arrays. HIP: nothing.
+#ifndef CPML_PREFETCH_LEVEL
+#define CPML_PREFETCH_LEVEL 1
+#endif
+DEVICE void prefetch_line(const void* p) {
+#if SEISMIC_HIP
+    (void)p;
+#elif CPML_PREFETCH_LEVEL == 2
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+#else
+    asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+#endif
+}
+
 // Streaming (non-temporal) stores: the new wavefield is not read again in this step, so it should
 // not evict the planes other blocks still need from L2. No "memory" clobber, so the compiler may
 // move loads across them: no kernel reads back what it stream-stores in the same launch.

@@ -273,6 +273,14 @@ fn layer_streams() -> u8 {
     *MODE.get_or_init(|| std::env::var("SEISMIC_LAYER_STREAMS").ok().and_then(|v| v.parse().ok()).unwrap_or(1))
 }
 
+/// Planes a thread of cpml.cu's x_rows takes, the next one's lines asked for while it works on
+/// one: two (H200, R = 4, CPML 20: 1024^3 5.444 -> 5.413 ms a step; 4 and 8 lost;
+/// kernels/NOTES.md, session 32). SEISMIC_CPML_X_PLANES sets it (an experiment knob).
+fn x_planes() -> u64 {
+    static N: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *N.get_or_init(|| std::env::var("SEISMIC_CPML_X_PLANES").ok().and_then(|v| v.parse().ok()).unwrap_or(2).max(1))
+}
+
 /// Steps in one graph launch: a launch's few microseconds of host work and the graph's update
 /// are spread over this many steps, and a snapshot, a blow-up check or the end of the run launches
 /// the steps captured so far.
@@ -1188,8 +1196,9 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                     e[1] = (band_lo.max(0) + (ny - band_hi.max(band_lo)).max(0)) as u64;
                 }
                 let grid = if a.axis == 0 && march && x_layers_by_rows(nx as u64, w, vec) {
-                    // cpml.cu's x_rows: 2 width / VEC threads a row.
-                    [(2 * w / vec * e[1]).div_ceil(128) as u32, e[2].min(65535) as u32, 1]
+                    // cpml.cu's x_rows: 2 width / VEC threads a row, x_planes planes a thread.
+                    let planes = e[2].div_ceil(x_planes()).min(65535);
+                    [(2 * w / vec * e[1]).div_ceil(128) as u32, planes as u32, 1]
                 } else if a.axis > 0 && e[0] % vec == 0 && march {
                     // A thread a vector of a row, over the rows across (y layers: the planes asked
                     // for; z layers: every y).
