@@ -111,17 +111,12 @@ DEVICE void vstore(float* p, const Vf& a) { *p = a.v[0]; }
 #error "VEC must be 1, 2 or 4"
 #endif
 
-// Asks for the line holding `p` without waiting for it (L1 and L2, or L2 only with
-// CPML_PREFETCH_LEVEL 2): a thread's loads of its next plane, which the compiler cannot move
-// above the current plane's stores into the same arrays. HIP: nothing.
-#ifndef CPML_PREFETCH_LEVEL
-#define CPML_PREFETCH_LEVEL 1
-#endif
+// Asks for the line holding `p` (into L1) without waiting for it: a thread's loads of its next
+// plane, which the compiler cannot move above the current plane's stores into the same arrays.
+// HIP: nothing.
 DEVICE void prefetch_line(const void* p) {
 #if SEISMIC_HIP
     (void)p;
-#elif CPML_PREFETCH_LEVEL == 2
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 #else
     asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
 #endif

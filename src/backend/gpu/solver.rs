@@ -1105,8 +1105,8 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                             _ => (self.f.fused, shared),
                         };
                         let (gap_kernel, gap_shared) = y.gap_kernel.unwrap_or(plain);
-                        // The two write disjoint rows of p^{n+1} and read only p^n, p^{n-1}'s
-                        // own points and the model.
+                        // The two write disjoint rows of p^{n+1} (and of their own layers'
+                        // memory variables) and read nothing the other writes.
                         let mut gap = || launch(gap_kernel, &y.gap_geometry, gap_shared, gap_window, y.tiles.0, 3);
                         let mut band = || launch(with_y, &y.geometry, y.shared, band_window, y.tiles.1, 4);
                         match layer_streams() {
