@@ -82,33 +82,67 @@ pub const X_RING_WIDTH: usize = 32;
 impl Tuning {
     /// The default shape (measured best on an H200, kernels/NOTES.md).
     pub fn for_radius(radius: usize) -> Tuning {
-        Self::defaults(radius, true, |_| None)
+        Self::defaults(radius, true, false, |_| None)
     }
 
     /// As [`Tuning::for_radius`], but with the asynchronous ring off and one row per thread: for
     /// devices where `cp_async16` is a plain copy (HIP).
     pub fn for_radius_without_ring(radius: usize) -> Tuning {
-        Self::defaults(radius, false, |_| None)
+        Self::defaults(radius, false, false, |_| None)
+    }
+
+    /// The default shape at `radius`, with the asynchronous ring or without ([`Tuning::for_radius`],
+    /// [`Tuning::for_radius_without_ring`]); where `laplacian`, that of the Laplacian-only
+    /// benchmark operator, which runs [`Tuning::for_laplacian`] of it: the step's, except at R = 4
+    /// with the ring, where four rows a thread in 8 rows of threads at one block a multiprocessor
+    /// (32-row tiles, so a point's share of the y halo through L2 and shared memory is 3/8 of the
+    /// step's 12-row tiles'; 241 registers) measured faster: H200, one call, 512^3 0.325 -> 0.315
+    /// ms (82.7 -> 85.5% of copy), 1024^3 2.521 -> 2.489 ms (84.4 -> 85.5%); and from R = 7, two
+    /// rows a thread in the step's 16 x 8 blocks at two a multiprocessor (512^3: R = 7 0.596 ->
+    /// 0.481 ms, 45.9 -> 56.9%; R = 8 0.651 -> 0.552 ms, 42.3 -> 49.9%; kernels/NOTES.md, session 34).
+    pub fn default_for(radius: usize, ring: bool, laplacian: bool) -> Tuning {
+        Self::defaults(radius, ring, laplacian, |_| None)
     }
 
     /// The defaults ([`Tuning::for_radius`], or without the ring) with the [`LAUNCH_VARIABLES`]
     /// set in the environment applied, each in place of its field's default (fields derived from
     /// it follow: SEISMIC_VEC=2 also turns the ring off); None when none is set.
     pub fn from_environment(radius: usize, ring: bool) -> Option<Tuning> {
-        let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u32>().ok());
-        LAUNCH_VARIABLES.iter().any(|k| std::env::var_os(k).is_some()).then(|| Self::defaults(radius, ring, env))
+        Self::from_environment_for(radius, ring, false)
     }
 
-    /// The default shape at `radius`, each field `var` names replaced by its value.
-    fn defaults(radius: usize, ring: bool, var: impl Fn(&str) -> Option<u32>) -> Tuning {
+    /// [`Tuning::from_environment`] over [`Tuning::default_for`]`(radius, ring, laplacian)`.
+    pub fn from_environment_for(radius: usize, ring: bool, laplacian: bool) -> Option<Tuning> {
+        let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u32>().ok());
+        LAUNCH_VARIABLES
+            .iter()
+            .any(|k| std::env::var_os(k).is_some())
+            .then(|| Self::defaults(radius, ring, laplacian, env))
+    }
+
+    /// The default shape at `radius` (of the Laplacian-only operator where `laplacian`), each field
+    /// `var` names replaced by its value.
+    fn defaults(radius: usize, ring: bool, laplacian: bool, var: impl Fn(&str) -> Option<u32>) -> Tuning {
         let r = radius as u32;
         let vec = var("SEISMIC_VEC").unwrap_or(4);
         let stages = var("SEISMIC_STAGES").unwrap_or(if ring && vec == 4 { 2 } else { 0 });
+        // The Laplacian-only operator's own rows a thread and blocks a multiprocessor, in 8 rows
+        // of threads (Tuning::default_for): four at one block at R = 4, two from R = 7.
+        let own = match r {
+            _ if !(laplacian && ring && stages > 0) => None,
+            4 => Some((4, 1)),
+            7.. => Some((2, 2)),
+            _ => None,
+        };
         // Two rows per thread in 6 rows of threads where measured faster (R = 2: 86% of 3R1W
         // against 76%; R = 4: 82.5% against 79%; the autotuner's winners at R = 3, 5, 6 have two
         // rows too, 8-18% faster than one); R = 1 and 8 keep one (kernels/NOTES.md).
         // Not where the ring is a plain copy: a 64 KiB LDS would not hold the doubled ring.
-        let rows = var("SEISMIC_ROWS").unwrap_or(if ring && stages > 0 && (2..=6).contains(&r) { 2 } else { 1 });
+        let rows = var("SEISMIC_ROWS").unwrap_or(match own {
+            Some((rows, _)) => rows,
+            None if ring && stages > 0 && (2..=6).contains(&r) => 2,
+            None => 1,
+        });
         // From R = 7, blocks of 16 x 8 threads at three a multiprocessor: 32 x 8 at two capped
         // ptxas at 128 registers and R = 7 spilled (H200, 512^3: fused step 62.8 -> 68.0% of
         // 3R1W, Laplacian-only 39.8 -> 44.4% of copy; R = 8 64.0 -> 63.5% and 38.1 -> 41.3%;
@@ -116,11 +150,15 @@ impl Tuning {
         let narrow = ring && stages > 0 && r >= 7;
         Tuning {
             block_x: var("SEISMIC_BLOCK_X").unwrap_or(if narrow { 16 } else { 32 }),
-            block_y: var("SEISMIC_BLOCK_Y").unwrap_or(if rows > 1 { 6 } else { 8 }).max(r),
+            block_y: var("SEISMIC_BLOCK_Y").unwrap_or(if rows > 1 && own.is_none() { 6 } else { 8 }).max(r),
             vec,
             window: var("SEISMIC_WINDOW").unwrap_or(0),
             stages,
-            min_blocks: var("SEISMIC_MIN_BLOCKS").unwrap_or(if narrow { 3 } else { 2 }),
+            min_blocks: var("SEISMIC_MIN_BLOCKS").unwrap_or(match own {
+                Some((_, blocks)) => blocks,
+                None if narrow => 3,
+                None => 2,
+            }),
             unroll_z: var("SEISMIC_UNROLL_Z").unwrap_or(if r <= 4 { 2 * r + 1 } else { 1 }),
             rows,
             order: var("SEISMIC_ORDER").unwrap_or(3),
@@ -396,6 +434,30 @@ mod tests {
         assert_eq!(ring.for_laplacian(4).stages, ring.stages);
         let none = Tuning::for_radius_without_ring(4);
         assert_eq!(none.for_laplacian(4), none);
+    }
+
+    /// The Laplacian-only operator's own default: tall tiles at R = 4 with the ring, which then
+    /// keeps its two stages (a third would not fit beside the 43.5 KB tile), two rows a thread
+    /// from R = 7; the step's elsewhere.
+    #[test]
+    fn the_laplacian_default_has_tall_tiles_at_radius_four() {
+        let t = Tuning::default_for(4, true, true);
+        assert_eq!((t.block_x, t.block_y, t.rows, t.min_blocks), (32, 8, 4, 1));
+        assert_eq!(t.effective(4), t);
+        assert_eq!(t.for_laplacian(4).stages, 2);
+        t.check(4).unwrap();
+        for r in 7..=8 {
+            let t = Tuning::default_for(r, true, true);
+            assert_eq!((t.block_x, t.block_y, t.rows, t.min_blocks), (16, 8, 2, 2), "R = {r}");
+            assert_eq!(t.effective(r), t);
+        }
+        for r in [1, 2, 3, 5, 6] {
+            assert_eq!(Tuning::default_for(r, true, true), Tuning::for_radius(r), "R = {r}");
+        }
+        for r in 1..=8 {
+            assert_eq!(Tuning::default_for(r, false, true), Tuning::for_radius_without_ring(r), "R = {r}");
+            assert_eq!(Tuning::default_for(r, true, false), Tuning::for_radius(r), "R = {r}");
+        }
     }
 
     fn tuning(block_y: u32, stages: u32, rows: u32) -> Tuning {

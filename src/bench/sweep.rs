@@ -39,14 +39,13 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// The backend's default launch shape for a radius, with the launch variables set in the
-    /// environment applied (`Tuning::from_environment`).
-    pub fn default_tuning(&self, radius: usize) -> Tuning {
-        Tuning::from_environment(radius, self.ring).unwrap_or(if self.ring {
-            Tuning::for_radius(radius)
-        } else {
-            Tuning::for_radius_without_ring(radius)
-        })
+    /// The backend's default launch shape of `op` for a radius (the Laplacian-only operator has
+    /// its own, `Tuning::default_for`), with the launch variables set in the environment
+    /// applied (`Tuning::from_environment_for`).
+    pub fn default_tuning(&self, op: Operator, radius: usize) -> Tuning {
+        let laplacian = op == Operator::Laplacian;
+        Tuning::from_environment_for(radius, self.ring, laplacian)
+            .unwrap_or(Tuning::default_for(radius, self.ring, laplacian))
     }
 }
 
@@ -247,7 +246,6 @@ pub fn run<Rt: GpuRuntime>(mut open: impl FnMut() -> Result<Rt>, spec: &SweepSpe
     for (shape, radius) in spec.cases() {
         let label = super::shape_label(shape);
         let class = ShapeClass::of(shape);
-        let default = set.default_tuning(radius);
         if let TuningMode::Search { budget } = set.tuning
             && !searched.contains(&(radius, class))
         {
@@ -260,7 +258,7 @@ pub fn run<Rt: GpuRuntime>(mut open: impl FnMut() -> Result<Rt>, spec: &SweepSpe
                 ops.push((Operator::Laplacian, budget / 2));
             }
             for (op, budget) in ops {
-                match tune(&mut open, op, radius, shape, default, budget, set.tune_reps) {
+                match tune(&mut open, op, radius, shape, set.default_tuning(op, radius), budget, set.tune_reps) {
                     Ok(t) => {
                         found.push((op, radius, class));
                         tuning.push(t);
@@ -280,7 +278,7 @@ pub fn run<Rt: GpuRuntime>(mut open: impl FnMut() -> Result<Rt>, spec: &SweepSpe
         let same_size = same_size_ceiling(&mut open, shape, set, &mut same_size_ceilings);
         let choose = |op: Operator| -> (Tuning, &'static str) {
             if set.tuning == TuningMode::Default {
-                return (default, "default");
+                return (set.default_tuning(op, radius), "default");
             }
             let (t, entry) = autotune::tuning_or(&device, op, radius, shape, set.ring);
             let source = match entry {

@@ -202,8 +202,9 @@ pub fn tuning_for(device: &str, radius: usize, shape: [usize; 3]) -> (Tuning, Op
     tuning_or(device, Operator::Fused, radius, shape, true)
 }
 
-/// [`tuning_for`] for operator `op`; `ring` false for the vendor whose default has the
-/// asynchronous ring off ([`Tuning::for_radius_without_ring`], HIP).
+/// [`tuning_for`] for operator `op` (the Laplacian-only operator's defaults are its own:
+/// [`Tuning::default_for`]); `ring` false for the vendor whose default has the asynchronous ring
+/// off ([`Tuning::for_radius_without_ring`], HIP).
 pub fn tuning_or(
     device: &str,
     op: Operator,
@@ -211,7 +212,8 @@ pub fn tuning_or(
     shape: [usize; 3],
     ring: bool,
 ) -> (Tuning, Option<TunedEntry>) {
-    if let Some(t) = Tuning::from_environment(radius, ring) {
+    let laplacian = op == Operator::Laplacian;
+    if let Some(t) = Tuning::from_environment_for(radius, ring, laplacian) {
         return (t, None);
     }
     if enabled()
@@ -220,8 +222,7 @@ pub fn tuning_or(
     {
         return (e.tuning(), Some(e.clone()));
     }
-    let default = if ring { Tuning::for_radius(radius) } else { Tuning::for_radius_without_ring(radius) };
-    (default, None)
+    (Tuning::default_for(radius, ring, laplacian), None)
 }
 
 /// Today's UTC date, YYYY-MM-DD.
@@ -273,6 +274,8 @@ pub fn launch_candidates(radius: usize, default: Tuning) -> Vec<Tuning> {
         // Three smaller blocks per SM instead of two (H100, R = 4, Laplacian-only 512^3: 93.3% of
         // copy against 92.3% for the default).
         Tuning { block_y: 4.max(r), rows: 2, min_blocks: 3, ..d },
+        // The step's two rows of 6 (for the Laplacian-only operator's search at R = 4).
+        Tuning { rows: 2, block_y: 6.max(r), min_blocks: 2, ..d },
         Tuning { order: if d.order == 3 { 0 } else { 3 }, ..d },
         Tuning {
             order: if d.order == 3 { 0 } else { 3 },
@@ -300,6 +303,13 @@ pub fn launch_candidates(radius: usize, default: Tuning) -> Vec<Tuning> {
         Tuning { block_x: 16, block_y: (2 * d.block_y).min(32 / d.rows).max(r), ..d },
         Tuning { block_x: 16, block_y: 16.max(r), rows: 1, ..d },
     ];
+    // Tall tiles, three or four rows a thread in 8 rows of threads at one block a multiprocessor
+    // (H200, R = 4, Laplacian-only: 85.5% of copy at 512^3 and 1024^3 with four rows, against
+    // 82.7 / 84.4% with two rows of 6; kernels/NOTES.md, session 34), where the z queue (rows x
+    // (2R + 1) vectors) stays within 36 vectors: beyond, ptxas spills.
+    let tall = [4, 3].into_iter().filter(|rows| rows * (2 * r + 1) <= 36);
+    let at = v.len().min(4);
+    v.splice(at..at, tall.map(|rows| Tuning { rows, block_y: 8.max(r), min_blocks: 1, ..d }));
     // A knob that cannot act would only make a duplicate with a misleading label.
     for t in &mut v {
         *t = t.without_idle_rings();
@@ -564,6 +574,17 @@ mod tests {
         std::fs::write(&path, "{ not json").unwrap();
         assert!(TuningCache::load_from(&dir, "Test GPU/1").entries.is_empty(), "a broken cache reads as empty");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn tall_tiles_are_candidates_where_the_queue_fits() {
+        let tall = |r: usize, rows: u32| {
+            let t = Tuning { rows, block_y: 8.max(r as u32), min_blocks: 1, window: 0, ..Tuning::for_radius(r) };
+            launch_candidates(r, Tuning::for_radius(r)).contains(&t.without_idle_rings())
+        };
+        assert!(tall(4, 4) && tall(4, 3) && tall(1, 4));
+        assert!(tall(5, 3) && !tall(5, 4));
+        assert!(!tall(6, 3) && !tall(8, 3));
     }
 
     #[test]

@@ -1424,6 +1424,17 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         Ok(())
     }
 
+    /// L p^n from the last [`Operator::Laplacian`] application of [`Self::time_interior`], dense
+    /// (nz, ny, nx); for tests.
+    pub fn laplacian_output(&mut self) -> Result<Vec<f32>> {
+        ensure!(self.laplacian.is_some(), "no Laplacian-only application yet");
+        let lap = ptr_or_null(&self.lap);
+        let l = self.layout;
+        let mut out = vec![0.0; l.points()];
+        self.field_planes_out(lap, 0, l.nz, &mut out)?;
+        Ok(out)
+    }
+
     /// Device seconds of each of `reps` applications of an interior operator alone (no boundary,
     /// source or receivers), after 3 untimed ones; for benchmarks. Leapfrog operators advance the
     /// state (cur and prev swap each time) as a run does.
