@@ -97,9 +97,8 @@ impl Tuning {
     /// with the ring, where four rows a thread in 8 rows of threads at one block a multiprocessor
     /// (32-row tiles, so a point's share of the y halo through L2 and shared memory is 3/8 of the
     /// step's 12-row tiles'; 241 registers) measured faster: H200, one call, 512^3 0.325 -> 0.315
-    /// ms (82.7 -> 85.5% of copy), 1024^3 2.521 -> 2.489 ms (84.4 -> 85.5%); and from R = 7, two
-    /// rows a thread in the step's 16 x 8 blocks at two a multiprocessor (512^3: R = 7 0.596 ->
-    /// 0.481 ms, 45.9 -> 56.9%; R = 8 0.651 -> 0.552 ms, 42.3 -> 49.9%; kernels/NOTES.md, session 34).
+    /// ms (82.7 -> 85.5% of copy), 1024^3 2.521 -> 2.489 ms (84.4 -> 85.5%; kernels/NOTES.md,
+    /// session 34).
     pub fn default_for(radius: usize, ring: bool, laplacian: bool) -> Tuning {
         Self::defaults(radius, ring, laplacian, |_| None)
     }
@@ -126,47 +125,43 @@ impl Tuning {
         let r = radius as u32;
         let vec = var("SEISMIC_VEC").unwrap_or(4);
         let stages = var("SEISMIC_STAGES").unwrap_or(if ring && vec == 4 { 2 } else { 0 });
-        // The Laplacian-only operator's own rows a thread and blocks a multiprocessor, in 8 rows
-        // of threads (Tuning::default_for): four at one block at R = 4, two from R = 7.
-        let own = match r {
-            _ if !(laplacian && ring && stages > 0) => None,
-            4 => Some((4, 1)),
-            7.. => Some((2, 2)),
-            _ => None,
-        };
-        // Two rows per thread in 6 rows of threads where measured faster (R = 2: 86% of 3R1W
-        // against 76%; R = 4: 82.5% against 79%; the autotuner's winners at R = 3, 5, 6 have two
-        // rows too, 8-18% faster than one); R = 1 and 8 keep one (kernels/NOTES.md).
-        // Not where the ring is a plain copy: a 64 KiB LDS would not hold the doubled ring.
-        let rows = var("SEISMIC_ROWS").unwrap_or(match own {
-            Some((rows, _)) => rows,
-            None if ring && stages > 0 && (2..=6).contains(&r) => 2,
-            None => 1,
+        // From R = 6, blocks of 16 x 8 threads with two rows a thread (16-row tiles) at two a
+        // multiprocessor, halos through the ring (192-224 registers, no spill). H200, 512^3, one
+        // call, % of 3R1W: R = 6 84.7 -> 89.5, R = 7 76.2 -> 87.0, R = 8 71.7 -> 80.6; 1024^3: R = 7
+        // 77.2 -> 82.1, R = 8 73.0 -> 81.4 (kernels/NOTES.md, session 34). Before, 32 x 6 with two
+        // rows at R = 6 (no halo ring: it spilled then) and 16 x 8 with one row at three a
+        // multiprocessor from R = 7 (session 27: 32 x 8 at two capped ptxas at 128 registers and
+        // R = 7 spilled); two rows at three a multiprocessor spill under its 170-register cap.
+        let high = ring && stages > 0 && r >= 6;
+        // The Laplacian-only operator's own (Tuning::default_for): four rows a thread in 8 rows of
+        // threads at one block a multiprocessor at R = 4.
+        let tall = laplacian && ring && stages > 0 && r == 4;
+        // Two rows per thread where measured faster (R = 2: 86% of 3R1W against 76%; R = 4: 82.5%
+        // against 79%; the autotuner's winners at R = 3, 5, 6 have two rows too, 8-18% faster than
+        // one; from R = 6 as above); R = 1 keeps one (kernels/NOTES.md). Not where the ring is a
+        // plain copy: a 64 KiB LDS would not hold the doubled ring.
+        let rows = var("SEISMIC_ROWS").unwrap_or(if tall {
+            4
+        } else if ring && stages > 0 && r >= 2 {
+            2
+        } else {
+            1
         });
-        // From R = 7, blocks of 16 x 8 threads at three a multiprocessor: 32 x 8 at two capped
-        // ptxas at 128 registers and R = 7 spilled (H200, 512^3: fused step 62.8 -> 68.0% of
-        // 3R1W, Laplacian-only 39.8 -> 44.4% of copy; R = 8 64.0 -> 63.5% and 38.1 -> 41.3%;
-        // R = 5 and 6 lost 13-17 points; kernels/NOTES.md, session 27).
-        let narrow = ring && stages > 0 && r >= 7;
         Tuning {
-            block_x: var("SEISMIC_BLOCK_X").unwrap_or(if narrow { 16 } else { 32 }),
-            block_y: var("SEISMIC_BLOCK_Y").unwrap_or(if rows > 1 && own.is_none() { 6 } else { 8 }).max(r),
+            block_x: var("SEISMIC_BLOCK_X").unwrap_or(if high { 16 } else { 32 }),
+            block_y: var("SEISMIC_BLOCK_Y").unwrap_or(if rows > 1 && !tall && !high { 6 } else { 8 }).max(r),
             vec,
             window: var("SEISMIC_WINDOW").unwrap_or(0),
             stages,
-            min_blocks: var("SEISMIC_MIN_BLOCKS").unwrap_or(match own {
-                Some((_, blocks)) => blocks,
-                None if narrow => 3,
-                None => 2,
-            }),
+            min_blocks: var("SEISMIC_MIN_BLOCKS").unwrap_or(if tall { 1 } else { 2 }),
             unroll_z: var("SEISMIC_UNROLL_Z").unwrap_or(if r <= 4 { 2 * r + 1 } else { 1 }),
             rows,
             order: var("SEISMIC_ORDER").unwrap_or(3),
             tile_ring: var("SEISMIC_TILE_RING").unwrap_or(0),
-            // Halos through the ring where measured faster (H100, 512^3: R = 4 Laplacian-only 77.0
-            // -> 87.7% of copy, fused R = 4, 5, 7 +1.4 to +5.8 points); not at R = 6, where the
-            // default shape then spills and loses 10 points (kernels/NOTES.md, session 5).
-            halo_ring: var("SEISMIC_HALO_RING").unwrap_or((stages > 0 && r != 6) as u32),
+            // Halos through the ring wherever it is on (H100, 512^3: R = 4 Laplacian-only 77.0 ->
+            // 87.7% of copy, fused R = 4, 5, 7 +1.4 to +5.8 points, kernels/NOTES.md, session 5;
+            // H200, R = 6 in 32 x 6 blocks 84.7 -> 85.8%, session 34).
+            halo_ring: var("SEISMIC_HALO_RING").unwrap_or((stages > 0) as u32),
         }
     }
 
@@ -275,16 +270,20 @@ impl Tuning {
 
     /// The launch shape of the f16 step (kernels/fused_half.cu) at `radius`: this one's vector
     /// width, ring depth, window and grid-index order, with one row a thread in blocks of 8 rows
-    /// (or R) and the halos through registers (that kernel has no halo or tile ring); up to R = 6
-    /// this one's block width at 3 blocks a multiprocessor, from R = 7 blocks 32 wide at 2, as
-    /// measured. H200, 512^3 (kernels/NOTES.md, sessions 14 and 16): R = 4, 0.476 ms against 0.533
-    /// with the f32 default's two rows of 6 (162 registers, 2 blocks); R = 1, 3 blocks 0.366
-    /// against 0.379 ms; R = 5, 0.564 against 0.631; R = 6, 0.656 against 0.677; R = 8, 2 blocks
-    /// 0.767 against 0.793 ms.
+    /// (or R) and the halos through registers (that kernel has no halo or tile ring); up to R = 5
+    /// this one's block width at 3 blocks a multiprocessor, at R = 6 blocks 32 wide at 3, from R = 7
+    /// 32 wide at 2, as measured. H200, 512^3 (kernels/NOTES.md, sessions 14 and 16): R = 4, 0.476
+    /// ms against 0.533 with the f32 default's two rows of 6 (162 registers, 2 blocks); R = 1, 3
+    /// blocks 0.366 against 0.379 ms; R = 5, 0.564 against 0.631; R = 6, 0.656 against 0.677; R = 8,
+    /// 2 blocks 0.767 against 0.793 ms.
     pub fn for_half(self, radius: usize) -> Tuning {
         let r = radius as u32;
         let block_y = (self.block_y * self.rows).min(8).max(r);
-        let (block_x, min_blocks) = if r <= 6 { (self.block_x, self.min_blocks.max(3)) } else { (32, 2) };
+        let (block_x, min_blocks) = match r {
+            ..=5 => (self.block_x, self.min_blocks.max(3)),
+            6 => (32, self.min_blocks.max(3)),
+            _ => (32, 2),
+        };
         Tuning { block_x, block_y, rows: 1, min_blocks, tile_ring: 0, halo_ring: 0, ..self }
     }
 
@@ -406,11 +405,27 @@ mod tests {
         }
     }
 
+    /// From R = 6: 16 x 8 threads, two rows a thread, two blocks a multiprocessor.
+    #[test]
+    fn high_radii_take_two_rows_in_sixteen_by_eight_blocks() {
+        for r in 6..=8 {
+            let t = Tuning::for_radius(r);
+            assert_eq!((t.block_x, t.block_y, t.rows, t.min_blocks), (16, 8, 2, 2), "R = {r}");
+            assert_eq!(t.effective(r), t, "R = {r}");
+            t.check(r).unwrap();
+            // The f16 step keeps its measured shapes.
+            let h = t.for_half(r);
+            assert_eq!((h.block_x, h.rows, h.min_blocks), (32, 1, if r == 6 { 3 } else { 2 }), "R = {r}");
+        }
+    }
+
     #[test]
     fn halos_ride_the_ring_where_there_is_one() {
         let t = Tuning::for_radius(4);
         assert_eq!((t.stages, t.halo_ring), (2, 1));
-        assert_eq!(Tuning::for_radius(6).halo_ring, 0, "R = 6 spills with it");
+        for r in 1..=8 {
+            assert_eq!(Tuning::for_radius(r).halo_ring, 1, "R = {r}");
+        }
         assert_eq!(Tuning::for_radius_without_ring(4).halo_ring, 0);
         let plain = Tuning { halo_ring: 0, ..t };
         // 2R rows of 32 vectors and 2 vectors for each of 12 tile rows, 16 B each, in 3 slots.
@@ -437,8 +452,7 @@ mod tests {
     }
 
     /// The Laplacian-only operator's own default: tall tiles at R = 4 with the ring, which then
-    /// keeps its two stages (a third would not fit beside the 43.5 KB tile), two rows a thread
-    /// from R = 7; the step's elsewhere.
+    /// keeps its two stages (a third would not fit beside the 43.5 KB tile); the step's elsewhere.
     #[test]
     fn the_laplacian_default_has_tall_tiles_at_radius_four() {
         let t = Tuning::default_for(4, true, true);
@@ -446,12 +460,7 @@ mod tests {
         assert_eq!(t.effective(4), t);
         assert_eq!(t.for_laplacian(4).stages, 2);
         t.check(4).unwrap();
-        for r in 7..=8 {
-            let t = Tuning::default_for(r, true, true);
-            assert_eq!((t.block_x, t.block_y, t.rows, t.min_blocks), (16, 8, 2, 2), "R = {r}");
-            assert_eq!(t.effective(r), t);
-        }
-        for r in [1, 2, 3, 5, 6] {
+        for r in [1, 2, 3, 5, 6, 7, 8] {
             assert_eq!(Tuning::default_for(r, true, true), Tuning::for_radius(r), "R = {r}");
         }
         for r in 1..=8 {

@@ -188,8 +188,8 @@ mod tests {
         };
         let fused: Vec<u32> = (4..=8).map(|r| at(r).auto_window(FUSED_WINDOWS)).collect();
         let laplacian: Vec<u32> = (4..=8).map(|r| at(r).auto_window(LAPLACIAN_WINDOWS)).collect();
-        assert_eq!(fused, [8, 8, 43, 40, 40]);
-        assert_eq!(laplacian, [43, 43, 43, 40, 40]);
+        assert_eq!(fused, [8, 8, 47, 47, 47]);
+        assert_eq!(laplacian, [43, 43, 47, 47, 47]);
     }
 
     #[test]
