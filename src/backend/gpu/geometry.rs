@@ -13,6 +13,8 @@ pub struct WindowRule {
     /// with cost as much as its window's own, from L2 or not, and windows are chosen as for the
     /// other orders.
     pub free_priming_upto: usize,
+    /// The longest primed window at a radius (beyond `free_priming_upto`).
+    pub longest_primed: fn(usize) -> usize,
 }
 
 /// The full step. (R = 4, with the L2 hints) 512^3 runs at 92.0 / 93.0 / 92.4% of 3R1W with 4 /
@@ -21,13 +23,25 @@ pub struct WindowRule {
 /// GPU's own. From R = 6 the banded 8-plane windows lose to primed ones (H200, 512^3, R = 6 / 7 /
 /// 8: 77.6 / 67.4 / 63.0% of 3R1W against 84.5 / 75.8 / 71.2% with 40-43 planes; R = 5 91.4%
 /// against 87.6%; kernels/NOTES.md, session 27).
-pub const FUSED_WINDOWS: WindowRule = WindowRule { shortest_banded: 8, free_priming_upto: 5 };
+/// At R = 6 (16 x 8 blocks of two rows, two a multiprocessor) primed windows of at most 24 planes,
+/// which the wave model alone would not choose: H200, 512^3 89.6 -> 90.2% of 3R1W (47 planes ->
+/// 24), 1024^3 83.2 -> 86.4%; at R = 7 and 8, 24 planes lost 1.6-3.7 points (kernels/NOTES.md,
+/// session 35).
+pub const FUSED_WINDOWS: WindowRule =
+    WindowRule { shortest_banded: 8, free_priming_upto: 5, longest_primed: fused_longest_primed };
+const fn fused_longest_primed(radius: usize) -> usize {
+    if radius == 6 { 24 } else { 48 }
+}
 /// The Laplacian-only operator moves half the bytes per point and gains from longer windows
 /// (H100, R = 4: 76.8% of copy at 12 planes, 74.9% at 8, 71.1% at 4; 1024^3 76.3 / 72.9 / 69.9);
 /// from R = 4 primed windows beat the banded 16 planes (H200, R = 4, 512^3 / 1024^3: 78.7 / 76.9%
 /// of copy against 83.2 / 85.3% with 43 / 45 planes; 512^3, R = 5 / 6 / 7 / 8: 65.9 / 54.8 / 44.6
 /// / 41.4% against 70.8 / 58.6 / 47.0 / 43.9% with 40-43; kernels/NOTES.md, session 27).
-pub const LAPLACIAN_WINDOWS: WindowRule = WindowRule { shortest_banded: 12, free_priming_upto: 3 };
+pub const LAPLACIAN_WINDOWS: WindowRule =
+    WindowRule { shortest_banded: 12, free_priming_upto: 3, longest_primed: laplacian_longest_primed };
+const fn laplacian_longest_primed(_radius: usize) -> usize {
+    48
+}
 
 /// z-planes per block of the fused kernel for `tiles` xy tiles over `nz` planes when `slots` blocks
 /// run at once. Blocks all take about the same time, so a launch runs in waves of `slots` blocks;
@@ -106,7 +120,8 @@ impl LaunchGeometry {
         if t.order == 3 && self.radius <= rule.free_priming_upto {
             best_window(tiles, nz, self.resident_blocks as usize, 0, shortest_banded)
         } else {
-            best_window(tiles, nz, self.resident_blocks as usize, self.radius, 16)
+            let longest = (rule.longest_primed)(self.radius);
+            best_window_upto(tiles, nz, self.resident_blocks as usize, self.radius, 16, longest)
         }
     }
 
@@ -188,7 +203,7 @@ mod tests {
         };
         let fused: Vec<u32> = (4..=8).map(|r| at(r).auto_window(FUSED_WINDOWS)).collect();
         let laplacian: Vec<u32> = (4..=8).map(|r| at(r).auto_window(LAPLACIAN_WINDOWS)).collect();
-        assert_eq!(fused, [8, 8, 47, 47, 47]);
+        assert_eq!(fused, [8, 8, 24, 47, 47]);
         assert_eq!(laplacian, [43, 43, 47, 47, 47]);
     }
 
