@@ -30,7 +30,7 @@ pub struct WindowRule {
 pub const FUSED_WINDOWS: WindowRule =
     WindowRule { shortest_banded: 8, free_priming_upto: 5, longest_primed: fused_longest_primed };
 const fn fused_longest_primed(radius: usize) -> usize {
-    if radius == 6 { 24 } else { 48 }
+    if radius == 6 { 24 } else { LONGEST_WINDOW }
 }
 /// The Laplacian-only operator moves half the bytes per point and gains from longer windows
 /// (H100, R = 4: 76.8% of copy at 12 planes, 74.9% at 8, 71.1% at 4; 1024^3 76.3 / 72.9 / 69.9);
@@ -40,8 +40,11 @@ const fn fused_longest_primed(radius: usize) -> usize {
 pub const LAPLACIAN_WINDOWS: WindowRule =
     WindowRule { shortest_banded: 12, free_priming_upto: 3, longest_primed: laplacian_longest_primed };
 const fn laplacian_longest_primed(_radius: usize) -> usize {
-    48
+    LONGEST_WINDOW
 }
+
+/// The longest automatic z-window ([`best_window`]).
+const LONGEST_WINDOW: usize = 48;
 
 /// z-planes per block of the fused kernel for `tiles` xy tiles over `nz` planes when `slots` blocks
 /// run at once. Blocks all take about the same time, so a launch runs in waves of `slots` blocks;
@@ -52,7 +55,7 @@ const fn laplacian_longest_primed(_radius: usize) -> usize {
 /// ~48 planes lose on every grid (1024^3: 81.5% at 40 planes, 79.4% at 128, 77% at 342), as
 /// neighbouring blocks drift apart and stop sharing their halo rows in L2.
 pub fn best_window(tiles: usize, nz: usize, slots: usize, priming: usize, shortest: usize) -> u32 {
-    best_window_upto(tiles, nz, slots, priming, shortest, 48)
+    best_window_upto(tiles, nz, slots, priming, shortest, LONGEST_WINDOW)
 }
 
 /// [`best_window`] among windows of `shortest` to `longest` planes.
