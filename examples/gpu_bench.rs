@@ -118,11 +118,12 @@ fn main() -> Result<()> {
                         let n = format!("{}x{}x{}", n[0], n[1], n[2]);
                         let ceiling = if op == Operator::Laplacian { c.copy_gbs } else { c.three_read_one_write_gbs };
                         let line = format!(
-                            "[{defs}|fma={fmad}|st={}|mb={}|rows={}|o={}|tr={}|hr={}] n={n:>14} R={r} {:10} bx={:2} by={:2} vec={} window={:3}: {:8.3} ms {:7.0} GB/s = {:5.1}% of {} \
+                            "[{defs}|fma={fmad}|st={}|mb={}|rows={}|uz={}|o={}|tr={}|hr={}] n={n:>14} R={r} {:10} bx={:2} by={:2} vec={} window={:3}: {:8.3} ms {:7.0} GB/s = {:5.1}% of {} \
                              {:6.2} GPts/s",
                             b.stages,
                             b.min_blocks,
                             b.rows,
+                            b.unroll_z,
                             b.order,
                             b.tile_ring,
                             b.halo_ring,

@@ -242,25 +242,43 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
     auto halo_slot = [&](int s) -> Vf* { return halo_ring + halo_slot_at(s); };
     const SharedVf halo_ring_s = shared_vf(halo_ring);
 #endif
+    // The copies' sources at the march's first plane; `issue_at`, the byte offset of the plane
+    // issue(s) copies, advances by one plane of the march a call (issue is called for s = 0, 1,
+    // ...), so that a source address is one 64-bit add, not a 64-bit multiply-add chain a copy.
+    const char* src_cur[RY];
+    const char* src_out[RY];
+    const char* src_vel[RY];
+#pragma unroll
+    for (int r = 0; r < RY; r++) {
+        const i64 c = col + (i64)r * pitch;
+        src_cur[r] = reinterpret_cast<const char*>(cur + (i64)dz * R * plane + c);
+        src_out[r] = reinterpret_cast<const char*>(out + c);
+        src_vel[r] = reinterpret_cast<const char*>(vel + c);
+    }
+    const char* src_ylo = reinterpret_cast<const char*>(cur + col_ylo);
+    const char* src_yhi = reinterpret_cast<const char*>(cur + col_yhi);
+    const char* src_x = reinterpret_cast<const char*>(cur + col_x);
+    auto at = [](const char* p, i64 bytes) { return reinterpret_cast<const float*>(p + bytes); };
+    const i64 march_step = (i64)dz * plane * 4;
+    i64 issue_at = (i64)zfirst * plane * 4;
     auto issue = [&](int s) {
         if (s < nsteps) {
             const int zz = zfirst + dz * s;
+            const i64 pz = issue_at;
 #if HALO_RING
-            const i64 pz = (i64)zz * plane;
             const SharedVf h = shared_at(halo_ring_s, halo_slot_at(s) + lt);
             if (yhalo) {
-                cp_async16(h, cur + pz + col_ylo, ylo_in);
-                cp_async16(shared_at(h, R * FX), cur + pz + col_yhi, yhi_in);
+                cp_async16(h, at(src_ylo, pz), ylo_in);
+                cp_async16(shared_at(h, R * FX), at(src_yhi, pz), yhi_in);
             }
-            if (xhalo) cp_async16(shared_at(h, 2 * R * FX), cur + pz + col_x, xhalo_in);
+            if (xhalo) cp_async16(shared_at(h, 2 * R * FX), at(src_x, pz), xhalo_in);
 #endif
 #pragma unroll
             for (int r = 0; r < RY; r++) {
-                const i64 c = col + (i64)r * pitch;
-                cp_async16_cur(slot_s(s, 0, r), cur + (i64)(zz + dz * R) * plane + c, row_in[r]);
+                cp_async16_cur(slot_s(s, 0, r), at(src_cur[r], pz), row_in[r]);
 #if !LAPLACIAN_ONLY
-                cp_async16_once(slot_s(s, 1, r), out + (i64)zz * plane + c, row_in[r]);
-                cp_async16_once(slot_s(s, 2, r), vel + (i64)zz * plane + c, row_in[r]);
+                cp_async16_once(slot_s(s, 1, r), at(src_out[r], pz), row_in[r]);
+                cp_async16_once(slot_s(s, 2, r), at(src_vel[r], pz), row_in[r]);
 #endif
             }
             if constexpr (LAYERS == 2) {
@@ -270,6 +288,7 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
                 if (xn_lo + xn_hi > 0) issue_xlayers(s, zz);
             }
         }
+        issue_at += march_step;
         cp_async_commit();  // one group per plane, empty past the window, so the count stays right
     };
 #pragma unroll

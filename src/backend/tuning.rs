@@ -164,7 +164,17 @@ impl Tuning {
             window: var("SEISMIC_WINDOW").unwrap_or(0),
             stages,
             min_blocks: var("SEISMIC_MIN_BLOCKS").unwrap_or(if tall { 1 } else { 2 }),
-            unroll_z: var("SEISMIC_UNROLL_Z").unwrap_or(if r <= 4 { 2 * r + 1 } else { 1 }),
+            // The z loop unrolled where the queue's moves cost more than the copied code: fully up
+            // to R = 4; the Laplacian-only operator twice at R = 8 (H200, 50.6 -> 52.5% of copy at
+            // 512^3, 51.5 -> 53.6% at 1024^3; the step gained nothing from R = 5: kernels/NOTES.md,
+            // session 36).
+            unroll_z: var("SEISMIC_UNROLL_Z").unwrap_or(if r <= 4 {
+                2 * r + 1
+            } else if laplacian && stages > 0 && r == 8 {
+                2
+            } else {
+                1
+            }),
             rows,
             order: var("SEISMIC_ORDER").unwrap_or(3),
             tile_ring: var("SEISMIC_TILE_RING").unwrap_or(0),
@@ -466,15 +476,17 @@ mod tests {
     /// The Laplacian-only operator's own default: tall tiles at R = 4 with the ring, which then
     /// keeps its two stages (a third would not fit beside the 43.5 KB tile); the step's elsewhere.
     #[test]
-    fn the_laplacian_default_has_tall_tiles_at_radius_four() {
+    fn the_laplacian_default_has_tall_tiles_at_radius_four_and_unrolls_at_eight() {
         let t = Tuning::default_for(4, true, true);
         assert_eq!((t.block_x, t.block_y, t.rows, t.min_blocks), (32, 8, 4, 1));
         assert_eq!(t.effective(4), t);
         assert_eq!(t.for_laplacian(4).stages, 2);
         t.check(4).unwrap();
-        for r in [1, 2, 3, 5, 7, 8] {
+        for r in [1, 2, 3, 5, 7] {
             assert_eq!(Tuning::default_for(r, true, true), Tuning::for_radius(r), "R = {r}");
         }
+        // At R = 8 its z loop is unrolled twice.
+        assert_eq!(Tuning::default_for(8, true, true), Tuning { unroll_z: 2, ..Tuning::for_radius(8) });
         // At R = 6 the step's third stage is its own; the Laplacian adds one to two (for_laplacian).
         assert_eq!(Tuning::default_for(6, true, true), Tuning { stages: 2, ..Tuning::for_radius(6) });
         for r in 1..=8 {
