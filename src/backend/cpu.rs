@@ -964,12 +964,12 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
         let whole = nx - nx % CHUNK;
         for x0 in (0..whole).step_by(CHUNK) {
             self.prefetch_streams(ahead, x0, x0 + CHUNK);
-            self.interior_chunk::<CHUNK>(out, row, iy, iz, x0);
+            self.interior_chunk::<CHUNK, true>(out, row, iy, iz, x0);
         }
         self.prefetch_streams(ahead, whole, nx);
         // The row's tail in vectors of TAIL points, not a whole CHUNK of mostly padding.
         for x0 in (whole..nx).step_by(TAIL) {
-            self.interior_chunk::<TAIL>(out, row, iy, iz, x0);
+            self.interior_chunk::<TAIL, false>(out, row, iy, iz, x0);
         }
     }
 
@@ -984,12 +984,20 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
         }
     }
 
-    /// [`Self::interior_row`] at the N points from x0 (those inside the row).
+    /// [`Self::interior_row`] at the N points from x0 (those inside the row; all N where WHOLE,
+    /// so that the update's loops have a fixed length and no remainder).
     #[inline(always)]
-    fn interior_chunk<const N: usize>(&self, out: &mut [T], row: usize, iy: usize, iz: usize, x0: usize) {
+    fn interior_chunk<const N: usize, const WHOLE: bool>(
+        &self,
+        out: &mut [T],
+        row: usize,
+        iy: usize,
+        iz: usize,
+        x0: usize,
+    ) {
         let l = self.l;
         let two = T::of(2.0);
-        let w = N.min(l.nx - x0);
+        let w = if WHOLE { N } else { N.min(l.nx - x0) };
         let o = row + x0;
         let mut lap = [T::default(); N];
         laplacian_chunk::<T, R, N>(self.cur, o, [l.pitch, l.plane], &self.coef, self.centre, &mut lap);
