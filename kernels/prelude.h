@@ -300,6 +300,9 @@ DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memor
 // leading plane of p^n, which the neighbouring tiles and the next z-chunk read again, evict-last.
 // So the planes of p^n are what stays in L2 (H100, 512^3 / 1024^3, R = 4: +2.0-2.2 / +0.9-1.1
 // points of 3R1W; kernels/NOTES.md, session 4). HIP: plain copies, no hint.
+#ifndef WHOLE_ROWS
+#define WHOLE_ROWS 0  // every row is whole vectors (nx % VEC == 0): no per-lane store at its end
+#endif
 #ifndef ONCE_HINT
 #define ONCE_HINT 1
 #endif
@@ -484,7 +487,11 @@ DEVICE Vf leapfrog(const Vf& p, const float (&lap)[VEC], const Vf& pm, const Vf&
 
 // Stores a row's result over p^{n-1} where the row and the points lie inside the grid.
 DEVICE void store_row(float* out, const Vf& res, int ix, int nx, bool row_inside) {
+#if WHOLE_ROWS
+    if (row_inside && ix < nx) vstore_stream(out, res);
+#else
     if (row_inside && ix < nx) vstore_guarded(out, res, nx - ix);
+#endif
 }
 
 // The end of a fused step for one of a thread's rows: leapfrog, then store.

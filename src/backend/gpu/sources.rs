@@ -106,6 +106,19 @@ pub fn load_kernels<Rt: GpuRuntime>(rt: &Rt, parts: &[&str], options: &[String])
     rt.load_module(&image)
 }
 
+/// The compile-time parameters a module takes from its grid. WHOLE_ROWS, where every row is whole
+/// vectors: the fused kernels store a row's last vector without the per-lane path (24-32 SASS
+/// instructions a plane of the march fewer, 53 in the Laplacian-only operator at R = 4). It costs
+/// NVRTC registers, so it is asked for only where that was measured to pay (H200, 512^3): the step
+/// at R = 8 (234 -> 236 registers, 84.0 -> 86.9% of 3R1W) and the Laplacian-only operator from R = 5
+/// (R = 6: 60.6 -> 65.3% of copy). At R = 4 it spilled 24 B (93.8 -> 86.8%) and at R = 1 it cost the
+/// Laplacian a block a multiprocessor (80 -> 88 registers, 97.3 -> 85.7%); kernels/NOTES.md, session 37.
+pub fn grid_options(shape: [usize; 3], t: &Tuning, radius: usize, laplacian_only: bool) -> Vec<String> {
+    let pays = radius == 8 || (laplacian_only && radius >= 5);
+    let whole = pays && shape[0].is_multiple_of(t.vec.max(1) as usize);
+    vec![format!("-DWHOLE_ROWS={}", whole as u32)]
+}
+
 /// Compile-time parameters of a module (`layers`: with the fused kernel that computes the CPML
 /// layers, or their y layers, in its pass). SEISMIC_KERNEL_DEFS adds `-D` options for experiments
 /// (e.g. "-DDEPTH=2 -DMIN_BLOCKS=3", see kernels/fused.cu).
