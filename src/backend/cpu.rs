@@ -1133,105 +1133,133 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
 
     /// The y (axis 1) or z (axis 2) layer update of row (iy, iz), slab coordinate t, as
     /// [`Self::cpml_x_row`] along that axis, with phi's neighbours t +- k taken only within t's
-    /// half of the slab.
+    /// half of the slab: whole CHUNKs, then the row's tail TAIL points at a time.
     /// SAFETY: the new phi and zeta of the row are this task's.
     #[inline(always)]
     unsafe fn cpml_yz_row(&self, c: &CpmlSweep<'_, T>, axis: usize, out: &mut [T], iy: usize, iz: usize, t: usize) {
         let l = self.l;
-        let (cur, vel, w) = (self.cur, self.vel, c.width);
-        let (c1, c2) = (c.c1[axis], c.c2[axis]);
+        let w = c.width;
         let (s, ps, q, prow) = if axis == 1 {
             (l.pitch, l.nx, iy, (iz * 2 * w + t) * l.nx)
         } else {
             (l.plane, l.nx * l.ny, iz, (t * l.ny + iy) * l.nx)
         };
-        let lo = if t < w { 0 } else { w };
-        let (aq, bq) = (c.a[axis][q], c.b[axis][q]);
-        // Per tap k + 1: the weights, and D(a D p)'s (uniform along the row).
-        let c1k: [T; R] = std::array::from_fn(|k| c1[k + 1]);
-        let c2k: [T; R] = std::array::from_fn(|k| c2[k + 1]);
-        let (wp, wm, ws) = layer_weights::<T, R>(c.a[axis], c2, q);
-        let row = l.row(iy, iz);
-        let psi = c.psi[axis];
+        let (wp, wm, ws) = layer_weights::<T, R>(c.a[axis], c.c2[axis], q);
         // SAFETY: forwarded.
         let (nrow, zrow) = unsafe { (c.psi_next[axis].get(prow, l.nx), c.zeta[axis].get(prow, l.nx)) };
-        for x0 in (0..l.nx).step_by(CHUNK) {
-            let (o, n, po) = (row + x0, CHUNK.min(l.nx - x0), prow + x0);
-            if axis == 1 {
-                // The next row's memory variables: with p^n's 2R + 1 rows and three more fields
-                // in flight the prefetchers lose these streams (0.94x the wall time on 519 steps
-                // of marmousi.toml, where the y layers hold 62% of the points; paired runs).
-                let ahead = |v: *const T, at: usize| prefetch(v.wrapping_add(at));
-                for line in (0..n).step_by(64 / std::mem::size_of::<T>()) {
-                    ahead(c.zeta[axis].ptr, po + l.nx + line);
-                    ahead(c.psi_next[axis].ptr, po + l.nx + line);
-                    ahead(psi.as_ptr(), po + (R + 1) * l.nx + line);
-                }
-            }
-            let mut dp = [T::default(); CHUNK];
-            let mut dpsi = [T::default(); CHUNK];
-            let mut d2 = [T::default(); CHUNK];
-            let mut sa = [T::default(); CHUNK];
-            // The sums over p^n in one loop, all taps unrolled, so the three sums stay in vector
-            // registers (whole chunks: points past the row are read from padding and discarded).
-            // One bounds check for the chunk's 2R + 1 rows along the axis, not one a row.
-            assert!(o >= R * s && o + R * s + CHUNK <= cur.len(), "the layer chunk at {o} leaves the field");
-            // SAFETY: every `off` below lies in [o - R s, o + R s], so off..off + CHUNK is inside cur.
-            let at = |off: usize| -> &[T; CHUNK] { unsafe { &*cur.as_ptr().add(off).cast::<[T; CHUNK]>() } };
-            let cc = at(o);
-            let fl: [&[T; CHUNK]; R] = std::array::from_fn(|k| at(o - (k + 1) * s));
-            let fh: [&[T; CHUNK]; R] = std::array::from_fn(|k| at(o + (k + 1) * s));
-            for i in 0..CHUNK {
-                let c0 = cc[i];
-                let (mut sdp, mut sd2, mut ssa) = (T::default(), c2[0] * c0, T::default());
-                for k in 0..R {
-                    let (lv, hv) = (fl[k][i], fh[k][i]);
-                    sdp = c1k[k].mul_add(hv - lv, sdp);
-                    sd2 = c2k[k].mul_add(lv + hv, sd2);
-                    ssa = wp[k].mul_add(hv, ssa);
-                    ssa = wm[k].mul_add(lv, ssa);
-                }
-                (dp[i], d2[i], sa[i]) = (sdp, sd2, (-ws).mul_add(c0, ssa));
-            }
-            for k in 1..=R {
-                if t + k < lo + w {
-                    axpy(&mut dpsi, c1[k], &psi[po + k * ps..], n);
-                }
-                if t >= lo + k {
-                    axpy(&mut dpsi, -c1[k], &psi[po - k * ps..], n);
-                }
-            }
-            // Whole chunks through fixed-size loops (the usual case); the row's tail by its length.
-            // Written twice on purpose: one helper taking the length (inlined with CHUNK) computed
-            // the same bits 1.03x slower on marmousi.toml.
-            if n == CHUNK {
-                let (p0, ns, z): (&[T; CHUNK], &mut [T; CHUNK], &mut [T; CHUNK]) = (
-                    psi[po..po + CHUNK].try_into().expect("chunk"),
-                    (&mut nrow[x0..x0 + CHUNK]).try_into().expect("chunk"),
-                    (&mut zrow[x0..x0 + CHUNK]).try_into().expect("chunk"),
-                );
-                let (out, v): (&mut [T; CHUNK], &[T; CHUNK]) = (
-                    (&mut out[x0..x0 + CHUNK]).try_into().expect("chunk"),
-                    vel[o..o + CHUNK].try_into().expect("chunk"),
-                );
-                for i in 0..CHUNK {
-                    let ds = dpsi[i] + sa[i];
-                    ns[i] = bq * aq.mul_add(dp[i], p0[i]);
-                    z[i] = bq.mul_add(z[i], aq * (d2[i] + ds));
-                    out[i] = v[i].mul_add(ds + z[i], out[i]);
-                }
-            } else {
-                let (p0, ns, z) = (&psi[po..po + n], &mut nrow[x0..x0 + n], &mut zrow[x0..x0 + n]);
-                let (out, v) = (&mut out[x0..x0 + n], &vel[o..o + n]);
-                for i in 0..n {
-                    let ds = dpsi[i] + sa[i];
-                    ns[i] = bq * aq.mul_add(dp[i], p0[i]);
-                    z[i] = bq.mul_add(z[i], aq * (d2[i] + ds));
-                    out[i] = v[i].mul_add(ds + z[i], out[i]);
-                }
-            }
+        let row = LayerRow {
+            axis,
+            s,
+            ps,
+            prow,
+            row: l.row(iy, iz),
+            lo: if t < w { 0 } else { w },
+            t,
+            ab: (c.a[axis][q], c.b[axis][q]),
+            weights: (wp, wm, ws),
+        };
+        let whole = l.nx - l.nx % CHUNK;
+        for x0 in (0..whole).step_by(CHUNK) {
+            self.layer_chunk::<CHUNK, true>(c, &row, out, nrow, zrow, x0);
+        }
+        for x0 in (whole..l.nx).step_by(TAIL) {
+            self.layer_chunk::<TAIL, false>(c, &row, out, nrow, zrow, x0);
         }
     }
+
+    /// [`Self::cpml_yz_row`] at the N points from x0 (those inside the row; all N where WHOLE). The
+    /// sums live in arrays of N that no loop indexes by a runtime bound where WHOLE, so that they
+    /// stay in vector registers: one function with a whole and a partial path kept them on the
+    /// stack, every tap's accumulation a load and a store.
+    #[inline(always)]
+    fn layer_chunk<const N: usize, const WHOLE: bool>(
+        &self,
+        c: &CpmlSweep<'_, T>,
+        r: &LayerRow<T, R>,
+        out: &mut [T],
+        nrow: &mut [T],
+        zrow: &mut [T],
+        x0: usize,
+    ) {
+        let (cur, vel, w) = (self.cur, self.vel, c.width);
+        let (c1, c2) = (c.c1[r.axis], c.c2[r.axis]);
+        let c1k: [T; R] = std::array::from_fn(|k| c1[k + 1]);
+        let c2k: [T; R] = std::array::from_fn(|k| c2[k + 1]);
+        let (wp, wm, ws) = r.weights;
+        let (aq, bq) = r.ab;
+        let psi = c.psi[r.axis];
+        let (o, po) = (r.row + x0, r.prow + x0);
+        let n = if WHOLE { N } else { N.min(self.l.nx - x0) };
+        if r.axis == 1 {
+            // The next row's memory variables: with p^n's 2R + 1 rows and three more fields
+            // in flight the prefetchers lose these streams (0.94x the wall time on 519 steps
+            // of marmousi.toml, where the y layers hold 62% of the points; paired runs).
+            let ahead = |v: *const T, at: usize| prefetch(v.wrapping_add(at));
+            for line in (0..n).step_by(64 / std::mem::size_of::<T>()) {
+                ahead(c.zeta[r.axis].ptr, po + self.l.nx + line);
+                ahead(c.psi_next[r.axis].ptr, po + self.l.nx + line);
+                ahead(psi.as_ptr(), po + (R + 1) * self.l.nx + line);
+            }
+        }
+        let mut dp = [T::default(); N];
+        let mut dpsi = [T::default(); N];
+        let mut d2 = [T::default(); N];
+        let mut sa = [T::default(); N];
+        // The sums over p^n in one loop, all taps unrolled, so the three sums stay in vector
+        // registers (points past the row are read from padding and discarded). One bounds check
+        // for the chunk's 2R + 1 rows along the axis, not one a row.
+        let s = r.s;
+        assert!(o >= R * s && o + R * s + N <= cur.len(), "the layer chunk at {o} leaves the field");
+        // SAFETY: every `off` below lies in [o - R s, o + R s], so off..off + N is inside cur.
+        let at = |off: usize| -> &[T; N] { unsafe { &*cur.as_ptr().add(off).cast::<[T; N]>() } };
+        let cc = at(o);
+        let fl: [&[T; N]; R] = std::array::from_fn(|k| at(o - (k + 1) * s));
+        let fh: [&[T; N]; R] = std::array::from_fn(|k| at(o + (k + 1) * s));
+        for i in 0..N {
+            let c0 = cc[i];
+            let (mut sdp, mut sd2, mut ssa) = (T::default(), c2[0] * c0, T::default());
+            for k in 0..R {
+                let (lv, hv) = (fl[k][i], fh[k][i]);
+                sdp = c1k[k].mul_add(hv - lv, sdp);
+                sd2 = c2k[k].mul_add(lv + hv, sd2);
+                ssa = wp[k].mul_add(hv, ssa);
+                ssa = wm[k].mul_add(lv, ssa);
+            }
+            (dp[i], d2[i], sa[i]) = (sdp, sd2, (-ws).mul_add(c0, ssa));
+        }
+        let (t, lo, ps) = (r.t, r.lo, r.ps);
+        for k in 1..=R {
+            if t + k < lo + w {
+                axpy(&mut dpsi, c1[k], &psi[po + k * ps..], n);
+            }
+            if t >= lo + k {
+                axpy(&mut dpsi, -c1[k], &psi[po - k * ps..], n);
+            }
+        }
+        let (p0, ns, z) = (&psi[po..po + n], &mut nrow[x0..x0 + n], &mut zrow[x0..x0 + n]);
+        let (out, v) = (&mut out[x0..x0 + n], &vel[o..o + n]);
+        for i in 0..n {
+            let ds = dpsi[i] + sa[i];
+            ns[i] = bq * aq.mul_add(dp[i], p0[i]);
+            z[i] = bq.mul_add(z[i], aq * (d2[i] + ds));
+            out[i] = v[i].mul_add(ds + z[i], out[i]);
+        }
+    }
+}
+
+/// What every chunk of a y or z layer row shares ([`Sweep::cpml_yz_row`]): the axis, the field's
+/// stride along it and the slab's, the row's offsets in the field and in the slab, the slab
+/// coordinate t and its half's start, the row's a and b, and its D(a D p) weights.
+struct LayerRow<T, const R: usize> {
+    axis: usize,
+    s: usize,
+    ps: usize,
+    prow: usize,
+    row: usize,
+    lo: usize,
+    t: usize,
+    ab: (T, T),
+    weights: ([T; R], [T; R], T),
 }
 
 /// acc[i] += w p[i] (one rounding) for the first n lanes; a whole chunk in a loop of known length
