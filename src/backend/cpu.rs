@@ -1027,11 +1027,7 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
     /// SAFETY: the new phi_x and zeta_x of the row are this task's.
     #[inline(always)]
     unsafe fn cpml_x_row(&self, c: &CpmlSweep<'_, T>, out: &mut [T], iy: usize, iz: usize) {
-        let l = self.l;
-        let (cur, vel, w) = (self.cur, self.vel, c.width);
-        let (a, b, c1, c2) = (c.a[0], c.b[0], c.c1[0], c.c2[0]);
-        let c1k: [T; R] = std::array::from_fn(|k| c1[k + 1]);
-        let c2k: [T; R] = std::array::from_fn(|k| c2[k + 1]);
+        let (l, w) = (self.l, c.width);
         let at = (iz * l.ny + iy) * 2 * w;
         // psi and its next buffer: each half of the row between R zeros on each side.
         let half_stride = w + 2 * R;
@@ -1039,7 +1035,6 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
         let psi = &c.psi[0][pat..pat + 2 * half_stride];
         // SAFETY: forwarded.
         let (psi_next, zeta) = unsafe { (c.psi_next[0].get(pat, 2 * half_stride), c.zeta[0].get(at, 2 * w)) };
-        let pairs = x_pairs_stride(w);
         // The memory variables of the row PREFETCH_ROWS ahead in the slabs (the next rows of the
         // sweep but at a tile's end): a few lines a row at both ends of it, which the hardware
         // prefetchers did not bring in time (AMD EPYC, 200^3: the CPML step 0.91x the time).
@@ -1055,79 +1050,109 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
         }
         for half in 0..2 {
             let x0 = if half == 0 { 0 } else { l.nx - w };
-            let o = l.row(iy, iz) + x0;
-            let seg = &psi[half * half_stride + R..half * half_stride + R + w];
-            let nseg = &mut psi_next[half * half_stride + R..half * half_stride + R + w];
-            let zseg = &mut zeta[half * w..(half + 1) * w];
+            let half_row = XHalf {
+                x0,
+                o: l.row(iy, iz) + x0,
+                own: pat + half * half_stride + R,
+                seg: half * half_stride + R,
+                zeta: half * w,
+                slab: half * w,
+            };
             // XLANES points at a time, every lane computed (whole vectors) and the n in the layer
             // kept: reads past the layer's end stay in the row's padding or the field's slack.
             for j in (0..w).step_by(XLANES) {
-                let n = XLANES.min(w - j);
-                let q = o + j;
-                assert!(q >= R && q + XLANES + R <= cur.len(), "x layer chunk at {q} outside the field");
-                let u = half * w + j;
-                // SAFETY: [q - R, q + XLANES + R) is inside `cur` (checked above).
-                let ld = |off: isize| -> [T; XLANES] {
-                    unsafe { std::ptr::read_unaligned(cur.as_ptr().offset(q as isize + off).cast()) }
-                };
-                let cc = ld(0);
-                let fl: [[T; XLANES]; R] = std::array::from_fn(|k| ld(-(k as isize) - 1));
-                let fh: [[T; XLANES]; R] = std::array::from_fn(|k| ld(k as isize + 1));
-                // One bounds check a chunk for the weights and phi's taps below, not one a vector
-                // (three instructions each, about fifty a chunk).
-                let table = c.x_weights;
-                assert!(2 * R * pairs + u + XLANES <= table.len(), "x layer weights at {u} outside their table");
-                // SAFETY: rows 0..=2R of the table at lanes u..u + XLANES are inside it (checked above).
-                let wl =
-                    |at: usize| -> [T; XLANES] { unsafe { std::ptr::read_unaligned(table.as_ptr().add(at).cast()) } };
-                let wp: [[T; XLANES]; R] = std::array::from_fn(|k| wl(k * pairs + u));
-                let wm: [[T; XLANES]; R] = std::array::from_fn(|k| wl((R + k) * pairs + u));
-                let ws: [T; XLANES] = wl(2 * R * pairs + u);
-                let (mut dp, mut d2, mut sa) = ([T::default(); XLANES], [T::default(); XLANES], [T::default(); XLANES]);
-                for i in 0..XLANES {
-                    let c0 = cc[i];
-                    let (mut sdp, mut sd2, mut ssa) = (T::default(), c2[0] * c0, T::default());
-                    for k in 0..R {
-                        let (lv, hv) = (fl[k][i], fh[k][i]);
-                        sdp = c1k[k].mul_add(hv - lv, sdp);
-                        sd2 = c2k[k].mul_add(lv + hv, sd2);
-                        ssa = wp[k][i].mul_add(hv, ssa);
-                        ssa = wm[k][i].mul_add(lv, ssa);
-                    }
-                    (dp[i], d2[i], sa[i]) = (sdp, sd2, (-ws[i]).mul_add(c0, ssa));
-                }
-                // phi's taps as whole vectors straight from the padded slab: the zeros around
-                // each layer are phi outside it, and lanes past the layer read the pad, the next
-                // half or the slack (discarded). No copy into a window: its loads stalled on
-                // store forwarding.
-                let own = pat + half * half_stride + R + j;
-                let slab = c.psi[0];
-                assert!(own >= R && own + R + XLANES <= slab.len(), "the x slab's slack holds the taps");
-                // SAFETY: [own - R, own + R + XLANES) is inside the slab (checked above).
-                let tap =
-                    |at: usize| -> [T; XLANES] { unsafe { std::ptr::read_unaligned(slab.as_ptr().add(at).cast()) } };
-                let hi: [[T; XLANES]; R] = std::array::from_fn(|k| tap(own + k + 1));
-                let lo: [[T; XLANES]; R] = std::array::from_fn(|k| tap(own - k - 1));
-                // Both taps of each k in one pass over the lanes: a pass a tap left the sum on the
-                // stack in pieces, reloaded whole (a store-forwarding stall).
-                let mut dpsi = [T::default(); XLANES];
-                for k in 0..R {
-                    for i in 0..XLANES {
-                        dpsi[i] = c1k[k].mul_add(hi[k][i], dpsi[i]);
-                        dpsi[i] = (-c1k[k]).mul_add(lo[k][i], dpsi[i]);
-                    }
-                }
-                let (aq, bq) = (&a[x0 + j..x0 + j + n], &b[x0 + j..x0 + j + n]);
-                let (ps, ns) = (&seg[j..j + n], &mut nseg[j..j + n]);
-                let (z, v) = (&mut zseg[j..j + n], &vel[q..q + n]);
-                let out = &mut out[x0 + j..x0 + j + n];
-                for i in 0..n {
-                    let ds = dpsi[i] + sa[i];
-                    ns[i] = bq[i] * aq[i].mul_add(dp[i], ps[i]);
-                    z[i] = bq[i].mul_add(z[i], aq[i] * (d2[i] + ds));
-                    out[i] = v[i].mul_add(ds + z[i], out[i]);
+                if j + XLANES <= w {
+                    self.x_chunk::<true>(c, &half_row, out, psi, psi_next, zeta, j);
+                } else {
+                    self.x_chunk::<false>(c, &half_row, out, psi, psi_next, zeta, j);
                 }
             }
+        }
+    }
+
+    /// [`Self::cpml_x_row`] at the XLANES points from j of one half's layer (those inside it; all
+    /// where WHOLE, so that the sums stay in registers, as [`Self::layer_chunk`]'s).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn x_chunk<const WHOLE: bool>(
+        &self,
+        c: &CpmlSweep<'_, T>,
+        h: &XHalf,
+        out: &mut [T],
+        psi: &[T],
+        psi_next: &mut [T],
+        zeta: &mut [T],
+        j: usize,
+    ) {
+        let (cur, vel, w) = (self.cur, self.vel, c.width);
+        let (a, b, c1, c2) = (c.a[0], c.b[0], c.c1[0], c.c2[0]);
+        let c1k: [T; R] = std::array::from_fn(|k| c1[k + 1]);
+        let c2k: [T; R] = std::array::from_fn(|k| c2[k + 1]);
+        let pairs = x_pairs_stride(w);
+        let x0 = h.x0;
+        let n = if WHOLE { XLANES } else { XLANES.min(w - j) };
+        let q = h.o + j;
+        assert!(q >= R && q + XLANES + R <= cur.len(), "x layer chunk at {q} outside the field");
+        let u = h.slab + j;
+        // SAFETY: [q - R, q + XLANES + R) is inside `cur` (checked above).
+        let ld = |off: isize| -> [T; XLANES] {
+            unsafe { std::ptr::read_unaligned(cur.as_ptr().offset(q as isize + off).cast()) }
+        };
+        let cc = ld(0);
+        let fl: [[T; XLANES]; R] = std::array::from_fn(|k| ld(-(k as isize) - 1));
+        let fh: [[T; XLANES]; R] = std::array::from_fn(|k| ld(k as isize + 1));
+        // One bounds check a chunk for the weights and phi's taps below, not one a vector
+        // (three instructions each, about fifty a chunk).
+        let table = c.x_weights;
+        assert!(2 * R * pairs + u + XLANES <= table.len(), "x layer weights at {u} outside their table");
+        // SAFETY: rows 0..=2R of the table at lanes u..u + XLANES are inside it (checked above).
+        let wl = |at: usize| -> [T; XLANES] { unsafe { std::ptr::read_unaligned(table.as_ptr().add(at).cast()) } };
+        let wp: [[T; XLANES]; R] = std::array::from_fn(|k| wl(k * pairs + u));
+        let wm: [[T; XLANES]; R] = std::array::from_fn(|k| wl((R + k) * pairs + u));
+        let ws: [T; XLANES] = wl(2 * R * pairs + u);
+        let (mut dp, mut d2, mut sa) = ([T::default(); XLANES], [T::default(); XLANES], [T::default(); XLANES]);
+        for i in 0..XLANES {
+            let c0 = cc[i];
+            let (mut sdp, mut sd2, mut ssa) = (T::default(), c2[0] * c0, T::default());
+            for k in 0..R {
+                let (lv, hv) = (fl[k][i], fh[k][i]);
+                sdp = c1k[k].mul_add(hv - lv, sdp);
+                sd2 = c2k[k].mul_add(lv + hv, sd2);
+                ssa = wp[k][i].mul_add(hv, ssa);
+                ssa = wm[k][i].mul_add(lv, ssa);
+            }
+            (dp[i], d2[i], sa[i]) = (sdp, sd2, (-ws[i]).mul_add(c0, ssa));
+        }
+        // phi's taps as whole vectors straight from the padded slab: the zeros around each layer
+        // are phi outside it, and lanes past the layer read the pad, the next half or the slack
+        // (discarded). No copy into a window: its loads stalled on store forwarding.
+        let own = h.own + j;
+        let slab = c.psi[0];
+        assert!(own >= R && own + R + XLANES <= slab.len(), "the x slab's slack holds the taps");
+        // SAFETY: [own - R, own + R + XLANES) is inside the slab (checked above).
+        let tap = |at: usize| -> [T; XLANES] { unsafe { std::ptr::read_unaligned(slab.as_ptr().add(at).cast()) } };
+        let hi: [[T; XLANES]; R] = std::array::from_fn(|k| tap(own + k + 1));
+        let lo: [[T; XLANES]; R] = std::array::from_fn(|k| tap(own - k - 1));
+        // Both taps of each k in one pass over the lanes: a pass a tap left the sum on the stack
+        // in pieces, reloaded whole (a store-forwarding stall).
+        let mut dpsi = [T::default(); XLANES];
+        for k in 0..R {
+            for i in 0..XLANES {
+                dpsi[i] = c1k[k].mul_add(hi[k][i], dpsi[i]);
+                dpsi[i] = (-c1k[k]).mul_add(lo[k][i], dpsi[i]);
+            }
+        }
+        let (aq, bq) = (&a[x0 + j..x0 + j + n], &b[x0 + j..x0 + j + n]);
+        let seg = h.seg + j;
+        let (ps, ns) = (&psi[seg..seg + n], &mut psi_next[seg..seg + n]);
+        let zs = h.zeta + j;
+        let (z, v) = (&mut zeta[zs..zs + n], &vel[q..q + n]);
+        let out = &mut out[x0 + j..x0 + j + n];
+        for i in 0..n {
+            let ds = dpsi[i] + sa[i];
+            ns[i] = bq[i] * aq[i].mul_add(dp[i], ps[i]);
+            z[i] = bq[i].mul_add(z[i], aq[i] * (d2[i] + ds));
+            out[i] = v[i].mul_add(ds + z[i], out[i]);
         }
     }
 
@@ -1245,6 +1270,18 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
             out[i] = v[i].mul_add(ds + z[i], out[i]);
         }
     }
+}
+
+/// One half of a row's x layers ([`Sweep::cpml_x_row`]): its first x, its first point's offset in
+/// the field, and its offsets in the padded psi slab row (`own`: the row's start in the slab,
+/// `seg`: the same within the row's two halves), in the row's zeta and in the weights' table.
+struct XHalf {
+    x0: usize,
+    o: usize,
+    own: usize,
+    seg: usize,
+    zeta: usize,
+    slab: usize,
 }
 
 /// What every chunk of a y or z layer row shares ([`Sweep::cpml_yz_row`]): the axis, the field's
