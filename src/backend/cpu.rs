@@ -1058,39 +1058,38 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
                 zeta: half * w,
                 slab: half * w,
             };
-            // XLANES points at a time, every lane computed (whole vectors) and the n in the layer
-            // kept: reads past the layer's end stay in the row's padding or the field's slack.
-            for j in (0..w).step_by(XLANES) {
-                if j + XLANES <= w {
-                    self.x_chunk::<true>(c, &half_row, out, psi, psi_next, zeta, j);
-                } else {
-                    self.x_chunk::<false>(c, &half_row, out, psi, psi_next, zeta, j);
+            // XLANES points at a time, every lane computed (whole vectors). A layer narrower than
+            // XLANES takes one partial chunk (its n points kept); a wider one whole chunks only,
+            // the last ending at the layer's end and overlapping the one before it, whose stores
+            // wait until the last has read its inputs: the lanes computed twice get the same
+            // values from the same inputs, so every chunk's loops have a fixed length.
+            if w < XLANES {
+                self.x_partial_chunk(c, &half_row, out, psi, psi_next, zeta);
+                continue;
+            }
+            let last = w - XLANES;
+            let mut held: Option<(usize, XValues<T>)> = None;
+            for j in (0..last).step_by(XLANES).chain([last]) {
+                let v = self.x_values(c, &half_row, out, psi, zeta, j);
+                if let Some((k, u)) = held.replace((j, v)) {
+                    x_store(&half_row, out, psi_next, zeta, k, &u);
                 }
+            }
+            if let Some((k, u)) = held {
+                x_store(&half_row, out, psi_next, zeta, k, &u);
             }
         }
     }
 
-    /// [`Self::cpml_x_row`] at the XLANES points from j of one half's layer (those inside it; all
-    /// where WHOLE, so that the sums stay in registers, as [`Self::layer_chunk`]'s).
+    /// The sums of [`Self::cpml_x_row`] at the XLANES points from j of one half's layer: dp/dx,
+    /// d2p/dx2, D(a D p) and dphi/dx.
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
-    fn x_chunk<const WHOLE: bool>(
-        &self,
-        c: &CpmlSweep<'_, T>,
-        h: &XHalf,
-        out: &mut [T],
-        psi: &[T],
-        psi_next: &mut [T],
-        zeta: &mut [T],
-        j: usize,
-    ) {
-        let (cur, vel, w) = (self.cur, self.vel, c.width);
-        let (a, b, c1, c2) = (c.a[0], c.b[0], c.c1[0], c.c2[0]);
+    fn x_sums(&self, c: &CpmlSweep<'_, T>, h: &XHalf, j: usize) -> [[T; XLANES]; 4] {
+        let (cur, w) = (self.cur, c.width);
+        let (c1, c2) = (c.c1[0], c.c2[0]);
         let c1k: [T; R] = std::array::from_fn(|k| c1[k + 1]);
         let c2k: [T; R] = std::array::from_fn(|k| c2[k + 1]);
         let pairs = x_pairs_stride(w);
-        let x0 = h.x0;
-        let n = if WHOLE { XLANES } else { XLANES.min(w - j) };
         let q = h.o + j;
         assert!(q >= R && q + XLANES + R <= cur.len(), "x layer chunk at {q} outside the field");
         let u = h.slab + j;
@@ -1142,12 +1141,46 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
                 dpsi[i] = (-c1k[k]).mul_add(lo[k][i], dpsi[i]);
             }
         }
-        let (aq, bq) = (&a[x0 + j..x0 + j + n], &b[x0 + j..x0 + j + n]);
-        let seg = h.seg + j;
-        let (ps, ns) = (&psi[seg..seg + n], &mut psi_next[seg..seg + n]);
-        let zs = h.zeta + j;
-        let (z, v) = (&mut zeta[zs..zs + n], &vel[q..q + n]);
-        let out = &mut out[x0 + j..x0 + j + n];
+        [dp, d2, sa, dpsi]
+    }
+
+    /// The new phi, zeta and p^{n+1} of the XLANES points from j of one half's layer, all inside
+    /// it, not yet stored ([`x_store`]).
+    #[inline(always)]
+    fn x_values(&self, c: &CpmlSweep<'_, T>, h: &XHalf, out: &[T], psi: &[T], zeta: &[T], j: usize) -> XValues<T> {
+        let [dp, d2, sa, dpsi] = self.x_sums(c, h, j);
+        let x = h.x0 + j;
+        let lanes = |v: &[T], at: usize| -> [T; XLANES] { v[at..at + XLANES].try_into().expect("a whole chunk") };
+        let (aq, bq, ps) = (lanes(c.a[0], x), lanes(c.b[0], x), lanes(psi, h.seg + j));
+        let (z, v, o) = (lanes(zeta, h.zeta + j), lanes(self.vel, h.o + j), lanes(out, x));
+        let mut r = XValues { psi: [T::default(); XLANES], zeta: z, out: o };
+        for i in 0..XLANES {
+            let ds = dpsi[i] + sa[i];
+            r.psi[i] = bq[i] * aq[i].mul_add(dp[i], ps[i]);
+            r.zeta[i] = bq[i].mul_add(z[i], aq[i] * (d2[i] + ds));
+            r.out[i] = v[i].mul_add(ds + r.zeta[i], o[i]);
+        }
+        r
+    }
+
+    /// [`Self::cpml_x_row`] for a layer narrower than XLANES: one chunk, its w points kept.
+    #[inline(always)]
+    fn x_partial_chunk(
+        &self,
+        c: &CpmlSweep<'_, T>,
+        h: &XHalf,
+        out: &mut [T],
+        psi: &[T],
+        psi_next: &mut [T],
+        zeta: &mut [T],
+    ) {
+        let n = c.width;
+        let [dp, d2, sa, dpsi] = self.x_sums(c, h, 0);
+        let x0 = h.x0;
+        let (aq, bq) = (&c.a[0][x0..x0 + n], &c.b[0][x0..x0 + n]);
+        let (ps, ns) = (&psi[h.seg..h.seg + n], &mut psi_next[h.seg..h.seg + n]);
+        let (z, v) = (&mut zeta[h.zeta..h.zeta + n], &self.vel[h.o..h.o + n]);
+        let out = &mut out[x0..x0 + n];
         for i in 0..n {
             let ds = dpsi[i] + sa[i];
             ns[i] = bq[i] * aq[i].mul_add(dp[i], ps[i]);
@@ -1282,6 +1315,21 @@ struct XHalf {
     seg: usize,
     zeta: usize,
     slab: usize,
+}
+
+/// [`Sweep::x_values`]'s results for one chunk: the new phi, zeta and p^{n+1} of its XLANES points.
+struct XValues<T> {
+    psi: [T; XLANES],
+    zeta: [T; XLANES],
+    out: [T; XLANES],
+}
+
+/// Stores [`XValues`] of the chunk from j of one half's x layer.
+#[inline(always)]
+fn x_store<T: Copy>(h: &XHalf, out: &mut [T], psi_next: &mut [T], zeta: &mut [T], j: usize, v: &XValues<T>) {
+    psi_next[h.seg + j..h.seg + j + XLANES].copy_from_slice(&v.psi);
+    zeta[h.zeta + j..h.zeta + j + XLANES].copy_from_slice(&v.zeta);
+    out[h.x0 + j..h.x0 + j + XLANES].copy_from_slice(&v.out);
 }
 
 /// What every chunk of a y or z layer row shares ([`Sweep::cpml_yz_row`]): the axis, the field's
