@@ -74,10 +74,14 @@ impl Real for f64 {
     }
 }
 
-/// Width of the x chunks the CPML loops work on (a stack buffer, so the step allocates nothing).
+/// Width of the interior's x chunks (a stack buffer, so the step allocates nothing).
 const CHUNK: usize = 64;
 
-/// Width of the chunks that finish a row whose length is not a multiple of CHUNK.
+/// Width of the y and z layer rows' chunks: their four sums then fit the vector registers with
+/// the taps (AMD EPYC, 200^3, CPML: 0.93x the time of 64-point chunks, 32 in between).
+const LAYER_CHUNK: usize = 16;
+
+/// Width of the chunks that finish a row whose length is not a multiple of CHUNK (or LAYER_CHUNK).
 const TAIL: usize = 8;
 
 /// Rows ahead of the sweep that the interior's memory streams are prefetched, each chunk's lines
@@ -1191,7 +1195,7 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
 
     /// The y (axis 1) or z (axis 2) layer update of row (iy, iz), slab coordinate t, as
     /// [`Self::cpml_x_row`] along that axis, with phi's neighbours t +- k taken only within t's
-    /// half of the slab: whole CHUNKs, then the row's tail TAIL points at a time.
+    /// half of the slab: whole LAYER_CHUNKs, then the row's tail TAIL points at a time.
     /// SAFETY: the new phi and zeta of the row are this task's.
     #[inline(always)]
     unsafe fn cpml_yz_row(&self, c: &CpmlSweep<'_, T>, axis: usize, out: &mut [T], iy: usize, iz: usize, t: usize) {
@@ -1216,9 +1220,9 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
             ab: (c.a[axis][q], c.b[axis][q]),
             weights: (wp, wm, ws),
         };
-        let whole = l.nx - l.nx % CHUNK;
-        for x0 in (0..whole).step_by(CHUNK) {
-            self.layer_chunk::<CHUNK, true>(c, &row, out, nrow, zrow, x0);
+        let whole = l.nx - l.nx % LAYER_CHUNK;
+        for x0 in (0..whole).step_by(LAYER_CHUNK) {
+            self.layer_chunk::<LAYER_CHUNK, true>(c, &row, out, nrow, zrow, x0);
         }
         for x0 in (whole..l.nx).step_by(TAIL) {
             self.layer_chunk::<TAIL, false>(c, &row, out, nrow, zrow, x0);
