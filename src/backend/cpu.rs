@@ -91,9 +91,10 @@ const TAIL: usize = 8;
 /// sessions 19 and 27).
 const PREFETCH_ROWS: usize = 2;
 
-/// Points of an x layer computed together: two AVX2 vectors of f32 (on 20-point layers 16 ran
-/// faster than 8, whose extra chunk costs more than the lanes it saves).
-const XLANES: usize = 16;
+/// Points of an x layer computed together: one AVX2 vector of f32. With whole chunks only (the
+/// last overlapping, [`Sweep::cpml_x_row`]) 8 ran 0.93x the time of 16 and 4 1.17x (AMD EPYC,
+/// 200^3, 20-point layers, CPML).
+const XLANES: usize = 8;
 
 /// Instruction set of the sweep, chosen once at run time: the widest this CPU has.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
