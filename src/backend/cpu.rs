@@ -1060,7 +1060,6 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
                 o: l.row(iy, iz) + x0,
                 own: pat + half * half_stride + R,
                 seg: half * half_stride + R,
-                zeta: half * w,
                 slab: half * w,
             };
             // XLANES points at a time, every lane computed (whole vectors). A layer narrower than
@@ -1157,7 +1156,7 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
         let x = h.x0 + j;
         let lanes = |v: &[T], at: usize| -> [T; XLANES] { v[at..at + XLANES].try_into().expect("a whole chunk") };
         let (aq, bq, ps) = (lanes(c.a[0], x), lanes(c.b[0], x), lanes(psi, h.seg + j));
-        let (z, v, o) = (lanes(zeta, h.zeta + j), lanes(self.vel, h.o + j), lanes(out, x));
+        let (z, v, o) = (lanes(zeta, h.slab + j), lanes(self.vel, h.o + j), lanes(out, x));
         let mut r = XValues { psi: [T::default(); XLANES], zeta: z, out: o };
         for i in 0..XLANES {
             let ds = dpsi[i] + sa[i];
@@ -1184,7 +1183,7 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
         let x0 = h.x0;
         let (aq, bq) = (&c.a[0][x0..x0 + n], &c.b[0][x0..x0 + n]);
         let (ps, ns) = (&psi[h.seg..h.seg + n], &mut psi_next[h.seg..h.seg + n]);
-        let (z, v) = (&mut zeta[h.zeta..h.zeta + n], &self.vel[h.o..h.o + n]);
+        let (z, v) = (&mut zeta[h.slab..h.slab + n], &self.vel[h.o..h.o + n]);
         let out = &mut out[x0..x0 + n];
         for i in 0..n {
             let ds = dpsi[i] + sa[i];
@@ -1310,15 +1309,14 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
     }
 }
 
-/// One half of a row's x layers ([`Sweep::cpml_x_row`]): its first x, its first point's offset in
-/// the field, and its offsets in the padded psi slab row (`own`: the row's start in the slab,
-/// `seg`: the same within the row's two halves), in the row's zeta and in the weights' table.
+/// One half of a row's x layers ([`Sweep::cpml_x_row`]): its first x (`x0`) and that point's
+/// offset in the field (`o`), in the padded psi slab (`own`; `seg` within the row's two halves)
+/// and in the row's zeta and the weights' table (`slab`, half x width).
 struct XHalf {
     x0: usize,
     o: usize,
     own: usize,
     seg: usize,
-    zeta: usize,
     slab: usize,
 }
 
@@ -1333,7 +1331,7 @@ struct XValues<T> {
 #[inline(always)]
 fn x_store<T: Copy>(h: &XHalf, out: &mut [T], psi_next: &mut [T], zeta: &mut [T], j: usize, v: &XValues<T>) {
     psi_next[h.seg + j..h.seg + j + XLANES].copy_from_slice(&v.psi);
-    zeta[h.zeta + j..h.zeta + j + XLANES].copy_from_slice(&v.zeta);
+    zeta[h.slab + j..h.slab + j + XLANES].copy_from_slice(&v.zeta);
     out[h.x0 + j..h.x0 + j + XLANES].copy_from_slice(&v.out);
 }
 
