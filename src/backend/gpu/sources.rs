@@ -108,11 +108,10 @@ pub fn load_kernels<Rt: GpuRuntime>(rt: &Rt, parts: &[&str], options: &[String])
 
 /// The compile-time parameters a module takes from its grid. WHOLE_ROWS, where every row is whole
 /// vectors: the fused kernels store a row's last vector without the per-lane path (24-32 SASS
-/// instructions a plane of the march fewer, 53 in the Laplacian-only operator at R = 4). It costs
-/// NVRTC registers, so it is asked for only where that was measured to pay (H200, 512^3): the step
-/// at R = 8 (234 -> 236 registers, 84.0 -> 86.9% of 3R1W) and the Laplacian-only operator from R = 5
-/// (R = 6: 60.6 -> 65.3% of copy). At R = 4 it spilled 24 B (93.8 -> 86.8%) and at R = 1 it cost the
-/// Laplacian a block a multiprocessor (80 -> 88 registers, 97.3 -> 85.7%); kernels/NOTES.md, session 37.
+/// instructions a plane of the march fewer). NVRTC spends registers on it, so it is asked for only
+/// where that was measured to pay: the step at R = 8 and the Laplacian-only operator from R = 5 (at
+/// R = 4 the step spilled, at R = 1 the Laplacian lost a block a multiprocessor; kernels/NOTES.md,
+/// session 37).
 pub fn grid_options(shape: [usize; 3], t: &Tuning, radius: usize, laplacian_only: bool) -> Vec<String> {
     let pays = radius == 8 || (laplacian_only && radius >= 5);
     let whole = pays && shape[0].is_multiple_of(t.vec.max(1) as usize);
