@@ -255,12 +255,14 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
         src_out[r] = reinterpret_cast<const char*>(out + c);
         src_vel[r] = reinterpret_cast<const char*>(vel + c);
     }
+#if HALO_RING
     const char* src_ylo = reinterpret_cast<const char*>(cur + col_ylo);
     const char* src_yhi = reinterpret_cast<const char*>(cur + col_yhi);
     const char* src_x = reinterpret_cast<const char*>(cur + col_x);
+#endif
     auto at = [](const char* p, i64 bytes) { return reinterpret_cast<const float*>(p + bytes); };
-    const i64 march_step = (i64)dz * plane * 4;
-    i64 issue_at = (i64)zfirst * plane * 4;
+    const i64 march_step = (i64)dz * plane * (i64)sizeof(float);
+    i64 issue_at = (i64)zfirst * plane * (i64)sizeof(float);
     auto issue = [&](int s) {
         if (s < nsteps) {
             const int zz = zfirst + dz * s;
