@@ -277,28 +277,18 @@ impl Tuning {
     /// A plane of it moves a third of the full step's bytes, so one more plane in flight hides the
     /// same latency (H100, R = 4, 512^3 / 1024^3: 87.7 / 86.2% of copy with 2 stages, 90.6 / 88.4%
     /// with 3, 82.3 / 84.8% with 4; kernels/NOTES.md, session 5). The tile ring keeps its depth.
-    /// Unchanged where the deeper one-field ring would not fit (the tile and `min_blocks` blocks a
-    /// multiprocessor). The fit is the Laplacian's own: counted as the step's three-field ring, the
-    /// tall R = 4 tile kept two stages (H200, 512^3 / 1024^3: 85% of copy with 2, 108 / 113% with
-    /// 3; kernels/NOTES.md, session 38).
+    /// Unchanged where the deeper ring would not run this tile (see [`Tuning::effective`]), counted
+    /// as the step's three-field ring: conservative for this one-field ring, but counted by its own
+    /// bytes the tall R = 4 tile would take a third stage, which computed wrong values on an H200
+    /// (kernels/NOTES.md, session 38).
     pub fn for_laplacian(self, radius: usize) -> Tuning {
         let deeper = Tuning { stages: self.stages + 1, ..self };
-        if self.stages > 0
-            && self.tile_ring == 0
-            && deeper.check_for(radius, true).is_ok()
-            && deeper.laplacian_fits(radius)
+        if self.stages > 0 && self.tile_ring == 0 && deeper.check(radius).is_ok() && deeper.effective(radius) == deeper
         {
             deeper
         } else {
             self
         }
-    }
-
-    /// Whether the Laplacian-only kernel's shared memory (the tile and its one-field ring) fits
-    /// `min_blocks` blocks in a multiprocessor's 228 KiB (1 KiB a block reserved).
-    fn laplacian_fits(&self, radius: usize) -> bool {
-        let block = self.static_tile_bytes(radius) + self.dynamic_shared_bytes(radius, true);
-        block <= 227 << 10 && self.min_blocks.max(1) * (block + (1 << 10)) <= 228 << 10
     }
 
     /// The launch shape of the f16 step (kernels/fused_half.cu) at `radius`: this one's vector
@@ -346,14 +336,7 @@ impl Tuning {
 
     /// Errors when this shape cannot run the kernels at `radius`.
     pub fn check(&self, radius: usize) -> Result<()> {
-        self.check_for(radius, false)
-    }
-
-    /// [`Tuning::check`] for the full step's kernels, or for the Laplacian-only operator's
-    /// (`laplacian_only`: a ring of one field).
-    pub fn check_for(&self, radius: usize, laplacian_only: bool) -> Result<()> {
         let r = radius as u32;
-        let ring = self.dynamic_shared_bytes(radius, laplacian_only);
         ensure!(matches!(self.vec, 1 | 2 | 4), "vector width must be 1, 2 or 4, got {}", self.vec);
         ensure!(self.stages <= 8 && (self.stages == 0 || self.vec == 4), "stages must be 0..=8, with vector width 4");
         ensure!((1..=8).contains(&self.min_blocks), "min_blocks must be in 1..=8");
@@ -365,12 +348,16 @@ impl Tuning {
             self.tile_ring == 0 || (self.tile_ring == 1 && self.stages > 0 && self.vec == 4),
             "tile_ring must be 0, or 1 with stages > 0 and vector width 4"
         );
-        ensure!(ring <= 227 << 10, "the fused kernel's ring needs {ring} B of shared memory (at most 227 KiB)");
+        ensure!(
+            self.dynamic_shared_bytes(radius, false) <= 227 << 10,
+            "the fused kernel's ring needs {} B of shared memory (at most 227 KiB)",
+            self.dynamic_shared_bytes(radius, false)
+        );
         // Without the tile ring the plane's tile is static shared memory, which compilers cap at
         // 48 KiB (R = 7 with 32-row blocks needs 52 KiB: NVRTC refuses it).
         let tile = if self.tile_ring == 1 { 0 } else { self.static_tile_bytes(radius) };
         ensure!(
-            tile <= 48 << 10 && tile + ring <= 227 << 10,
+            tile <= 48 << 10 && tile + self.dynamic_shared_bytes(radius, false) <= 227 << 10,
             "the fused kernel's tile needs {tile} B of static shared memory (at most 48 KiB, and 227 KiB with the ring)"
         );
         ensure!(self.halo_ring <= 1, "halo_ring must be 0 or 1, got {}", self.halo_ring);
@@ -490,15 +477,17 @@ mod tests {
     }
 
     /// The Laplacian-only operator's own default: tall tiles at R = 4 with the ring, which then
-    /// takes a third stage (its one-field ring: 86 KB beside the 43.5 KB tile); the step's elsewhere.
+    /// keeps its two stages (a third would not fit beside the 43.5 KB tile); the step's elsewhere.
     #[test]
     fn the_laplacian_default_has_tall_tiles_at_radius_four_and_unrolls_at_eight() {
         let t = Tuning::default_for(4, true, true);
         assert_eq!((t.block_x, t.block_y, t.rows, t.min_blocks), (32, 8, 4, 1));
         assert_eq!(t.effective(4), t);
-        assert_eq!(t.for_laplacian(4).stages, 3);
-        // The step's tall shape stops at two stages, so the Laplacian's at three: a four-stage
-        // ring in this shape computed wrong values on an H200 (kernels/NOTES.md, session 38).
+        assert_eq!(t.for_laplacian(4).stages, 2);
+        // Counted by the Laplacian's own one-field ring a third stage would fit (129.5 KB), but
+        // this tile with three or more stages computed wrong values on an H200 (kernels/NOTES.md,
+        // session 38); the step's accounting keeps it at two, and the step's own tall shape
+        // stops at two stages.
         assert!(Tuning { stages: 3, ..t }.check(4).is_err());
         t.check(4).unwrap();
         for r in [1, 2, 3, 5, 7] {
