@@ -245,20 +245,13 @@ impl Tuning {
     /// the most rows whose tile stays within 32 rows (the fields' slack), 48 KiB of static shared
     /// memory and 227 KiB of shared memory in all.
     pub fn effective(self, radius: usize) -> Tuning {
-        self.effective_for(radius, false)
-    }
-
-    /// [`Tuning::effective`] for the full step's kernels, or for the Laplacian-only operator's
-    /// (`laplacian_only`: its ring holds one field), as [`Tuning::check_for`].
-    pub fn effective_for(self, radius: usize, laplacian_only: bool) -> Tuning {
         let mut t = self.without_idle_rings();
         if t.stages == 0 {
             t.rows = 1;
         }
         while t.rows > 1 {
             let tile = if t.tile_ring == 1 { 0 } else { t.static_tile_bytes(radius) };
-            let ring = t.dynamic_shared_bytes(radius, laplacian_only);
-            if t.fused_tile_y() <= 32 && tile <= 48 << 10 && tile + ring <= 227 << 10 {
+            if t.fused_tile_y() <= 32 && tile <= 48 << 10 && tile + t.dynamic_shared_bytes(radius, false) <= 227 << 10 {
                 break;
             }
             t.rows -= 1;
@@ -284,21 +277,19 @@ impl Tuning {
     /// A plane of it moves a third of the full step's bytes, so one more plane in flight hides the
     /// same latency (H100, R = 4, 512^3 / 1024^3: 87.7 / 86.2% of copy with 2 stages, 90.6 / 88.4%
     /// with 3, 82.3 / 84.8% with 4; kernels/NOTES.md, session 5). The tile ring keeps its depth.
-    /// Unchanged where the deeper ring would not run this tile or `min_blocks` of it a
-    /// multiprocessor, counted by this operator's one-field ring (so the tall R = 4 tile takes a
-    /// third stage; counted as the step's three-field ring it kept two: kernels/NOTES.md, session
-    /// 38).
+    /// Unchanged where the deeper ring would not run this tile (see [`Tuning::effective`]), counted
+    /// as the step's three-field ring, as the module's options are (sources::kernel_options):
+    /// conservative for this one-field ring, whose own bytes would give the tall R = 4 tile a third
+    /// stage, which ran no faster (H200, 512^3 0.317 against 0.315 ms, 1024^3 2.505 against 2.49;
+    /// kernels/NOTES.md, session 38).
     pub fn for_laplacian(self, radius: usize) -> Tuning {
         let deeper = Tuning { stages: self.stages + 1, ..self };
-        let runs = deeper.check_for(radius, true).is_ok() && deeper.effective_for(radius, true) == deeper;
-        if self.stages > 0 && self.tile_ring == 0 && runs && deeper.laplacian_fits(radius) { deeper } else { self }
-    }
-
-    /// Whether the Laplacian-only kernel's shared memory (the tile and its one-field ring) fits
-    /// `min_blocks` blocks in a multiprocessor's 228 KiB (1 KiB a block reserved).
-    fn laplacian_fits(&self, radius: usize) -> bool {
-        let block = self.static_tile_bytes(radius) + self.dynamic_shared_bytes(radius, true);
-        self.min_blocks.max(1) * (block + (1 << 10)) <= 228 << 10
+        if self.stages > 0 && self.tile_ring == 0 && deeper.check(radius).is_ok() && deeper.effective(radius) == deeper
+        {
+            deeper
+        } else {
+            self
+        }
     }
 
     /// The launch shape of the f16 step (kernels/fused_half.cu) at `radius`: this one's vector
@@ -346,14 +337,7 @@ impl Tuning {
 
     /// Errors when this shape cannot run the kernels at `radius`.
     pub fn check(&self, radius: usize) -> Result<()> {
-        self.check_for(radius, false)
-    }
-
-    /// [`Tuning::check`] for the full step's kernels, or for the Laplacian-only operator's
-    /// (`laplacian_only`: a ring of one field).
-    pub fn check_for(&self, radius: usize, laplacian_only: bool) -> Result<()> {
         let r = radius as u32;
-        let ring = self.dynamic_shared_bytes(radius, laplacian_only);
         ensure!(matches!(self.vec, 1 | 2 | 4), "vector width must be 1, 2 or 4, got {}", self.vec);
         ensure!(self.stages <= 8 && (self.stages == 0 || self.vec == 4), "stages must be 0..=8, with vector width 4");
         ensure!((1..=8).contains(&self.min_blocks), "min_blocks must be in 1..=8");
@@ -365,12 +349,16 @@ impl Tuning {
             self.tile_ring == 0 || (self.tile_ring == 1 && self.stages > 0 && self.vec == 4),
             "tile_ring must be 0, or 1 with stages > 0 and vector width 4"
         );
-        ensure!(ring <= 227 << 10, "the fused kernel's ring needs {ring} B of shared memory (at most 227 KiB)");
+        ensure!(
+            self.dynamic_shared_bytes(radius, false) <= 227 << 10,
+            "the fused kernel's ring needs {} B of shared memory (at most 227 KiB)",
+            self.dynamic_shared_bytes(radius, false)
+        );
         // Without the tile ring the plane's tile is static shared memory, which compilers cap at
         // 48 KiB (R = 7 with 32-row blocks needs 52 KiB: NVRTC refuses it).
         let tile = if self.tile_ring == 1 { 0 } else { self.static_tile_bytes(radius) };
         ensure!(
-            tile <= 48 << 10 && tile + ring <= 227 << 10,
+            tile <= 48 << 10 && tile + self.dynamic_shared_bytes(radius, false) <= 227 << 10,
             "the fused kernel's tile needs {tile} B of static shared memory (at most 48 KiB, and 227 KiB with the ring)"
         );
         ensure!(self.halo_ring <= 1, "halo_ring must be 0 or 1, got {}", self.halo_ring);
@@ -480,6 +468,11 @@ mod tests {
             let t = Tuning::for_radius(r).effective(r);
             let l = t.for_laplacian(r);
             assert_eq!(l.stages, t.stages + 1, "R = {r}");
+            // The module is compiled with `effective`'s rows (sources::kernel_options), the host
+            // launches this tuning's tile: the two must agree (a deeper ring that `effective`
+            // would cut to fewer rows left a tile's last rows uncomputed; kernels/NOTES.md,
+            // session 38).
+            assert_eq!(l.effective(r), l, "R = {r}");
             assert_eq!((l.block_y, l.rows, l.fused_tile_y()), (t.block_y, t.rows, t.fused_tile_y()));
             l.check(r).unwrap();
         }
@@ -490,19 +483,19 @@ mod tests {
     }
 
     /// The Laplacian-only operator's own default: tall tiles at R = 4 with the ring, which then
-    /// takes a third stage (its one-field ring: 86 KB beside the 43.5 KB tile); the step's elsewhere.
+    /// keeps its two stages (a third would not fit beside the 43.5 KB tile); the step's elsewhere.
     #[test]
     fn the_laplacian_default_has_tall_tiles_at_radius_four_and_unrolls_at_eight() {
         let t = Tuning::default_for(4, true, true);
         assert_eq!((t.block_x, t.block_y, t.rows, t.min_blocks), (32, 8, 4, 1));
         assert_eq!(t.effective(4), t);
-        // Its one-field ring takes a third stage beside the 43.5 KB tile (129.5 KB in all), which
-        // the step's three-field ring would not: the module is compiled with the Laplacian's own
-        // accounting (sources::kernel_options), so it keeps its four rows.
-        let l = t.for_laplacian(4);
-        assert_eq!((l.stages, l.rows), (3, 4));
-        assert_eq!(l.effective_for(4, true), l);
-        assert_ne!(l.effective(4), l, "the step's accounting would lower its rows");
+        assert_eq!(t.for_laplacian(4).stages, 2);
+        for tall in [t, Tuning { rows: 3, ..t }] {
+            let l = tall.for_laplacian(4);
+            assert_eq!(l.effective(4), l, "{}", l.label());
+        }
+        // The step's own tall shape stops at two stages too.
+        assert!(Tuning { stages: 3, ..t }.check(4).is_err());
         t.check(4).unwrap();
         for r in [1, 2, 3, 5, 7] {
             assert_eq!(Tuning::default_for(r, true, true), Tuning::for_radius(r), "R = {r}");

@@ -122,9 +122,7 @@ pub fn grid_options(shape: [usize; 3], t: &Tuning, radius: usize, laplacian_only
 /// layers, or their y layers, in its pass). SEISMIC_KERNEL_DEFS adds `-D` options for experiments
 /// (e.g. "-DDEPTH=2 -DMIN_BLOCKS=3", see kernels/fused.cu).
 pub fn kernel_options(radius: usize, t: &Tuning, sponge: bool, laplacian_only: bool, layers: LayerPass) -> Vec<String> {
-    // The Laplacian-only module by its own ring's bytes, as Tuning::for_laplacian chose its depth:
-    // the step's would lower the rows of a tile the host launches whole.
-    let t = &t.effective_for(radius, laplacian_only);
+    let t = &t.effective(radius);
     let mut o = vec![
         format!("-DRADIUS={radius}"),
         format!("-DBLOCK_X={}", t.block_x),
