@@ -495,15 +495,16 @@ fn every_tuner_candidate_matches_cpu() {
 
 /// The Laplacian-only benchmark operator computes the CPU reference's L p^n bit for bit, for
 /// R = 1..8 with its own default launch shape (`Tuning::default_for(r, true, true)`: at R = 4
-/// four rows a thread in 32-row tiles) and the step's, on a grid no side of which is a multiple of
-/// a tile, and at R = 4 and 8 on grids of several tile rows and z-chunks. The CPU's L p comes out of one reference step with c^2 dt^2 = 1 and p^{n-1} = 2 p^n, so
-/// that p^{n+1} = (2 p^n - p^{n-1}) + c^2 dt^2 L p^n = L p^n exactly.
+/// four rows a thread in 32-row tiles) and the step's (at R = 4 also the autotuner's three-row
+/// tall tile), on a grid no side of which is a multiple of a tile, and at R = 4 and 8 on grids of
+/// several tile rows and z-chunks (a module whose rows disagreed with the host's tiles passed the
+/// small grid alone). The CPU's L p comes out of one reference step with c^2 dt^2 = 1 and
+/// p^{n-1} = 2 p^n, so that p^{n+1} = (2 p^n - p^{n-1}) + c^2 dt^2 L p^n = L p^n exactly.
 #[test]
 #[ignore = "needs a GPU"]
 fn laplacian_operator_matches_cpu_laplacian() {
     let (mut compared, mut failures) = (0, Vec::new());
-    // An odd small grid, and one of several tile rows and z-chunks (the march's ring refilled
-    // across windows).
+    // An odd small grid, and grids of several tile rows and z-chunks.
     let large = [([200, 70, 130], 4), ([200, 70, 130], 8), ([512, 128, 256], 4)];
     for (shape, radius) in (1..=8).map(|r| ([67, 45, 39], r)).chain(large) {
         let points: usize = shape.iter().product();
