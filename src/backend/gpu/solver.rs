@@ -12,7 +12,7 @@ use super::kernels::{
     PassX, RecordReceivers, StencilWeights, Update,
 };
 use super::runtime::{DeviceBuffer, DevicePtr, GpuRuntime, as_bytes, as_bytes_mut};
-use super::sources::{self, grid_options, kernel_options, load_kernels};
+use super::sources::{self, load_kernels, module_options};
 use crate::backend::tuning::Tuning;
 use crate::backend::{Backend, DeviceField, DeviceInfo};
 use crate::boundary::{BoundaryKind, CPML_AXIS_ORDER};
@@ -601,8 +601,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let rt = Rc::new(rt);
         let sponge = b.kind == BoundaryKind::Sponge;
         let module_pass = if layer_pass == LayerPass::YLayers { LayerPass::After } else { layer_pass };
-        let mut options = kernel_options(r, &tuning, sponge, false, module_pass);
-        options.extend(grid_options(shape, &tuning, r, false));
+        let mut options = module_options(shape, r, &tuning, sponge, false, module_pass);
         // The gap's launch of the y mode with its tiles' x layers in the pass (fused.cu,
         // fused_step_xlayers: a warp is one row of 32 threads; at R = 6 the path spills under the
         // interior's register cap, 104 B).
@@ -619,8 +618,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let mut f = Kernels::load(&*rt, &module)?;
         let y_module = match &y_tuning {
             Some(t) => {
-                let mut options = kernel_options(r, t, sponge, false, LayerPass::YLayers);
-                options.extend(grid_options(shape, t, r, false));
+                let options = module_options(shape, r, t, sponge, false, LayerPass::YLayers);
                 let m = load_kernels(&*rt, &[sources::FUSED], &options)?;
                 f.fused_ylayers = Some(rt.function(&m, "fused_step_ylayers")?);
                 Some(m)
@@ -1444,8 +1442,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         self.end_capture()?;
         if op == Operator::Laplacian && self.laplacian.is_none() {
             let t = self.geometry.tuning.for_laplacian(self.radius);
-            let mut options = kernel_options(self.radius, &t, false, true, LayerPass::After);
-            options.extend(grid_options(self.shape(), &t, self.radius, true));
+            let options = module_options(self.shape(), self.radius, &t, false, true, LayerPass::After);
             let m = load_kernels(&*self.rt, &[sources::fused(&t)], &options)?;
             let f = self.rt.function(&m, "fused_step")?;
             let shared = t.dynamic_shared_bytes(self.radius, true);

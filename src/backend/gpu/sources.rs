@@ -112,10 +112,26 @@ pub fn load_kernels<Rt: GpuRuntime>(rt: &Rt, parts: &[&str], options: &[String])
 /// where that was measured to pay: the step at R = 8 and the Laplacian-only operator from R = 5 (at
 /// R = 4 the step spilled, at R = 1 the Laplacian lost a block a multiprocessor; kernels/NOTES.md,
 /// session 37).
-pub fn grid_options(shape: [usize; 3], t: &Tuning, radius: usize, laplacian_only: bool) -> Vec<String> {
+fn grid_options(shape: [usize; 3], t: &Tuning, radius: usize, laplacian_only: bool) -> Vec<String> {
     let pays = radius == 8 || (laplacian_only && radius >= 5);
     let whole = pays && shape[0].is_multiple_of(t.vec.max(1) as usize);
     vec![format!("-DWHOLE_ROWS={}", whole as u32)]
+}
+
+/// A module's whole compile-time parameters on a grid of `shape`: [`kernel_options`] and then
+/// [`grid_options`]. HIP's ahead-of-time images, built before any grid is known, take
+/// `kernel_options` alone.
+pub fn module_options(
+    shape: [usize; 3],
+    radius: usize,
+    t: &Tuning,
+    sponge: bool,
+    laplacian_only: bool,
+    layers: LayerPass,
+) -> Vec<String> {
+    let mut o = kernel_options(radius, t, sponge, laplacian_only, layers);
+    o.extend(grid_options(shape, t, radius, laplacian_only));
+    o
 }
 
 /// Compile-time parameters of a module (`layers`: with the fused kernel that computes the CPML
