@@ -178,7 +178,7 @@ impl Decomposition {
             .unwrap_or((1, ranks))
     }
 
-    /// Slabs of the given plane counts, top first (they must add up to grid.shape[2]).
+    /// Slabs of the given plane counts, top first (they must add up to `grid.shape[2]`).
     pub fn with_planes(problem: &Problem, counts: &[usize]) -> Result<Decomposition> {
         Self::with_blocks(problem, counts, &[problem.layout.ny])
     }

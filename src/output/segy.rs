@@ -11,7 +11,7 @@
 //!   3217-3218), 3297-3300 the byte-order constant 16909060, 3501-3502 revision 2.0 (0x02, 0x00),
 //!   3503-3504 fixed-length traces (1), 3505-3506 no extended textual headers (0), 3513-3520 the
 //!   number of traces and 3521-3528 the byte offset of the first trace (3600);
-//! - per receiver a 240-byte trace header (see [`trace_header`]) and its samples.
+//! - per receiver a 240-byte trace header (see `trace_header`) and its samples.
 //!
 //! Sample counts above 65535 do not fit bytes 3221-3222 and 115-116: those then hold 0 and the
 //! count is in the binary header's extended field 3269-3272 (rev 2 readers use it; older ones
@@ -43,7 +43,7 @@ pub struct Gather<'a> {
 
 /// The SEG-Y scalar (bytes 69-70 or 71-72) for a set of values in metres, and the integers it
 /// turns them into: the smallest power-of-ten divisor that keeps every value exact (up to
-/// [`MAX_DIVISOR`]) and still fits an i32, else the largest that fits. Returns (scalar, ints);
+/// `MAX_DIVISOR`) and still fits an i32, else the largest that fits. Returns (scalar, ints);
 /// the scalar is 1 or a negative divisor, as the standard reads it (negative: divide by |s|).
 pub fn scaled(values: &[f64]) -> (i16, Vec<i32>) {
     let max = values.iter().fold(0.0f64, |m, v| m.max(v.abs()));

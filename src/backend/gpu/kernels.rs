@@ -197,7 +197,7 @@ kernel_params!(
 );
 
 kernel_params!(
-    /// `inject_source` (sources.cu): field[offsets[t]] += weights[t] * samples[step], for the taps
+    /// `inject_source` (sources.cu): field\[offsets\[t\]\] += weights\[t\] * samples\[step\], for the taps
     /// with offsets in [lo, hi).
     InjectSource {
         field: DevicePtr,
@@ -213,7 +213,7 @@ kernel_params!(
 );
 
 kernel_params!(
-    /// `record_receivers` (sources.cu): traces[r][step] = sum of the receiver's weighted taps.
+    /// `record_receivers` (sources.cu): traces\[r\]\[step\] = sum of the receiver's weighted taps.
     RecordReceivers {
         field: DevicePtr,
         offsets: DevicePtr,

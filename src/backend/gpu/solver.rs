@@ -210,7 +210,7 @@ pub enum LayerPass {
     After,
     /// The y layers inside the pass (fused_step_ylayers, in the launch shape of
     /// [`Tuning::for_ylayers`], on the tiles that hold y-layer rows; fused_step on the others,
-    /// [`YPass`]), the x and z layers by cpml.cu after it: the y layers' points are read and
+    /// `YPass`), the x and z layers by cpml.cu after it: the y layers' points are read and
     /// written once a step. The default ([`LayerPass::for_grid`]). Where it cannot run (f16, AMD,
     /// nx not a multiple of 4, y layers that overlap) the step computes the layers after the
     /// interior.

@@ -118,9 +118,9 @@ fn grid_options(shape: [usize; 3], t: &Tuning, radius: usize, laplacian_only: bo
     vec![format!("-DWHOLE_ROWS={}", whole as u32)]
 }
 
-/// A module's whole compile-time parameters on a grid of `shape`: [`kernel_options`] and then
-/// [`grid_options`]. HIP's ahead-of-time images, built before any grid is known, take
-/// `kernel_options` alone.
+/// A module's whole compile-time parameters on a grid of `shape`: [`kernel_options`] and then the
+/// grid's own (`grid_options`, above). HIP's ahead-of-time images, built before any grid is known,
+/// take `kernel_options` alone.
 pub fn module_options(
     shape: [usize; 3],
     radius: usize,
