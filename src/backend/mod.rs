@@ -11,7 +11,8 @@
 //!    p^{n+1} += c^2 dt^2 (dpsi_i/dx_i + zeta_i), axis by axis in
 //!    [`CPML_AXIS_ORDER`](crate::boundary::CPML_AXIS_ORDER) (y, x, z);
 //! 5. source: p^{n+1} += c^2 dt^2 w s(n dt) / (dx dy dz) at each tap;
-//! 6. receivers: trace\[r\]\[n\] = sum of w p^{n+1} over the receiver's taps (sample n is at (n+1) dt);
+//! 6. receivers: trace\[r\]\[n\] = sum of w p^{n+1} over the receiver's taps (sample n is at
+//!    (n+1) dt);
 //! 7. swap p^n and p^{n+1}.
 
 pub mod cpu;

@@ -197,8 +197,8 @@ kernel_params!(
 );
 
 kernel_params!(
-    /// `inject_source` (sources.cu): field\[offsets\[t\]\] += weights\[t\] * samples\[step\], for the taps
-    /// with offsets in [lo, hi).
+    /// `inject_source` (sources.cu): field\[offsets\[t\]\] += weights\[t\] * samples\[step\], for
+    /// the taps with offsets in [lo, hi).
     InjectSource {
         field: DevicePtr,
         offsets: DevicePtr,

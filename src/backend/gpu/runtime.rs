@@ -9,7 +9,8 @@ use std::rc::Rc;
 /// A device address.
 pub type DevicePtr = u64;
 
-/// What a GPU vendor's runtime provides to [`GpuSolver`](super::GpuSolver). All work goes to one in-order stream.
+/// What a GPU vendor's runtime provides to [`GpuSolver`](super::GpuSolver). All work goes to one
+/// in-order stream.
 pub trait GpuRuntime {
     type Module;
     type Function: Copy;
