@@ -8,10 +8,10 @@
 use super::geometry::{FUSED_WINDOWS, LAPLACIAN_WINDOWS, LaunchGeometry, WindowRule, best_window_upto, field_extra};
 use super::kernels::{
     AxisWeights, CpmlAxis, CpmlAxisHalf, ExtractSection, FiniteCheck, FreeSurface, FreeSurfaceHalf, FusedStep,
-    FusedStepHalf, HalfKernels, InjectSource, InjectSourceHalf, InsertSection, Kernels, LaplacianTma, Launch, Layers,
-    PassWindowed, PassX, RecordReceivers, StencilWeights, Update,
+    FusedStepHalf, HalfKernels, InjectSource, InjectSourceHalf, InsertSection, Kernels, Launch, Layers, PassWindowed,
+    PassX, RecordReceivers, StencilWeights, Update,
 };
-use super::runtime::{DeviceBuffer, DevicePtr, GpuRuntime, TensorMap, as_bytes, as_bytes_mut};
+use super::runtime::{DeviceBuffer, DevicePtr, GpuRuntime, as_bytes, as_bytes_mut};
 use super::sources::{self, load_kernels, module_options};
 use crate::backend::tuning::Tuning;
 use crate::backend::{Backend, DeviceField, DeviceInfo};
@@ -183,23 +183,6 @@ fn gap_in_interior_shape(ny: i32, width: i32, band_tile: i32, gap_tile: i32) -> 
     let (lo, hi) = y_band(ny, width, band_tile);
     let (slo, shi) = y_mode_band(ny, width, band_tile, gap_tile);
     shi > slo && 4 * (shi - slo) >= 3 * (hi - lo)
-}
-
-/// Whether the Laplacian-only operator takes laplacian_tma.cu (SEISMIC_LAPLACIAN_TMA=1) with the
-/// launch shape `t` (its effective one): the box of its tensor copies, the ring's slots (as many
-/// as fit in a multiprocessor's 228 KB beside `t.min_blocks` blocks, at most 16;
-/// SEISMIC_TMA_SLOTS overrides) and its dynamic shared memory. None where the shape has no such
-/// ring (vectors other than 4, a box wider than 256 points).
-fn laplacian_tma_ring(radius: usize, t: &Tuning) -> Option<([u32; 3], u32, u32)> {
-    if std::env::var("SEISMIC_LAPLACIAN_TMA").map_or(true, |v| v == "0") || t.vec != 4 {
-        return None;
-    }
-    let r = radius as u32;
-    let (x, rows) = (4 * (t.block_x + 2 * r.div_ceil(4)), t.block_y * t.rows + 2 * r);
-    let slot = (x * rows * 4).div_ceil(128) * 128;
-    let budget = (228 << 10) / t.min_blocks.max(1) - 1024 - 16 * 16;
-    let slots = std::env::var("SEISMIC_TMA_SLOTS").ok().and_then(|v| v.parse().ok()).unwrap_or((budget / slot).min(16));
-    (x <= 256 && rows <= 256 && slots >= r + 3).then_some(([x, rows, 1], slots, slots * (slot + 16)))
 }
 
 pub(crate) fn kernel_name(k: KernelChoice) -> &'static str {
@@ -519,8 +502,6 @@ pub struct GpuSolver<Rt: GpuRuntime> {
     finite_flag: Option<DeviceBuffer<Rt>>,
     /// The Laplacian-only build (loaded at its first timing) and its dynamic shared memory.
     laplacian: Option<(Rt::Module, Rt::Function, u32)>,
-    /// Where that build is laplacian_tma.cu's: the box of its tensor copies (points in x, rows, 1).
-    laplacian_box: Option<[u32; 3]>,
     /// Steps `step` captures into one graph launch (0: none, each kernel launched on its own).
     graph_steps: usize,
     /// Steps of the capture in progress (its launch comes at `chunk`, or before any other use of
@@ -780,7 +761,6 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             section_staging: None,
             finite_flag: None,
             laplacian: None,
-            laplacian_box: None,
             graph_steps,
             captured: 0,
             chunk: FIRST_GRAPH_STEPS.min(graph_steps),
@@ -1149,16 +1129,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             }
             Operator::Laplacian => {
                 let (_, f, shared) = self.laplacian.as_ref().context("Laplacian kernel not loaded")?;
-                match self.laplacian_box {
-                    Some(boxdim) => {
-                        let map =
-                            self.laplacian_map(boxdim)?.context("no tensor map for the Laplacian-only operator")?;
-                        let l = Launch { grid, block: [t.block_x, t.block_y, 1], shared: *shared };
-                        let window = window as i32;
-                        LaplacianTma { map, out, w, nx, ny, nz, pitch, plane, window }.launch(&*self.rt, *f, l)
-                    }
-                    None => fused(*f, *shared, Layers::default()),
-                }
+                fused(*f, *shared, Layers::default())
             }
             Operator::ThreePass => {
                 let lap = self.origin(self.lap.as_ref().context("three-pass scratch field not allocated")?.ptr());
@@ -1453,16 +1424,6 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         Ok(())
     }
 
-    /// The tensor map laplacian_tma.cu reads p^n through: the grid's points of the planes -R ..
-    /// nz + R - 1 (the halo planes from memory, zeros outside the rows and columns), in boxes of
-    /// `boxdim`; None without a tensor memory accelerator.
-    fn laplacian_map(&self, boxdim: [u32; 3]) -> Result<Option<TensorMap>> {
-        let l = self.layout;
-        let base = self.origin(self.cur.ptr()) - (self.radius * l.plane) as u64 * 4;
-        let dims = [l.nx as u64, l.ny as u64, (l.nz + 2 * self.radius) as u64];
-        self.rt.tensor_map_f32(base, dims, [l.pitch as u64 * 4, l.plane as u64 * 4], boxdim)
-    }
-
     /// L p^n from the last [`Operator::Laplacian`] application of [`Self::time_interior`], dense
     /// (nz, ny, nx); for tests.
     pub fn laplacian_output(&mut self) -> Result<Vec<f32>> {
@@ -1481,24 +1442,12 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         self.end_capture()?;
         if op == Operator::Laplacian && self.laplacian.is_none() {
             let t = self.geometry.tuning.for_laplacian(self.radius);
-            let mut options = module_options(self.shape(), self.radius, &t, false, true, LayerPass::After);
-            let tma = laplacian_tma_ring(self.radius, &t.effective(self.radius));
-            let tma = match tma {
-                Some((boxdim, slots, shared)) if self.laplacian_map(boxdim)?.is_some() => Some((boxdim, slots, shared)),
-                _ => None,
-            };
-            let (source, name, shared) = match tma {
-                Some((_, slots, shared)) => {
-                    options.push(format!("-DTMA_SLOTS={slots}"));
-                    (sources::LAPLACIAN_TMA, "laplacian_tma", shared)
-                }
-                None => (sources::fused(&t), "fused_step", t.dynamic_shared_bytes(self.radius, true)),
-            };
-            let m = load_kernels(&*self.rt, &[source], &options)?;
-            let f = self.rt.function(&m, name)?;
+            let options = module_options(self.shape(), self.radius, &t, false, true, LayerPass::After);
+            let m = load_kernels(&*self.rt, &[sources::fused(&t)], &options)?;
+            let f = self.rt.function(&m, "fused_step")?;
+            let shared = t.dynamic_shared_bytes(self.radius, true);
             self.rt.allow_dynamic_shared(f, shared)?;
             self.laplacian = Some((m, f, shared));
-            self.laplacian_box = tma.map(|(boxdim, _, _)| boxdim);
         }
         ensure!(self.half.is_none() || op == Operator::Fused, "the f16 step has the fused kernel only");
         if op != Operator::Fused && self.lap.is_none() {
