@@ -2,7 +2,6 @@
 //! time (no CUDA toolkit at build time). Kernels are compiled by NVRTC for the device's own
 //! architecture (`sm_XY`) into a CUBIN, which the vendor-neutral layer caches on disk.
 
-use super::runtime::TensorMap;
 use super::{DevicePtr, GpuRuntime};
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use cudarc::driver::safe::{self, CudaContext, CudaEvent, CudaStream};
@@ -339,50 +338,6 @@ impl GpuRuntime for CudaRuntime {
         let n =
             unsafe { cu::occupancy::max_active_block_per_multiprocessor(f.0, threads as i32, shared_bytes as usize) };
         n.ok().filter(|&n| n > 0).map(|n| n as u32)
-    }
-
-    fn tensor_map_f32(
-        &self,
-        base: DevicePtr,
-        dims: [u64; 3],
-        strides: [u64; 2],
-        boxdim: [u32; 3],
-    ) -> Result<Option<TensorMap>> {
-        use sys::*;
-        if self.arch.trim_start_matches("sm_").parse::<u32>().unwrap_or(0) < 90 {
-            return Ok(None);
-        }
-        let mut map = std::mem::MaybeUninit::<CUtensorMap>::zeroed();
-        let unit = [1u32; 3];
-        // SAFETY: the arrays outlive the call, which only writes `map`; `base` is a device
-        // address the caller keeps alive while the descriptor is used.
-        let rc = guarded("cuTensorMapEncodeTiled", || unsafe {
-            cuTensorMapEncodeTiled(
-                map.as_mut_ptr(),
-                CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
-                3,
-                base as *mut c_void,
-                dims.as_ptr(),
-                strides.as_ptr(),
-                boxdim.as_ptr(),
-                unit.as_ptr(),
-                CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
-                CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE,
-                match std::env::var("SEISMIC_TMA_PROMOTION").as_deref() {
-                    Ok("0") => CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_NONE,
-                    Ok("64") => CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_64B,
-                    Ok("128") => CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-                    _ => CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                },
-                CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-            )
-        })?;
-        ensure!(
-            rc == CUresult::CUDA_SUCCESS,
-            "cuTensorMapEncodeTiled failed ({rc:?}) for dims {dims:?}, strides {strides:?}, box {boxdim:?}"
-        );
-        // SAFETY: written by the successful call.
-        Ok(Some(TensorMap(unsafe { map.assume_init() }.opaque)))
     }
 
     fn function_info(&self, f: CudaFunction) -> String {

@@ -5,7 +5,7 @@
 //! alignments and field offsets asserted here and their sizes and alignments in kernels/ (NVRTC has
 //! no offsetof; the same fields in the same order then lie at the same offsets). [`Kernels`] holds a step's functions.
 
-use super::runtime::{DevicePtr, GpuRuntime, TensorMap};
+use super::runtime::{DevicePtr, GpuRuntime};
 use anyhow::Result;
 use std::ffi::c_void;
 use std::mem::{align_of, offset_of, size_of};
@@ -133,23 +133,6 @@ kernel_params!(
         plane: i64,
         window: i32,
         layers: Layers,
-    }
-);
-
-kernel_params!(
-    /// `laplacian_tma` (laplacian_tma.cu): out = L p, p^n through the tensor map `map` (its grid
-    /// points of the planes -R .. nz + R - 1).
-    LaplacianTma {
-        map: TensorMap,
-        halo_map: TensorMap,
-        out: DevicePtr,
-        w: StencilWeights,
-        nx: i32,
-        ny: i32,
-        nz: i32,
-        pitch: i64,
-        plane: i64,
-        window: i32,
     }
 );
 

@@ -9,12 +9,6 @@ use std::rc::Rc;
 /// A device address.
 pub type DevicePtr = u64;
 
-/// A tensor-memory-accelerator descriptor (CUDA's `CUtensorMap`, sm_90+): 128 opaque bytes that a
-/// kernel takes by value (kernels/laplacian_tma.cu).
-#[repr(C, align(64))]
-#[derive(Clone, Copy, Debug)]
-pub struct TensorMap(pub [u64; 16]);
-
 /// What a GPU vendor's runtime provides to [`GpuSolver`](super::GpuSolver). All work goes to one
 /// in-order stream.
 pub trait GpuRuntime {
@@ -107,19 +101,6 @@ pub trait GpuRuntime {
     fn resident_blocks(&self, f: Self::Function, threads: u32, shared_bytes: u32) -> Option<u32> {
         let _ = (f, threads, shared_bytes);
         None
-    }
-    /// A descriptor of the f32 array at `base` (16-byte aligned) of `dims` elements (x fastest),
-    /// rows and planes `strides` bytes apart (multiples of 16), copied in boxes of `boxdim`
-    /// elements, zeros outside the array; None where the device has no tensor memory accelerator.
-    fn tensor_map_f32(
-        &self,
-        base: DevicePtr,
-        dims: [u64; 3],
-        strides: [u64; 2],
-        boxdim: [u32; 3],
-    ) -> Result<Option<TensorMap>> {
-        let _ = (base, dims, strides, boxdim);
-        Ok(None)
     }
     /// Compiler resources of a kernel (registers, spills, shared memory), for reports.
     fn function_info(&self, f: Self::Function) -> String {

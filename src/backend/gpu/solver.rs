@@ -8,10 +8,10 @@
 use super::geometry::{FUSED_WINDOWS, LAPLACIAN_WINDOWS, LaunchGeometry, WindowRule, best_window_upto, field_extra};
 use super::kernels::{
     AxisWeights, CpmlAxis, CpmlAxisHalf, ExtractSection, FiniteCheck, FreeSurface, FreeSurfaceHalf, FusedStep,
-    FusedStepHalf, HalfKernels, InjectSource, InjectSourceHalf, InsertSection, Kernels, LaplacianTma, Launch, Layers,
-    PassWindowed, PassX, RecordReceivers, StencilWeights, Update,
+    FusedStepHalf, HalfKernels, InjectSource, InjectSourceHalf, InsertSection, Kernels, Launch, Layers, PassWindowed,
+    PassX, RecordReceivers, StencilWeights, Update,
 };
-use super::runtime::{DeviceBuffer, DevicePtr, GpuRuntime, TensorMap, as_bytes, as_bytes_mut};
+use super::runtime::{DeviceBuffer, DevicePtr, GpuRuntime, as_bytes, as_bytes_mut};
 use super::sources::{self, load_kernels, module_options};
 use crate::backend::tuning::Tuning;
 use crate::backend::{Backend, DeviceField, DeviceInfo};
@@ -183,47 +183,6 @@ fn gap_in_interior_shape(ny: i32, width: i32, band_tile: i32, gap_tile: i32) -> 
     let (lo, hi) = y_band(ny, width, band_tile);
     let (slo, shi) = y_mode_band(ny, width, band_tile, gap_tile);
     shi > slo && 4 * (shi - slo) >= 3 * (hi - lo)
-}
-
-/// laplacian_tma.cu's launch for the Laplacian-only operator's shape `t` (its effective one):
-/// the computing threads' shape (one row of threads fewer: the block's last warp issues the
-/// copies), the box of its tensor copies (points in x, rows, 1), the ring's slots (as many as fit
-/// in a multiprocessor's 228 KB beside `t.min_blocks` blocks, at most 16) and its dynamic shared
-/// memory. None where the shape has no such ring (vectors other than 4, a block of one warp row,
-/// a box wider than 256 points, fewer than R + 2 slots).
-fn laplacian_tma_ring(radius: usize, t: &Tuning) -> Option<TmaRing> {
-    let r = radius as u32;
-    let producer_rows = 32 / t.block_x.max(1);
-    if t.vec != 4 || !matches!(t.block_x, 16 | 32) || t.block_y <= producer_rows {
-        return None;
-    }
-    let computing = Tuning { block_y: t.block_y - producer_rows, ..*t };
-    let aligned = std::env::var("SEISMIC_TMA_ALIGNED").map_or(0, |v| v.parse().unwrap_or(0));
-    let halo = match aligned {
-        1 => 16,
-        2 => 0,
-        _ => 2 * r.div_ceil(4),
-    };
-    let (x, rows) = (4 * (t.block_x + halo), computing.block_y * t.rows + 2 * r);
-    let ty = computing.block_y * t.rows;
-    let slot = (x * rows * 4).div_ceil(128) * 128 + if aligned == 2 { 2 * (ty * 32).div_ceil(128) * 128 } else { 0 };
-    let budget = (228 << 10) / t.min_blocks.max(1) - 1024 - 16 * 16;
-    let slots = std::env::var("SEISMIC_TMA_SLOTS").ok().and_then(|v| v.parse().ok()).unwrap_or((budget / slot).min(16));
-    (x <= 256 && rows <= 256 && slots >= r + 2).then_some(TmaRing {
-        computing,
-        boxdim: [x, rows, 1],
-        slots,
-        shared: slots * (slot + 16),
-    })
-}
-
-/// [`laplacian_tma_ring`]'s launch.
-#[derive(Clone, Copy, Debug)]
-struct TmaRing {
-    computing: Tuning,
-    boxdim: [u32; 3],
-    slots: u32,
-    shared: u32,
 }
 
 pub(crate) fn kernel_name(k: KernelChoice) -> &'static str {
@@ -543,9 +502,6 @@ pub struct GpuSolver<Rt: GpuRuntime> {
     finite_flag: Option<DeviceBuffer<Rt>>,
     /// The Laplacian-only build (loaded at its first timing) and its dynamic shared memory.
     laplacian: Option<(Rt::Module, Rt::Function, u32)>,
-    /// Where that build is laplacian_tma.cu's (SEISMIC_LAPLACIAN_TMA=1): its launch, and the
-    /// geometry of its computing threads' tiles.
-    laplacian_tma: Option<(TmaRing, LaunchGeometry)>,
     /// Steps `step` captures into one graph launch (0: none, each kernel launched on its own).
     graph_steps: usize,
     /// Steps of the capture in progress (its launch comes at `chunk`, or before any other use of
@@ -805,7 +761,6 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             section_staging: None,
             finite_flag: None,
             laplacian: None,
-            laplacian_tma: None,
             graph_steps,
             captured: 0,
             chunk: FIRST_GRAPH_STEPS.min(graph_steps),
@@ -1174,20 +1129,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             }
             Operator::Laplacian => {
                 let (_, f, shared) = self.laplacian.as_ref().context("Laplacian kernel not loaded")?;
-                match &self.laplacian_tma {
-                    Some((ring, geometry)) => {
-                        let map = self.laplacian_map(ring.boxdim)?.context("no tensor map for laplacian_tma")?;
-                        let ty = ring.computing.block_y * ring.computing.rows;
-                        let halo_map = self.laplacian_map([8, ty, 1])?.context("no tensor map for laplacian_tma")?;
-                        let c = &ring.computing;
-                        let block = [c.block_x, c.block_y + 32 / c.block_x, 1];
-                        let l = Launch { grid: geometry.fused_grid(window), block, shared: *shared };
-                        let window = window as i32;
-                        LaplacianTma { map, halo_map, out, w, nx, ny, nz, pitch, plane, window }
-                            .launch(&*self.rt, *f, l)
-                    }
-                    None => fused(*f, *shared, Layers::default()),
-                }
+                fused(*f, *shared, Layers::default())
             }
             Operator::ThreePass => {
                 let lap = self.origin(self.lap.as_ref().context("three-pass scratch field not allocated")?.ptr());
@@ -1482,16 +1424,6 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         Ok(())
     }
 
-    /// The tensor map laplacian_tma.cu reads p^n through: the grid's points of the planes -R ..
-    /// nz + R - 1 (the halo planes from memory, zeros outside the rows and columns), in boxes of
-    /// `boxdim`; None without a tensor memory accelerator.
-    fn laplacian_map(&self, boxdim: [u32; 3]) -> Result<Option<TensorMap>> {
-        let l = self.layout;
-        let base = self.origin(self.cur.ptr()) - (self.radius * l.plane) as u64 * 4;
-        let dims = [l.nx as u64, l.ny as u64, (l.nz + 2 * self.radius) as u64];
-        self.rt.tensor_map_f32(base, dims, [l.pitch as u64 * 4, l.plane as u64 * 4], boxdim)
-    }
-
     /// L p^n from the last [`Operator::Laplacian`] application of [`Self::time_interior`], dense
     /// (nz, ny, nx); for tests.
     pub fn laplacian_output(&mut self) -> Result<Vec<f32>> {
@@ -1510,35 +1442,12 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         self.end_capture()?;
         if op == Operator::Laplacian && self.laplacian.is_none() {
             let t = self.geometry.tuning.for_laplacian(self.radius);
-            let wanted = std::env::var("SEISMIC_LAPLACIAN_TMA").is_ok_and(|v| v != "0");
-            let tma = match laplacian_tma_ring(self.radius, &t.effective(self.radius)) {
-                Some(ring) if wanted && self.laplacian_map(ring.boxdim)?.is_some() => Some(ring),
-                _ => None,
-            };
-            let (source, name, shared, options) = match tma {
-                Some(ring) => {
-                    let mut o =
-                        module_options(self.shape(), self.radius, &ring.computing, false, true, LayerPass::After);
-                    o.push(format!("-DTMA_SLOTS={}", ring.slots));
-                    if let Ok(a) = std::env::var("SEISMIC_TMA_ALIGNED") {
-                        o.push(format!("-DTMA_ALIGNED={a}"));
-                    }
-                    (sources::LAPLACIAN_TMA, "laplacian_tma", ring.shared, o)
-                }
-                None => {
-                    let o = module_options(self.shape(), self.radius, &t, false, true, LayerPass::After);
-                    (sources::fused(&t), "fused_step", t.dynamic_shared_bytes(self.radius, true), o)
-                }
-            };
-            let m = load_kernels(&*self.rt, &[source], &options)?;
-            let f = self.rt.function(&m, name)?;
+            let options = module_options(self.shape(), self.radius, &t, false, true, LayerPass::After);
+            let m = load_kernels(&*self.rt, &[sources::fused(&t)], &options)?;
+            let f = self.rt.function(&m, "fused_step")?;
+            let shared = t.dynamic_shared_bytes(self.radius, true);
             self.rt.allow_dynamic_shared(f, shared)?;
             self.laplacian = Some((m, f, shared));
-            self.laplacian_tma = tma.map(|ring| {
-                let per_sm = self.rt.resident_blocks(f, ring.computing.block_x * ring.computing.block_y + 32, shared);
-                let blocks = per_sm.unwrap_or(ring.computing.min_blocks).max(1) * self.rt.multiprocessors();
-                (ring, LaunchGeometry::new(self.geometry.shape, self.radius, ring.computing, blocks))
-            });
         }
         ensure!(self.half.is_none() || op == Operator::Fused, "the f16 step has the fused kernel only");
         if op != Operator::Fused && self.lap.is_none() {

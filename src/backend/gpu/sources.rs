@@ -12,8 +12,6 @@ pub const PRELUDE: &str = include_str!("../../../kernels/prelude.h");
 /// The CPML point update and the fused kernels' layer parameters (after the prelude in every module).
 pub const LAYERS: &str = include_str!("../../../kernels/layers.h");
 pub const FUSED: &str = include_str!("../../../kernels/fused.cu");
-/// The Laplacian-only operator through the tensor memory accelerator (CUDA, sm_90+).
-pub const LAPLACIAN_TMA: &str = include_str!("../../../kernels/laplacian_tma.cu");
 pub const FUSED_RING: &str = include_str!("../../../kernels/fused_ring.cu");
 /// The fused step with f16 storage (built with -DHALF=1, beside [`STEP`]).
 pub const FUSED_HALF: &str = include_str!("../../../kernels/fused_half.cu");
