@@ -319,7 +319,7 @@ mod decomposed {
                 eprintln!("warning: {w}");
             }
         }
-        let [lo, hi] = part.vp.iter().fold([f32::INFINITY, 0.0f32], |[lo, hi], &v| [lo.min(v), hi.max(v)]);
+        let [lo, hi] = seismic_run::problem::velocity_range(&part.vp);
         let range = [-host.max(-lo as f64)? as f32, host.max(hi as f64)? as f32];
         let skeleton = Problem::build_part(cfg, part.vp, share.start, range)?;
         let d = Decomposition::even_blocks(&skeleton, pz, py)?;
@@ -569,6 +569,7 @@ mod decomposed {
 pub(crate) const SNAPSHOT_BUFFERS: usize = 2;
 
 fn run(args: &RunArgs) -> Result<()> {
+    let started = std::time::Instant::now();
     let input = args.input.as_deref().expect("clap requires INPUT");
     let text = std::fs::read_to_string(input).with_context(|| format!("cannot read input file {}", input.display()))?;
     let mut cfg = Config::from_toml(&text).map_err(|e| anyhow::anyhow!("{}: {e}", input.display()))?;
@@ -626,6 +627,7 @@ fn run(args: &RunArgs) -> Result<()> {
 
     let vp = seismic_run::model::load(&cfg, &input_dir).context("model")?;
     let problem = Problem::build(&cfg, vp)?;
+    let model_ready = started.elapsed();
     for w in &problem.warnings {
         eprintln!("warning: {w}");
     }
@@ -637,6 +639,7 @@ fn run(args: &RunArgs) -> Result<()> {
     let mut backend = seismic_run::backend::open_backend(&problem, cfg.run.backend, cfg.run.kernel, 0, &mut |n| {
         eprintln!("notice: {n}");
     })?;
+    let backend_ready = started.elapsed();
     let device = backend.info();
     if !args.quiet {
         print_header(input, &problem, &plan, &device, &out_path, file_bytes);
@@ -685,6 +688,14 @@ fn run(args: &RunArgs) -> Result<()> {
             );
         }
         println!("  throughput           mean {:.4} GPts/s, median {:.4} GPts/s", stats.mean_gpts, stats.median_gpts);
+        let (model_s, total_s) = (model_ready.as_secs_f64(), started.elapsed().as_secs_f64());
+        println!(
+            "  whole run            {total_s:.2} s: model {model_s:.2} s, backend set-up {:.2} s, time loop {:.2} s, \
+             files {:.2} s",
+            backend_ready.as_secs_f64() - model_s,
+            record.wall_seconds,
+            total_s - backend_ready.as_secs_f64() - record.wall_seconds,
+        );
         println!("  wrote {}", written.path.display());
         for p in &derived {
             println!("  wrote {}", p.display());

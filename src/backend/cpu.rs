@@ -260,8 +260,7 @@ impl<T: Real> CpuSolver<T> {
         let chunks =
             partition(layout.nz, rayon::current_num_threads(), |iz| if z_layer[iz].is_some() { 2.0 } else { 1.0 });
         let mut vel2dt2 = first_touch::<T>(&layout, &chunks);
-        let dense: Vec<T> = problem.vel2dt2().into_iter().map(T::of).collect();
-        layout.scatter(&dense, &mut vel2dt2);
+        problem.vel2dt2_into(&layout, &mut vel2dt2, T::of);
         let damp = (b.kind == BoundaryKind::Sponge)
             .then(|| std::array::from_fn(|a| b.profiles[a].damp.iter().map(|&g| T::of(g)).collect()));
         let cpml = (b.kind == BoundaryKind::Cpml).then(|| {

@@ -108,9 +108,7 @@ fn sample_planes_with_data_dirs(
 }
 
 fn filled(grid: &GridConfig, planes: Range<usize>, v: f32) -> Result<Vec<f32>> {
-    let mut out = alloc_planes(grid, planes.len())?;
-    out.resize(planes.len() * grid.shape[0] * grid.shape[1], v);
-    Ok(out)
+    volume::planes_filled(grid, planes.len(), v)
 }
 
 fn layered(grid: &GridConfig, planes: Range<usize>, depths: &[f64], velocities: &[f64]) -> Result<Vec<f32>> {

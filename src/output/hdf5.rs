@@ -160,7 +160,8 @@ impl<'scope> Hdf5Writer<'scope> {
                 }
             };
             let _ = ready_tx.send(Ok(()));
-            match write_file(file, problem, plan, &meta, inbox, free_tx, volume_slabs) {
+            let target = ResultFile { h5: file, handle: tmp.file_handle() };
+            match write_file(target, problem, plan, &meta, inbox, free_tx, volume_slabs) {
                 Ok(()) => Ok(Commit { tmp, path }),
                 // Dropping the temporary file removed it.
                 Err(e) => Err(disk_full_hint(e, &path).context(format!("writing {}", path.display()))),
@@ -299,8 +300,15 @@ fn dataset_u64(group: &H5Group, name: &str, values: &[u64]) -> Result<H5Dataset>
     Ok(ds)
 }
 
+/// The temporary result file as rust-hdf5 writes it, and a second handle on it (for
+/// [`super::safe::start_writeback`]).
+struct ResultFile {
+    h5: H5File,
+    handle: Option<std::fs::File>,
+}
+
 fn write_file(
-    file: H5File,
+    target: ResultFile,
     problem: &Problem,
     plan: &OutputPlan,
     meta: &RunMetadata,
@@ -308,6 +316,7 @@ fn write_file(
     free: SyncSender<Vec<f32>>,
     volume_slabs: bool,
 ) -> Result<()> {
+    let ResultFile { h5: file, handle } = target;
     let grid = problem.shape();
     let [nx, ny, nz] = grid;
     let root = file.root_group();
@@ -395,6 +404,11 @@ fn write_file(
         Ok(())
     };
     write_vp(problem.vp_first, &problem.vp)?;
+    // The model is most of a large run's file: its pages start for the disk now, while the run
+    // steps, so that the sync at the end (after the last step) has little left to wait for.
+    if let Some(f) = &handle {
+        super::safe::start_writeback(f);
+    }
 
     // z-planes of each (snapshot, volume section) that came as slabs.
     let mut slab_planes = vec![0usize; plan.snapshot_steps.len() * plan.snapshots.len()];

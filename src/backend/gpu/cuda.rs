@@ -23,6 +23,36 @@ pub(crate) fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> Result<T> {
     })
 }
 
+/// Compiles `source` with NVRTC and `opts` (the architecture among them) into a CUBIN.
+fn nvrtc_compile(source: &str, name: &str, opts: &[String]) -> Result<Vec<u8>> {
+    // SAFETY: only tries to open the library.
+    let present = guarded("loading libnvrtc", || unsafe { nvrtc_sys::is_culib_present() })?;
+    if !present {
+        bail!("no NVRTC found (libnvrtc.so): the CUDA backend compiles its kernels at run time and needs it");
+    }
+    let src = CString::new(source)?;
+    let cname = CString::new(name)?;
+    let prog = guarded("loading libnvrtc", || nvrtc::create_program(&src, Some(&cname)))??;
+    // SAFETY: prog is live until destroy_program below.
+    unsafe {
+        let res = nvrtc::compile_program(prog, opts);
+        let log = nvrtc::get_program_log(prog).ok().map(|l| {
+            let bytes: Vec<u8> = l.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+            String::from_utf8_lossy(&bytes).into_owned()
+        });
+        if let Err(e) = res {
+            let _ = nvrtc::destroy_program(prog);
+            bail!("NVRTC failed to compile {name} ({}): {e}\n{}", opts.join(" "), log.unwrap_or_default());
+        }
+        let mut size = 0usize;
+        nvrtc_sys::nvrtcGetCUBINSize(prog, &mut size).result()?;
+        let mut cubin = vec![0u8; size];
+        nvrtc_sys::nvrtcGetCUBIN(prog, cubin.as_mut_ptr() as *mut _).result()?;
+        let _ = nvrtc::destroy_program(prog);
+        Ok(cubin)
+    }
+}
+
 /// Number of CUDA devices (an error when the driver cannot be loaded).
 pub fn device_count() -> Result<usize> {
     // SAFETY: only tries to open the library.
@@ -234,34 +264,29 @@ impl GpuRuntime for CudaRuntime {
     }
 
     fn compile(&self, source: &str, name: &str, options: &[String]) -> Result<Vec<u8>> {
-        // SAFETY: only tries to open the library.
-        let present = guarded("loading libnvrtc", || unsafe { nvrtc_sys::is_culib_present() })?;
-        if !present {
-            bail!("no NVRTC found (libnvrtc.so): the CUDA backend compiles its kernels at run time and needs it");
-        }
-        let src = CString::new(source)?;
-        let cname = CString::new(name)?;
-        let prog = guarded("loading libnvrtc", || nvrtc::create_program(&src, Some(&cname)))??;
         let mut opts = self.compiler_flags();
         opts.extend(options.iter().cloned());
-        // SAFETY: prog is live until destroy_program below.
-        unsafe {
-            let res = nvrtc::compile_program(prog, &opts);
-            let log = nvrtc::get_program_log(prog).ok().map(|l| {
-                let bytes: Vec<u8> = l.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
-                String::from_utf8_lossy(&bytes).into_owned()
-            });
-            if let Err(e) = res {
-                let _ = nvrtc::destroy_program(prog);
-                bail!("NVRTC failed to compile {name} ({}): {e}\n{}", opts.join(" "), log.unwrap_or_default());
-            }
-            let mut size = 0usize;
-            nvrtc_sys::nvrtcGetCUBINSize(prog, &mut size).result()?;
-            let mut cubin = vec![0u8; size];
-            nvrtc_sys::nvrtcGetCUBIN(prog, cubin.as_mut_ptr() as *mut _).result()?;
-            let _ = nvrtc::destroy_program(prog);
-            Ok(cubin)
-        }
+        nvrtc_compile(source, name, &opts)
+    }
+
+    fn compile_all(&self, jobs: &[(&str, &str, &[String])]) -> Vec<Result<Vec<u8>>> {
+        // NVRTC programs are independent: one thread each, so that a step's modules take the
+        // longest one's time, not the sum.
+        let flags = self.compiler_flags();
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = jobs
+                .iter()
+                .map(|&(source, name, options)| {
+                    let mut opts = flags.clone();
+                    opts.extend(options.iter().cloned());
+                    scope.spawn(move || nvrtc_compile(source, name, &opts))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err(anyhow!("the NVRTC compile thread panicked"))))
+                .collect()
+        })
     }
 
     fn load_module(&self, image: &[u8]) -> Result<CudaModule> {

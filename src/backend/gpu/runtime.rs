@@ -47,6 +47,11 @@ pub trait GpuRuntime {
     }
     /// Compiles one source into a loadable binary image for this device.
     fn compile(&self, source: &str, name: &str, options: &[String]) -> Result<Vec<u8>>;
+    /// [`compile`](Self::compile) of each (source, name, options) job, in the jobs' order; a
+    /// runtime whose compiler is thread-safe compiles them at once.
+    fn compile_all(&self, jobs: &[(&str, &str, &[String])]) -> Vec<Result<Vec<u8>>> {
+        jobs.iter().map(|&(source, name, options)| self.compile(source, name, options)).collect()
+    }
     fn load_module(&self, image: &[u8]) -> Result<Self::Module>;
     fn function(&self, module: &Self::Module, name: &str) -> Result<Self::Function>;
     /// Enqueues a kernel; `args[i]` points at the value of the kernel's i-th parameter.
@@ -147,6 +152,19 @@ impl<Rt: GpuRuntime> DeviceBuffer<Rt> {
         let bytes = as_bytes(data);
         anyhow::ensure!(bytes.len() <= self.bytes, "upload of {} bytes into a buffer of {}", bytes.len(), self.bytes);
         self.rt.upload(self.ptr, bytes)
+    }
+
+    /// Copies `data` into the buffer from its element `at` (of `T`s) on, after the queued work.
+    pub fn upload_at<T: Copy>(&self, at: usize, data: &[T]) -> Result<()> {
+        let bytes = as_bytes(data);
+        let offset = at * std::mem::size_of::<T>();
+        anyhow::ensure!(
+            offset + bytes.len() <= self.bytes,
+            "upload of {} bytes at byte {offset} into a buffer of {}",
+            bytes.len(),
+            self.bytes
+        );
+        self.rt.upload(self.ptr + offset as u64, bytes)
     }
 
     /// Queues a zero fill of the whole buffer.

@@ -12,7 +12,7 @@ use super::kernels::{
     PassX, RecordReceivers, StencilWeights, Update,
 };
 use super::runtime::{DeviceBuffer, DevicePtr, GpuRuntime, as_bytes, as_bytes_mut};
-use super::sources::{self, load_kernels, module_options};
+use super::sources::{self, load_kernels, load_kernels_all, module_options};
 use crate::backend::tuning::Tuning;
 use crate::backend::{Backend, DeviceField, DeviceInfo};
 use crate::boundary::{BoundaryKind, CPML_AXIS_ORDER};
@@ -444,6 +444,26 @@ fn tap_offset(layout: &Layout, t: &Tap) -> u64 {
 }
 
 /// The device address of a buffer that may be absent (kernels test such pointers for null).
+/// c^2 dt^2 converted by `of` into `vel`, a zeroed field of `layout`, a few planes at a time: no
+/// host copy of the whole field (1.2 GB at 288 M points), each chunk computed in parallel.
+fn upload_vel2dt2<Rt: GpuRuntime, T: Copy + Default + Send>(
+    vel: &DeviceBuffer<Rt>,
+    problem: &Problem,
+    layout: &Layout,
+    of: impl Fn(f64) -> T + Sync,
+) -> Result<()> {
+    const CHUNK_BYTES: usize = 64 << 20;
+    let per = (CHUNK_BYTES / (layout.plane * std::mem::size_of::<T>())).clamp(1, layout.nz.max(1));
+    // Whatever is not an interior point stays zero: no chunk writes it.
+    let mut chunk = vec![T::default(); per * layout.plane];
+    for first in (0..layout.nz).step_by(per) {
+        let planes = &mut chunk[..per.min(layout.nz - first) * layout.plane];
+        problem.vel2dt2_planes_into(layout, first, planes, &of);
+        vel.upload_at((layout.halo + first) * layout.plane, planes)?;
+    }
+    Ok(())
+}
+
 fn ptr_or_null<Rt: GpuRuntime>(b: &Option<DeviceBuffer<Rt>>) -> DevicePtr {
     b.as_ref().map_or(0, DeviceBuffer::ptr)
 }
@@ -609,22 +629,23 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         {
             options.push("-DXLAYERS=1".into());
         }
-        let module = if half {
+        if half {
             options.push("-DHALF=1".into());
-            load_kernels(&*rt, &sources::half_step(&tuning), &options)?
-        } else {
-            load_kernels(&*rt, &sources::step(&tuning), &options)?
-        };
+        }
+        let (half_parts, step_parts) = (sources::half_step(&tuning), sources::step(&tuning));
+        let parts: &[&str] = if half { &half_parts } else { &step_parts };
+        let y_options = y_tuning.map(|t| module_options(shape, r, &t, sponge, false, LayerPass::YLayers));
+        let mut modules: Vec<(&[&str], &[String])> = vec![(parts, &options)];
+        if let Some(o) = &y_options {
+            modules.push((&[sources::FUSED], o));
+        }
+        let mut modules = load_kernels_all(&*rt, &modules)?.into_iter();
+        let module = modules.next().expect("the step's module");
         let mut f = Kernels::load(&*rt, &module)?;
-        let y_module = match &y_tuning {
-            Some(t) => {
-                let options = module_options(shape, r, t, sponge, false, LayerPass::YLayers);
-                let m = load_kernels(&*rt, &[sources::FUSED], &options)?;
-                f.fused_ylayers = Some(rt.function(&m, "fused_step_ylayers")?);
-                Some(m)
-            }
-            None => None,
-        };
+        let y_module = modules.next();
+        if let Some(m) = &y_module {
+            f.fused_ylayers = Some(rt.function(m, "fused_step_ylayers")?);
+        }
         let half_f = if half { Some(HalfKernels::load(&*rt, &module)?) } else { None };
         if let Some(h) = &half_f {
             rt.allow_dynamic_shared(h.fused, tuning.half_ring_bytes())?;
@@ -673,19 +694,15 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let field = || DeviceBuffer::zeroed(&rt, field_len * problem.precision.bytes() as usize);
         let (cur, prev, vel) = (field()?, field()?, field()?);
         let lap = if kernel == KernelChoice::ThreePass { Some(field()?) } else { None };
-        let vel2dt2: Vec<f32> = problem.vel2dt2().into_iter().map(|v| v as f32).collect();
-        let mut padded = vec![0.0f32; layout.len()];
-        layout.scatter(&vel2dt2, &mut padded);
-        drop(vel2dt2);
         let half = match half_f {
             Some(f) => {
                 // c^2 dt^2 rounded to f16 as the CPU reference stores it (cpu_half.rs, VEL_F16).
                 const _: () = assert!(crate::backend::cpu_half::VEL_F16, "the f16 kernels read c^2 dt^2 as f16");
-                vel.upload(&padded.iter().map(|&v| half::f16::from_f32(v).to_bits()).collect::<Vec<u16>>())?;
+                upload_vel2dt2(&vel, problem, &layout, |v| half::f16::from_f32(v as f32).to_bits())?;
                 Some(HalfStep { f, inc: field()?, scale: problem.field_scale(), staging: Vec::new() })
             }
             None => {
-                vel.upload(&padded)?;
+                upload_vel2dt2(&vel, problem, &layout, |v| v as f32)?;
                 None
             }
         };

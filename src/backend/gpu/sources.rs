@@ -81,29 +81,45 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 
 /// Compiles (or reads back from the disk cache) a module of `parts` with `options`.
 pub fn load_kernels<Rt: GpuRuntime>(rt: &Rt, parts: &[&str], options: &[String]) -> Result<Rt::Module> {
-    let source = assemble(parts);
-    let mut h = Sha256::new();
-    for s in [rt.vendor(), &rt.arch(), &rt.compiler_flags().join(" "), &options.join(" "), &source] {
-        h.update(s.as_bytes());
-        h.update([0u8]);
-    }
-    let key = hex(&h.finalize()[..12]);
+    let mut modules = load_kernels_all(rt, &[(parts, options)])?;
+    Ok(modules.pop().expect("one module"))
+}
+
+/// [`load_kernels`] of several modules, those not in the disk cache compiled at once
+/// ([`GpuRuntime::compile_all`]).
+pub fn load_kernels_all<Rt: GpuRuntime>(rt: &Rt, modules: &[(&[&str], &[String])]) -> Result<Vec<Rt::Module>> {
     let dir = cache_dir();
-    let path = dir.join(format!("{}-{}-{key}.bin", rt.vendor(), rt.arch()));
-    if let Ok(image) = std::fs::read(&path)
-        && let Ok(m) = rt.load_module(&image)
-    {
-        return Ok(m);
-    }
-    let image = rt.compile(&source, "seismic_kernels.cu", options)?;
-    // The cache is an optimisation: a read-only or missing directory only costs a recompile.
-    if std::fs::create_dir_all(&dir).is_ok() {
-        let tmp = dir.join(format!(".{key}.{}.tmp", std::process::id()));
-        if std::fs::write(&tmp, &image).is_ok() {
-            let _ = std::fs::rename(&tmp, &path);
+    let sources: Vec<String> = modules.iter().map(|(parts, _)| assemble(parts)).collect();
+    let paths: Vec<PathBuf> = modules
+        .iter()
+        .zip(&sources)
+        .map(|((_, options), source)| {
+            let mut h = Sha256::new();
+            for s in [rt.vendor(), &rt.arch(), &rt.compiler_flags().join(" "), &options.join(" "), source] {
+                h.update(s.as_bytes());
+                h.update([0u8]);
+            }
+            dir.join(format!("{}-{}-{}.bin", rt.vendor(), rt.arch(), hex(&h.finalize()[..12])))
+        })
+        .collect();
+    let mut loaded: Vec<Option<Rt::Module>> =
+        paths.iter().map(|p| std::fs::read(p).ok().and_then(|image| rt.load_module(&image).ok())).collect();
+    let missing: Vec<usize> = (0..modules.len()).filter(|&i| loaded[i].is_none()).collect();
+    let jobs: Vec<(&str, &str, &[String])> =
+        missing.iter().map(|&i| (sources[i].as_str(), "seismic_kernels.cu", modules[i].1)).collect();
+    for (&i, image) in missing.iter().zip(rt.compile_all(&jobs)) {
+        let image = image?;
+        // The cache is an optimisation: a read-only or missing directory only costs a recompile.
+        if std::fs::create_dir_all(&dir).is_ok() {
+            let name = paths[i].file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let tmp = paths[i].with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+            if std::fs::write(&tmp, &image).is_ok() {
+                let _ = std::fs::rename(&tmp, &paths[i]);
+            }
         }
+        loaded[i] = Some(rt.load_module(&image)?);
     }
-    rt.load_module(&image)
+    Ok(loaded.into_iter().map(|m| m.expect("every module loaded or compiled")).collect())
 }
 
 /// The compile-time parameters a module takes from its grid. WHOLE_ROWS, where every row is whole
