@@ -270,21 +270,27 @@ impl GpuRuntime for CudaRuntime {
     }
 
     fn compile_all(&self, jobs: &[(&str, &str, &[String])]) -> Vec<Result<Vec<u8>>> {
-        // NVRTC programs are independent: one thread each, so that a step's modules take the
-        // longest one's time, not the sum.
+        // NVRTC programs are independent: the first on this thread and each other on one of its
+        // own, so that a step's modules take the longest one's time, not the sum, and a single
+        // module (the autotuner's candidates) starts no thread.
         let flags = self.compiler_flags();
+        let options = |extra: &[String]| flags.iter().chain(extra).cloned().collect::<Vec<String>>();
+        let Some((&(source, name, extra), rest)) = jobs.split_first() else { return Vec::new() };
         std::thread::scope(|scope| {
-            let handles: Vec<_> = jobs
+            let others: Vec<_> = rest
                 .iter()
-                .map(|&(source, name, options)| {
-                    let mut opts = flags.clone();
-                    opts.extend(options.iter().cloned());
+                .map(|&(source, name, extra)| {
+                    let opts = options(extra);
                     scope.spawn(move || nvrtc_compile(source, name, &opts))
                 })
                 .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|_| Err(anyhow!("the NVRTC compile thread panicked"))))
+            let first = nvrtc_compile(source, name, &options(extra));
+            std::iter::once(first)
+                .chain(
+                    others
+                        .into_iter()
+                        .map(|h| h.join().unwrap_or_else(|_| Err(anyhow!("the NVRTC compile thread panicked")))),
+                )
                 .collect()
         })
     }
