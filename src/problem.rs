@@ -766,6 +766,44 @@ mod tests {
         assert_eq!(trilinear([10.0, 4.0, 20.0], [0.0; 3], [5.0, 2.0, 10.0], shape).len(), 1);
     }
 
+    /// The vectorised chunks give what one fold of f32::min and max gives, NaNs skipped alike, on
+    /// lengths that are not whole lanes or chunks.
+    #[test]
+    fn velocity_range_is_the_fold_of_min_and_max() {
+        for n in [1, 15, 16, 17, 1000, (1 << 16) + 33, 3 * (1 << 16) - 1] {
+            let mut vp: Vec<f32> = (0..n).map(|i| 1500.0 + ((i * 7919) % 4001) as f32 * 0.75).collect();
+            vp[n / 2] = f32::NAN;
+            vp[n - 1] = if n > 2 { 1234.5 } else { vp[n - 1] };
+            let fold = vp.iter().fold([f32::INFINITY, 0.0f32], |[lo, hi], &v| [lo.min(v), hi.max(v)]);
+            assert_eq!(velocity_range(&vp), fold, "n = {n}");
+        }
+    }
+
+    /// c^2 dt^2 written into a padded field, whole or a few planes at a time, is the dense
+    /// `vel2dt2` scattered, bit for bit, and nothing outside the interior is written.
+    #[test]
+    fn vel2dt2_into_a_field_is_the_dense_copy_scattered() {
+        let text = "[grid]\nshape = [13, 7, 9]\nspacing = [10.0, 10.0, 10.0]\n[model]\nkind = \"constant\"\n\
+                    vp = 1500.0\n[time]\nsteps = 5\n[source]\nposition = [20.0, 20.0, 20.0]\nfrequency = 10.0\n\
+                    [[receivers]]\nposition = [30.0, 30.0, 30.0]\n[stencil]\nradius = 3\n[boundary]\nkind = \"none\"";
+        let vp: Vec<f32> = (0..13 * 7 * 9).map(|i| 1500.0 + ((i * 104_729) % 3001) as f32 * 0.37).collect();
+        let problem = Problem::build(&Config::from_toml(text).unwrap(), vp).unwrap();
+        let layout = Layout::new([13, 7, 9], 3).with_plane_padding(32);
+        let mut want = vec![-1.0f32; layout.len()];
+        let dense: Vec<f32> = problem.vel2dt2().into_iter().map(|v| v as f32).collect();
+        layout.scatter(&dense, &mut want);
+        let mut whole = vec![-1.0f32; layout.len()];
+        problem.vel2dt2_into(&layout, &mut whole, |v| v as f32);
+        assert_eq!(whole, want);
+        let mut chunked = vec![-1.0f32; layout.len()];
+        for first in (0..9).step_by(4) {
+            let planes = 4.min(9 - first);
+            let at = (layout.halo + first) * layout.plane;
+            problem.vel2dt2_planes_into(&layout, first, &mut chunked[at..at + planes * layout.plane], |v| v as f32);
+        }
+        assert_eq!(chunked, want);
+    }
+
     const SHAPE: [usize; 3] = [40, 40, 40];
 
     fn sinc4(p: [f64; 3], free_surface: bool) -> Vec<Tap> {
