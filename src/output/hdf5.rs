@@ -405,10 +405,14 @@ fn write_file(
     };
     write_vp(problem.vp_first, &problem.vp)?;
     // The model is most of a large run's file: its pages start for the disk now, while the run
-    // steps, so that the sync at the end (after the last step) has little left to wait for.
-    if let Some(f) = &handle {
-        super::safe::start_writeback(f);
-    }
+    // steps, and each snapshot's after it, so that the sync after the last step has little left
+    // to wait for.
+    let writeback = || {
+        if let Some(f) = &handle {
+            super::safe::start_writeback(f);
+        }
+    };
+    writeback();
 
     // z-planes of each (snapshot, volume section) that came as slabs.
     let mut slab_planes = vec![0usize; plan.snapshot_steps.len() * plan.snapshots.len()];
@@ -437,6 +441,7 @@ fn write_file(
                 }
                 // The run may have finished taking snapshots: then nobody waits for the buffer.
                 let _ = free.send(field);
+                writeback();
             }
             Ok(Message::ModelPlanes { first, values }) => write_vp(first, &values)?,
             Ok(Message::VolumeSlab { index, step, section, first, values }) => {
