@@ -443,7 +443,6 @@ fn tap_offset(layout: &Layout, t: &Tap) -> u64 {
     layout.index(t.point[0] as isize, t.point[1] as isize, t.point[2] as isize) as u64
 }
 
-/// The device address of a buffer that may be absent (kernels test such pointers for null).
 /// c^2 dt^2 converted by `of` into `vel`, a zeroed field of `layout`, a few planes at a time: no
 /// host copy of the whole field (1.2 GB at 288 M points), each chunk computed in parallel.
 fn upload_vel2dt2<Rt: GpuRuntime, T: Copy + Default + Send>(
@@ -464,6 +463,7 @@ fn upload_vel2dt2<Rt: GpuRuntime, T: Copy + Default + Send>(
     Ok(())
 }
 
+/// The device address of a buffer that may be absent (kernels test such pointers for null).
 fn ptr_or_null<Rt: GpuRuntime>(b: &Option<DeviceBuffer<Rt>>) -> DevicePtr {
     b.as_ref().map_or(0, DeviceBuffer::ptr)
 }
