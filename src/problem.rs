@@ -258,8 +258,7 @@ impl Problem {
 
     /// c^2 dt^2 per point of `vp`, dense: the factor of the Laplacian in the update.
     pub fn vel2dt2(&self) -> Vec<f64> {
-        let dt2 = self.dt * self.dt;
-        self.vp.iter().map(|&v| (v as f64) * (v as f64) * dt2).collect()
+        self.vp.iter().map(|&v| self.c2dt2(v)).collect()
     }
 
     /// [`Self::vel2dt2`] converted by `of` into the interior rows of `field`, a field of `layout`
@@ -285,13 +284,14 @@ impl Problem {
             planes.len().is_multiple_of(layout.plane)
                 && (first + planes.len() / layout.plane) * nx * ny <= self.vp.len()
         );
-        let dt2 = self.dt * self.dt;
+        // Row iy's offset within its plane, the plane starting at its first halo row.
+        let plane_start = layout.halo * layout.plane;
         planes.par_chunks_mut(layout.plane).enumerate().for_each(|(k, plane)| {
             let vp = &self.vp[(first + k) * nx * ny..][..nx * ny];
             for (iy, v) in vp.chunks_exact(nx).enumerate() {
-                let row = (layout.halo + iy) * layout.pitch + layout.x_offset;
+                let row = layout.row(iy, 0) - plane_start;
                 for (d, &v) in plane[row..row + nx].iter_mut().zip(v) {
-                    *d = of((v as f64) * (v as f64) * dt2);
+                    *d = of(self.c2dt2(v));
                 }
             }
         });
@@ -300,8 +300,12 @@ impl Problem {
     /// c^2 dt^2 at one grid point, as [`Self::vel2dt2`] computes it.
     pub fn vel2dt2_at(&self, [x, y, z]: [usize; 3]) -> f64 {
         let [nx, ny, _] = self.shape();
-        let v = self.vp[((z - self.vp_first) * ny + y) * nx + x] as f64;
-        v * v * (self.dt * self.dt)
+        self.c2dt2(self.vp[((z - self.vp_first) * ny + y) * nx + x])
+    }
+
+    /// c^2 dt^2 of one velocity: the one expression every copy of it is made with (same bits).
+    fn c2dt2(&self, v: f32) -> f64 {
+        (v as f64) * (v as f64) * (self.dt * self.dt)
     }
 
     /// Position (m) of grid point (ix, iy, iz).
