@@ -84,15 +84,19 @@ DEVICE void cpml_march(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next,
     const int w = L.width;
     const int n = AXIS == 1 ? ny : nz;
     const int across = AXIS == 1 ? nz : ny;
-    // y layers: the planes [z_begin, z_end) are the rows across; z layers: every y is, only the
-    // planes [z_begin, z_end) are written.
+    // y layers: the planes [z_begin, z_end) are the rows across; z layers: every y is (select 5:
+    // those below band_lo and from band_hi on, fused_step_zlayers took the others), only the planes
+    // [z_begin, z_end) are written.
+    const bool band = AXIS == 2 && L.select == 5;
+    const int band_lo = imax(L.band_lo, 0), band_hi = imax(L.band_hi, band_lo);
     const int c_first = AXIS == 1 ? L.z_begin : 0;
-    const int c_end = AXIS == 1 ? imin(across, L.z_end) : across;
+    const int c_end = AXIS == 1 ? imin(across, L.z_end) : (band ? band_lo + imax(across - band_hi, 0) : across);
     const int nxv = nx / VEC;
     const i64 id = (i64)blockIdx.x * blockDim.x + threadIdx.x;  // over nxv * (c_end - c_first)
     if (id >= (i64)nxv * (c_end - c_first)) return;
     const int ix = (int)(id % nxv) * VEC;
-    const int c = c_first + (int)(id / nxv);
+    const int cr = c_first + (int)(id / nxv);
+    const int c = band && cr >= band_lo ? cr - band_lo + band_hi : cr;
     // grid z: the layers that absorb (the high one, and the low one unless a free surface or a cut
     // replaces it), each in gridDim.z / layers segments along the axis, so that thin grids still
     // have enough threads in flight (the host picks the count: solver.rs, launch_cpml).
@@ -150,15 +154,9 @@ DEVICE void cpml_x_rows(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next
     constexpr int R = RADIUS;
     constexpr int HV = (R + VEC - 1) / VEC;
     const int w = L.width, wv = w / VEC;
-    // select 5: the rows below band_lo and from band_hi on only (the gap's x layers were
-    // fused_step_xlayers's).
-    const bool band = L.select == 5;
-    const int band_lo = imax(L.band_lo, 0), band_hi = imax(L.band_hi, band_lo);
-    const int rows = band ? band_lo + imax(ny - band_hi, 0) : ny;
-    const i64 id = (i64)blockIdx.x * blockDim.x + threadIdx.x;  // over 2 wv * rows
-    if (id >= (i64)2 * wv * rows) return;
-    const int v = (int)(id % (2 * wv)), row = (int)(id / (2 * wv));
-    const int y = band && row >= band_lo ? row - band_lo + band_hi : row;
+    const i64 id = (i64)blockIdx.x * blockDim.x + threadIdx.x;  // over 2 wv * ny
+    if (id >= (i64)2 * wv * ny) return;
+    const int v = (int)(id % (2 * wv)), y = (int)(id / (2 * wv));
     const int half = v < wv ? 0 : 1;
     if (half == 0 && !L.low[0]) return;
     const int t0 = (v - half * wv) * VEC;         // the first point's index in its layer

@@ -80,8 +80,11 @@ constexpr int LAYER_TILE_OFFSET = 0;
 
 // LAYERS: 1, the CPML layer points of the block get layers.h's update in the same pass (the
 // fused_step_layers kernel); 2, its y-layer rows only (fused_step_ylayers, cpml.cu adds the x and z
-// layers after the pass); 3, the x-layer points of its tiles (fused_step_xlayers, the y mode's gap:
-// x_layers_in_warp); L.select picks the blocks a launch computes (prelude.h, Chunk).
+// layers after the pass); 4, a launch whose planes all lie in one z layer (fused_step_zlayers, the
+// y mode's gap on the z layers' planes): every point's z update in the pass, phi along z in a
+// register queue beside p^n's, its leading plane and zeta through the fields' ring, so a z-layer
+// point is read and written once a step. L.select picks the blocks a launch computes (prelude.h,
+// Chunk).
 template <int LAYERS>
 DEVICE void fused_body(FUSED_STEP_PARAMS) {
     using namespace fused;
@@ -126,46 +129,23 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
     // and fetches each row's phi and zeta into registers a plane ahead; fused_step_ylayers
     // (LAYERS 2) brings them through a ring of its own STAGES planes ahead, in the fields' copy
     // groups, which holds no registers. Overlapping layers (ny < 2 width) keep the direct loads.
-    // fused_step_xlayers (LAYERS 3): the x-layer points of the tile's columns, [xlo_b, xlo_b + xn_lo)
-    // in the low layer and [xhi_b, xhi_b + xn_hi) in the high one (x_layers_in_warp).
-    int xlo_b = 0, xn_lo = 0, xhi_b = 0, xn_hi = 0;
-    if constexpr (LAYERS == 3) {
-        static_assert(LAYERS != 3 || (FX == 32 && VEC == 4), "fused_step_xlayers takes a warp as one row of 32 threads");
-        const int x0 = tile_x * FX * VEC, x1 = imin(x0 + FX * VEC, nx), w = L.width;
-        xlo_b = x0;
-        xn_lo = L.low[0] ? imax(0, imin(w, x1) - x0) : 0;
-        xhi_b = imax(nx - w, x0);
-        xn_hi = imax(0, x1 - xhi_b);
-    }
     const int lw = (LAYERS == 1 || LAYERS == 2) ? L.width : 0;
+    // fused_step_zlayers: the z layer (low 0, high 1) of the launch's planes and the layer index of
+    // its first plane (launch plane zz has index zt0 + zz); the slab index of the thread's rows in a
+    // slab plane.
+    int zhalf = 0, zt0 = 0;
+    i64 zrow_at[RY];
+    if constexpr (LAYERS == 4) {
+        zhalf = layer_of(L.z_offset, L.nz, L.width, L.low[2] != 0, zt0);
+#pragma unroll
+        for (int r = 0; r < RY; r++) zrow_at[r] = (i64)(iy + r) * nx + ix;
+    }
+    const i64 zslab_plane = (i64)nx * ny;
+    // The slab index of launch plane zz's first point of row r.
+    auto zslab = [&](int zz, int r) { return (i64)(zhalf * L.width + zt0 + zz) * zslab_plane + zrow_at[r]; };
     const bool ytile = LAYERS && lw > 0 && ny >= 2 * lw && nx % VEC == 0 && (rowb < lw || rowb + TY > ny - lw);
     extern __shared__ Vf layer_shared[];
     Vf* const phi_tile = layer_shared + LAYER_TILE_OFFSET;
-    // fused_step_xlayers's ring (the host launches it with widths up to X_RING_WIDTH, multiples of
-    // VEC): per slot and tile row phi of the low and the high x layer (the whole layer, for the taps
-    // of a point at the tile's edge), then their zeta, X_RING_WIDTH floats each, only the layers the
-    // tile meets copied; STAGES + 2 slots, as fused_step_ylayers's. A row is 32 vectors, so thread
-    // lt copies vector lt (then lt + FX FY, ...) of the slot's rows by shifts alone.
-    constexpr int XSLOTS = STAGES + 2, XRV = X_RING_WIDTH / VEC, XROW = 4 * X_RING_WIDTH;
-    float* const xring = reinterpret_cast<float*>(layer_shared + LAYER_TILE_OFFSET);
-    auto xslot_at = [&](int s) { return (s % XSLOTS) * TY * XROW; };  // floats
-    auto issue_xlayers = [&](int s, int zz) {
-        const int xw = L.width;
-        const SharedVf xs = shared_vf(layer_shared + LAYER_TILE_OFFSET);
-        const i64 zo = (i64)(zz + L.z_offset) * ny * (2 * xw);
-#pragma unroll
-        for (int i = 0; i < RY; i++) {
-            const int c = lt + i * FX * FY;  // < TY * 4 * XRV
-            const int row = c / (4 * XRV), qty = c / (2 * XRV) % 2, half = c / XRV % 2, v = c % XRV;
-            const int y = rowb + row;
-            const bool in = y < ny, want = v * VEC < xw && (half == 0 ? xn_lo : xn_hi) > 0;
-            if (want) {
-                const i64 src = zo + (i64)(in ? y : 0) * (2 * xw) + half * xw + v * VEC;
-                cp_async16(shared_at(xs, (xslot_at(s) + row * XROW + (qty * 2 + half) * X_RING_WIDTH) / VEC + v),
-                           (qty == 0 ? L.phi_in[0] : L.zeta[0]) + src, in);
-            }
-        }
-    };
     // The slab index of grid row y of plane zz in the y layers; `in`: a layer row, in the grid.
     auto yslab = [&](int zz, int y, bool& in) {
         int t;
@@ -225,7 +205,8 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
     // slot s % SLOTS.
     extern __shared__ Vf ring[];
     constexpr int SLOTS = STAGES + 1;
-    constexpr int FIELDS = LAPLACIAN_ONLY ? 1 : 3;
+    // fused_step_zlayers adds field 3, zeta of plane z, and 4, phi of plane z+R (z-R marching down).
+    constexpr int FIELDS = LAPLACIAN_ONLY ? 1 : (LAYERS == 4 ? 5 : 3);
     // Vectors from the ring's start to the thread's entry: read through slot, copied into through
     // slot_s (SharedVf).
     auto slot_at = [&](int s, int field, int r) { return (((s % SLOTS) * FIELDS + field) * RY + r) * (FX * FY) + lt; };
@@ -286,8 +267,15 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
             if constexpr (LAYERS == 2) {
                 if (ytile) issue_ylayers(s, zz);
             }
-            if constexpr (LAYERS == 3) {
-                if (xn_lo + xn_hi > 0) issue_xlayers(s, zz);
+            if constexpr (LAYERS == 4) {
+                const int lead = zt0 + zz + dz * R;  // phi's leading plane, read inside the layer only
+#pragma unroll
+                for (int r = 0; r < RY; r++) {
+                    const i64 at = zslab(zz, r);
+                    cp_async16_once(slot_s(s, 3, r), L.zeta[2] + at, row_in[r]);
+                    cp_async16_once(slot_s(s, 4, r), L.phi_in[2] + at + dz * R * zslab_plane,
+                                    row_in[r] && lead >= 0 && lead < L.width);
+                }
             }
         }
         issue_at += march_step;
@@ -306,6 +294,18 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
             const int zp = zfirst + dz * (i - 1 - R);
             if (zp >= -R && zp < nz + R) q[r][i] = vload_if(cur + (i64)zp * plane + col + (i64)r * pitch, row_in[r]);
         }
+    // fused_step_zlayers: phi of planes z-dz*R .. z+dz*R (zl[r][R + k] is plane z + dz k), the
+    // leading one from the ring each plane; zeros outside the layer, never read (layer_row).
+    Vf zl[RY][LAYERS == 4 ? QN : 1];
+    if constexpr (LAYERS == 4) {
+#pragma unroll
+        for (int r = 0; r < RY; r++)
+#pragma unroll
+            for (int i = 1; i < QN; i++) {
+                const int zz = zfirst + dz * (i - 1 - R), t = zt0 + zz;
+                zl[r][i] = vload_if(L.phi_in[2] + zslab(zz, r), row_in[r] && t >= 0 && t < L.width);
+            }
+    }
     Vf nylo, nyhi, nxh;
     // The halo rows and vectors of plane zz into registers, to be written into a tile later.
     auto fetch_halos = [&](int zz) {
@@ -339,17 +339,15 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
     };
     if (LAYERS == 1 && ytile) fetch_layers(zfirst);
     static_assert(LAYERS != 2 || STAGES > 0, "fused_step_ylayers needs STAGES > 0");
+    static_assert(LAYERS != 4 || STAGES > 0, "fused_step_zlayers needs STAGES > 0");
     static_assert(RY == 1 || STAGES > 0, "ROWS > 1 needs STAGES > 0");
 #if PREFETCH_PV && !LAPLACIAN_ONLY
     Vf npm = LOAD_ONCE_IF(out + (i64)zfirst * plane + col, row_in[0]);
     Vf nvv = LOAD_ONCE_IF(vel + (i64)zfirst * plane + col, row_in[0]);
 #endif
 
-    // One plane of the march; `xpath` (BoolC) compiles the x-layer path in (fused_step_xlayers's
-    // tiles that meet an x layer march without unrolling, so that the path is not copied UNROLL_Z
-    // times: unrolled, the loop was 10,776 instructions against the plain 3,551 and the
-    // instruction cache slowed every tile).
-    auto plane_step = [&](int s, auto xpath) {
+    // One plane of the march.
+    auto plane_step = [&](int s) {
         const int z = zfirst + dz * s;
 #pragma unroll
         for (int r = 0; r < RY; r++)
@@ -360,6 +358,14 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
         CP_ASYNC_WAIT(STAGES);  // this plane's group has landed
 #pragma unroll
         for (int r = 0; r < RY; r++) q[r][QS - 1] = *slot(s, 0, r);
+        if constexpr (LAYERS == 4) {
+#pragma unroll
+            for (int r = 0; r < RY; r++) {
+#pragma unroll
+                for (int i = 0; i < QN - 1; i++) zl[r][i] = zl[r][i + 1];
+                zl[r][QN - 1] = *slot(s, 4, r);
+            }
+        }
 #if HALO_RING
         {
             const Vf* h = halo_slot(s);
@@ -438,12 +444,19 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
                 add_layers<false, R, RY, HV, TWV, QS, FX>(res, r, q, tile[b] + ty * RY, tx, dz, vv, ix, iy + r, z, nx,
                                                           ny, nz, L, ytile, phi_tile + (b * TH + ty * RY) * FX,
                                                           zeta_now[r], nullptr, 0);
-#if XLAYERS && !SEISMIC_HIP
-            if constexpr (decltype(xpath)::value) {
-                x_layers_in_warp<R, HV>(res, vv, reinterpret_cast<const float*>(tile[b][ty * RY + r + R]),
-                                            xring + xslot_at(s) + (ty * RY + r) * XROW, tx,
-                                            tile_x * FX * VEC, xlo_b, xn_lo, xhi_b, xn_hi, iy + r, iy + r < ny,
-                                            z + L.z_offset, nx, ny, L);
+#if STAGES > 0
+            if constexpr (LAYERS == 4) {
+                if (row_in[r]) {
+                    const int t = zt0 + z;
+                    // q[r][R + k] and zl[r][R + k] are plane z + k marching up, z - k marching down.
+                    auto nb = [&](int k, Vf& lo, Vf& hi) {
+                        lo = dz > 0 ? q[r][R - k] : q[r][R + k];
+                        hi = dz > 0 ? q[r][R + k] : q[r][R - k];
+                    };
+                    auto phi = [&](int k) { return dz > 0 ? zl[r][R + k] : zl[r][R - k]; };
+                    res = layer_row<R>(res, q[r][R], nb, phi, *slot(s, 3, r), vv, L, 2, zslab(z, r), t,
+                                       AxisAB{L.a[2], L.b[2], z + L.z_offset, L.nz});
+                }
             }
 #endif
             if constexpr (LAYERS == 2)
@@ -453,12 +466,8 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
             store_row(out + (i64)z * plane + col + (i64)r * pitch, res, ix, nx, row_stored[r]);
         }
     };
-    if (LAYERS == 3 && xn_lo + xn_hi > 0) {
-        for (int s = 0; s < nsteps; s++) plane_step(s, BoolC<LAYERS == 3>{});
-    } else {
-        SEISMIC_UNROLL(UNROLL_Z)
-        for (int s = 0; s < nsteps; s++) plane_step(s, BoolC<false>{});
-    }
+    SEISMIC_UNROLL(UNROLL_Z)
+    for (int s = 0; s < nsteps; s++) plane_step(s);
 }
 
 extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(FUSED_STEP_PARAMS) {
@@ -474,12 +483,14 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(FUSED_STE
 extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(BLOCK_X * BLOCK_Y, YLAYER_MIN_BLOCKS) void fused_step_ylayers(FUSED_STEP_PARAMS) {
     fused_body<2>(FUSED_STEP_ARGS);
 }
+// The gap's tiles on the planes of one z layer (select 3, the y-layer module's shape): the z queue
+// of phi holds 2R + 1 more vectors a row; up to R = 4 capped at three blocks a multiprocessor, as
+// fused_step_ylayers runs.
+#ifndef ZLAYER_MIN_BLOCKS
+#define ZLAYER_MIN_BLOCKS (RADIUS <= 4 ? 3 : 1)
 #endif
-#if XLAYERS && !SEISMIC_HIP
-// The plain fused_step with the x layers of its tiles in the pass (x_layers_in_warp): the gap's
-// launch of the y mode (select 3), so that cpml.cu takes only the band rows' x layers.
-extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step_xlayers(FUSED_STEP_PARAMS) {
-    fused_body<3>(FUSED_STEP_ARGS);
+extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(BLOCK_X * BLOCK_Y, ZLAYER_MIN_BLOCKS) void fused_step_zlayers(FUSED_STEP_PARAMS) {
+    fused_body<4>(FUSED_STEP_ARGS);
 }
 #endif
 #if CPML

@@ -29,8 +29,8 @@ struct Layers {
     int width;   // points per layer; 0: no CPML
     int low[3];  // 1 where the axis's low face absorbs (z's does not under a free surface)
     // fused kernels: 0 every block, 1 the blocks without layer points, 2 those with, 3 the blocks
-    // without y-layer rows, 4 those with; cpml.cu's x layers: 0 every row, 5 the rows of select 4
-    // (fused_step_xlayers took the others)
+    // without y-layer rows, 4 those with; cpml.cu's z layers: 0 every row, 5 the rows of select 4
+    // (fused_step_zlayers took the others)
     int select;
     // cpml.cu: the planes [z_begin, z_end) a launch updates (a decomposed run's step in two parts)
     int z_begin, z_end;
@@ -38,8 +38,9 @@ struct Layers {
     // select 3 and 4: the rows of the plain fused_step's tiles that hold y-layer rows are those
     // below band_lo and from band_hi on; fused_step_ylayers computes them (band_row)
     int band_lo, band_hi;
+    int nz;  // the grid's planes (fused_step_zlayers: a launch's are part of them)
 };
-static_assert(sizeof(Layers) == 376 && alignof(Layers) == 8, "Layers must match the host's struct");
+static_assert(sizeof(Layers) == 384 && alignof(Layers) == 8, "Layers must match the host's struct");
 
 // Grid index m clamped to the n points of an axis (the profile a beyond the grid's ends).
 DEVICE int clamp_index(int m, int n) { return m < 0 ? 0 : (m >= n ? n - 1 : m); }
@@ -254,7 +255,7 @@ DEVICE bool selected(const Chunk& ch, int tile_w, int tile_rows, int nx, int ny,
 }
 
 // The CPML updates of a thread's row r (VEC points from x = ix, row y, plane z) in the fused
-// kernel, y then x then z as the CPU reference adds them (boundary.rs, CPML_AXIS_ORDER), from the
+// kernel, y then z then x as the CPU reference adds them (boundary.rs, CPML_AXIS_ORDER), from the
 // plane's tile (`tile` points R rows above the thread's first row, as in laplacian_rows) and the z
 // queue q (q[r][R + k] is plane z + dz k). `vv` is c^2 dt^2 of the row. With YONLY only the y
 // layers (cpml.cu adds x and z after the pass). The slabs' plane is z + L.z_offset (x and y).
@@ -312,28 +313,6 @@ DEVICE void add_layers(Vf& res, int r, const Vf (&q)[RY][QS], const Vf (*tile)[T
             res.v[j] = layer_point<R>(res.v[j], tile[r + R][col + HV].v[j], lo, hi, vv.v[j], L, 1, s0 + j, nx, t, y, ny);
         }
     }
-    if (ix < w || ix + VEC > nx - w) {
-        float xr[(2 * HV + 1) * VEC];
-#pragma unroll
-        for (int s = 0; s < 2 * HV + 1; s++) {
-            const Vf t = tile[r + R][col + s];
-#pragma unroll
-            for (int j = 0; j < VEC; j++) xr[s * VEC + j] = t.v[j];
-        }
-#pragma unroll
-        for (int j = 0; j < VEC; j++) {
-            int t;
-            const int half = layer_of(ix + j, nx, w, true, t);
-            if (half < 0) continue;
-#pragma unroll
-            for (int k = 1; k <= R; k++) {
-                lo[k] = xr[HV * VEC + j - k];
-                hi[k] = xr[HV * VEC + j + k];
-            }
-            const i64 s = ((i64)zs * ny + y) * (2 * w) + half * w + t;
-            res.v[j] = layer_point<R>(res.v[j], xr[HV * VEC + j], lo, hi, vv.v[j], L, 0, s, 1, t, ix + j, nx);
-        }
-    }
     half = layer_of(z, nz, w, L.low[2] != 0, t);
     if (half >= 0 && rows) {
         const i64 s0 = ((i64)(half * w + t) * ny + y) * nx + ix;
@@ -359,68 +338,26 @@ DEVICE void add_layers(Vf& res, int r, const Vf (&q)[RY][QS], const Vf (*tile)[T
             res.v[j] = layer_point<R>(res.v[j], q[r][R].v[j], lo, hi, vv.v[j], L, 2, s0 + j, (i64)nx * ny, t, z, nz);
         }
     }
-}
-
-// The x layers of a thread row inside the plain fused kernel (fused_step_xlayers), spread over the
-// warp: with BLOCK_X = 32 a warp is one row of threads, VEC = 4 points each, and the x-layer
-// points of its tile row (`n_lo` from grid x `lo_b`, then `n_hi` from `hi_b`) go one a lane, so
-// that 20 of 32 lanes work on a 20-point layer where the owners alone would leave 27 idle. A
-// lane takes its point's p^{n+1} so far (`res`) and c^2 dt^2 (`vv`) from the owner by shuffles,
-// p^n's taps from the shared tile row `trow` (floats, the row's first point at HV VEC), phi and
-// zeta from the row's copy in shared memory `xrow` (phi of the low layer, of the high one, then
-// their zeta, X_RING_WIDTH floats each, fetched planes ahead with the fields: fused.cu) and hands
-// point_update's result back, so the point's update is cpml.cu's, bit for bit. `x0` is the
-// tile's first grid x, `y` the row, `zs` the slabs' plane; every lane of the warp calls it.
-constexpr int X_RING_WIDTH = 32;  // the widest x layer fused_step_xlayers takes (tuning.rs)
-#if XLAYERS && !SEISMIC_HIP
-template <int R, int HV>
-DEVICE void x_layers_in_warp(Vf& res, const Vf& vv, const float* trow, const float* xrow, int lane, int x0, int lo_b,
-                             int n_lo, int hi_b, int n_hi, int y, bool row_in, int zs, int nx, int ny,
-                             const Layers& L) {
-    const int w = L.width, n = n_lo + n_hi;
-    const unsigned all = 0xffffffffu;
-    for (int u0 = 0; u0 < n; u0 += 32) {
-        const int u = u0 + lane;
-        const bool act = u < n && row_in;
-        const int x = u < n_lo ? lo_b + u : hi_b + (u - n_lo);
-        const int xl = act ? x - x0 : 0;
-        const int src = xl / VEC, j = xl % VEC;
-        float r0 = 0.0f, vel = 0.0f;
+    if (ix < w || ix + VEC > nx - w) {
+        float xr[(2 * HV + 1) * VEC];
 #pragma unroll
-        for (int jj = 0; jj < VEC; jj++) {
-            const float a = __shfl_sync(all, res.v[jj], src), c = __shfl_sync(all, vv.v[jj], src);
-            if (jj == j) {
-                r0 = a;
-                vel = c;
-            }
+        for (int s = 0; s < 2 * HV + 1; s++) {
+            const Vf t = tile[r + R][col + s];
+#pragma unroll
+            for (int j = 0; j < VEC; j++) xr[s * VEC + j] = t.v[j];
         }
-        float out = r0;
-        if (act) {
-            const int half = u < n_lo ? 0 : 1, t = half == 0 ? x : x - (nx - w);
-            const float* p = trow + HV * VEC + xl;
-            float lo[R + 1], hi[R + 1];
+#pragma unroll
+        for (int j = 0; j < VEC; j++) {
+            int t;
+            const int half = layer_of(ix + j, nx, w, true, t);
+            if (half < 0) continue;
 #pragma unroll
             for (int k = 1; k <= R; k++) {
-                lo[k] = p[-k];
-                hi[k] = p[k];
+                lo[k] = xr[HV * VEC + j - k];
+                hi[k] = xr[HV * VEC + j + k];
             }
-            const float* ph = xrow + half * X_RING_WIDTH + t;
-            auto phi = [&](int k) { return ph[k]; };
-            float phi_new, zeta_new;
-            out = point_update<R>(r0, p[0], lo, hi, vel, phi, ph[2 * X_RING_WIDTH], L, 0, t, x, nx, phi_new, zeta_new);
             const i64 s = ((i64)zs * ny + y) * (2 * w) + half * w + t;
-            L.phi_out[0][s] = phi_new;
-            L.zeta[0][s] = zeta_new;
-        }
-#pragma unroll
-        for (int jj = 0; jj < VEC; jj++) {
-            const int xp = x0 + lane * VEC + jj;
-            const int uu = xp >= lo_b && xp < lo_b + n_lo ? xp - lo_b
-                         : (xp >= hi_b && xp < hi_b + n_hi ? n_lo + xp - hi_b : -1);
-            const bool mine = uu >= u0 && uu < u0 + 32;
-            const float got = __shfl_sync(all, out, mine ? uu - u0 : 0);
-            if (mine) res.v[jj] = got;
+            res.v[j] = layer_point<R>(res.v[j], xr[HV * VEC + j], lo, hi, vv.v[j], L, 0, s, 1, t, ix + j, nx);
         }
     }
 }
-#endif

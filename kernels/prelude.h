@@ -71,12 +71,6 @@ static_assert(sizeof(AxisWeights) == 72 && alignof(AxisWeights) == 4, "AxisWeigh
 
 DEVICE int imin(int a, int b) { return a < b ? a : b; }
 DEVICE int imax(int a, int b) { return a > b ? a : b; }
-// A compile-time flag passed as a value (a generic lambda's `if constexpr`).
-template <bool B>
-struct BoolC {
-    static constexpr bool value = B;
-};
-
 // A thread's VEC consecutive points in x.
 struct alignas(4 * VEC) Vf {
     float v[VEC];

@@ -21,8 +21,9 @@
 
 /// The order the axes' CPML corrections are added to p^{n+1}: y first, because the GPU's fused
 /// step computes the y layers inside its pass (the bulk of the layer points on the usual survey
-/// shapes), then x and z by passes of their own after it.
-pub const CPML_AXIS_ORDER: [usize; 3] = [1, 0, 2];
+/// shapes), then z, which the pass computes on its other rows (fused_step_zlayers), then x by a
+/// pass of its own after it.
+pub const CPML_AXIS_ORDER: [usize; 3] = [1, 2, 0];
 
 /// Per-axis 1D coefficient tables over the interior index range of that axis.
 #[derive(Clone, Debug, PartialEq)]

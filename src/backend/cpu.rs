@@ -800,7 +800,7 @@ struct CpmlSweep<'a, T> {
 
 /// One step's sweep. A task owns the interior planes [z0, z1) of p^{n+1} (written over p^{n-1})
 /// and of every slab, and goes up its planes once: per row it computes the interior value and,
-/// while the row is in cache, the y, x and z layers' memory variables and corrections in that
+/// while the row is in cache, the y, z and x layers' memory variables and corrections in that
 /// order ([`CPML_AXIS_ORDER`](crate::boundary::CPML_AXIS_ORDER)), so every point sees the
 /// reference's operations in the reference's order. A layer point
 /// reads only p^n and the current psi of its neighbours, which nobody writes during the sweep
@@ -941,15 +941,16 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
             self.interior_row(out, row, iy, iz);
             if let Some(c) = &self.cpml {
                 // SAFETY: forwarded.
-                // y before x (CPML_AXIS_ORDER): the GPU's fused pass adds the y layers itself.
+                // y, z, then x (CPML_AXIS_ORDER): the GPU's fused pass adds the y layers, and the
+                // z layers of its other rows, itself.
                 unsafe {
                     if let Some(t) = c.y_layer[iy] {
                         self.cpml_yz_row(c, 1, out, iy, iz, t);
                     }
-                    self.cpml_x_row(c, out, iy, iz);
                     if let Some(t) = c.z_layer[iz] {
                         self.cpml_yz_row(c, 2, out, iy, iz, t);
                     }
+                    self.cpml_x_row(c, out, iy, iz);
                 }
             }
         }

@@ -7,7 +7,7 @@
 //! not amplified (README "Precision" has the measurements: 10 to 50 times less error).
 //!
 //! Every stored value is rounded to the nearest f16 (ties to even) where a kernel would store it:
-//! d^{n+1} after the interior update, after each axis's CPML correction (y, then x, then z: [`CPML_AXIS_ORDER`]) and
+//! d^{n+1} after the interior update, after each axis's CPML correction (y, then z, then x: [`CPML_AXIS_ORDER`]) and
 //! after the source injection, then p^{n+1}. The f32 expressions and their order are the f32
 //! reference's (cpu.rs). The field is held scaled by [`Problem::field_scale`] (a power of two, so
 //! exact); traces and snapshots divide it back out. Values are kept as f32 numbers that f16

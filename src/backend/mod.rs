@@ -9,7 +9,7 @@
 //!    (g is the sponge factor, 1 otherwise; damping p^{n-1} too makes it friction, not a mirror);
 //! 4. CPML: zeta_i <- b_i zeta_i + a_i (d2p^n/dx_i2 + dpsi_i/dx_i);
 //!    p^{n+1} += c^2 dt^2 (dpsi_i/dx_i + zeta_i), axis by axis in
-//!    [`CPML_AXIS_ORDER`](crate::boundary::CPML_AXIS_ORDER) (y, x, z);
+//!    [`CPML_AXIS_ORDER`](crate::boundary::CPML_AXIS_ORDER) (y, z, x);
 //! 5. source: p^{n+1} += c^2 dt^2 w s(n dt) / (dx dy dz) at each tap;
 //! 6. receivers: trace\[r\]\[n\] = sum of w p^{n+1} over the receiver's taps (sample n is at
 //!    (n+1) dt);

@@ -75,10 +75,6 @@ fn thirty_two() -> u32 {
     32
 }
 
-/// The widest x layers fused_step_xlayers takes: its ring holds a row's whole layers, this many
-/// points each (layers.h's X_RING_WIDTH, which must match).
-pub const X_RING_WIDTH: usize = 32;
-
 impl Tuning {
     /// The default shape (measured best on an H200, kernels/NOTES.md).
     pub fn for_radius(radius: usize) -> Tuning {
@@ -214,10 +210,10 @@ impl Tuning {
         if ylayers { (self.stages + 2) * (2 * rows + 2 * r) * row } else { 2 * (rows + 2 * r) * row }
     }
 
-    /// Bytes of fused_step_xlayers's ring beside the fields' (fused.cu): per slot (stages + 2) and
-    /// tile row, phi and zeta of the two x layers, [`X_RING_WIDTH`] points each.
-    pub fn x_layer_ring_bytes(&self) -> u32 {
-        (self.stages + 2) * self.fused_tile_y() * 4 * X_RING_WIDTH as u32 * 4
+    /// Bytes fused_step_zlayers adds to the fields' ring (fused.cu): per slot (stages + 1) and
+    /// thread row, zeta of the output plane and phi's leading plane.
+    pub fn z_layer_ring_bytes(&self) -> u32 {
+        (self.stages + 1) * 2 * self.block_x * self.block_y * self.rows * 16
     }
 
     /// Whether such a kernel's shared memory (the tile, the ring, the layers' and fused_step_ylayers's

@@ -51,7 +51,7 @@ pub struct Layers {
     /// 1 where the axis's low face absorbs.
     pub low: [i32; 3],
     /// Fused launches: 0 every block, 1 the blocks without layer points, 2 those with, 3 the
-    /// blocks without y-layer rows, 4 those with.
+    /// blocks without y-layer rows, 4 those with; cpml.cu's z layers: 5 the rows of select 4 only.
     pub select: i32,
     /// cpml.cu launches: the z-planes [z_begin, z_end) they update.
     pub z_begin: i32,
@@ -62,9 +62,11 @@ pub struct Layers {
     /// below `band_lo` and from `band_hi` on (layers.h, `band_row`).
     pub band_lo: i32,
     pub band_hi: i32,
+    /// The grid's planes (fused_step_zlayers: its launch covers part of them).
+    pub nz: i32,
 }
 const _: () = assert!(
-    size_of::<Layers>() == 376
+    size_of::<Layers>() == 384
         && align_of::<Layers>() == 8
         && offset_of!(Layers, b) == 96
         && offset_of!(Layers, w) == 120
@@ -75,6 +77,7 @@ const _: () = assert!(
         && offset_of!(Layers, z_offset) == 364
         && offset_of!(Layers, band_lo) == 368
         && offset_of!(Layers, band_hi) == 372
+        && offset_of!(Layers, nz) == 376
 );
 
 /// Grid, block and dynamic shared memory of one launch.
@@ -320,8 +323,9 @@ pub struct Kernels<F> {
     pub fused_layers: Option<F>,
     /// The fused step with the y layers in its pass (modules built with YLAYERS only).
     pub fused_ylayers: Option<F>,
-    /// The fused step with its tiles' x layers in its pass (modules built with XLAYERS only).
-    pub fused_xlayers: Option<F>,
+    /// The fused step on the planes of one z layer with their z update in its pass (modules
+    /// built with YLAYERS only).
+    pub fused_zlayers: Option<F>,
     pub pass_x: F,
     pub pass_y: F,
     pub pass_z: F,
@@ -345,7 +349,7 @@ impl<F: Copy> Kernels<F> {
             fused: f("fused_step")?,
             fused_layers: f("fused_step_layers").ok(),
             fused_ylayers: f("fused_step_ylayers").ok(),
-            fused_xlayers: f("fused_step_xlayers").ok(),
+            fused_zlayers: f("fused_step_zlayers").ok(),
             pass_x: f("pass_x")?,
             pass_y: f("pass_y")?,
             pass_z: f("pass_z")?,

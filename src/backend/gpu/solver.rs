@@ -168,11 +168,47 @@ struct YPass<Rt: GpuRuntime> {
     band: (i32, i32),
     tiles: (u32, u32),
     windows: (u32, u32),
-    /// Whether the gap's launch can take its rows' x layers (fused_step_xlayers), and whether it
-    /// does, leaving cpml.cu the band rows' only.
-    x_eligible: bool,
-    x_in_gap: bool,
+    /// fused_step_zlayers (the gap's tiles on the z layers' planes, in the y-layer kernel's shape)
+    /// and its dynamic shared memory, where the grid has z layers; whether the gap's z layers go
+    /// through it (else cpml.cu takes every row's after the pass).
+    z_kernel: Option<(Rt::Function, u32)>,
+    z_in_gap: bool,
     _module: Rt::Module,
+}
+
+impl<Rt: GpuRuntime> YPass<Rt> {
+    /// fused_step_zlayers's tiles: the gap's rows in the y-layer kernel's tile height (the band's
+    /// ends are multiples of it, `y_mode_band`).
+    fn z_tiles(&self) -> u32 {
+        let (lo, hi) = self.band;
+        ((hi - lo).max(0) as u32).div_ceil(self.geometry.tuning.fused_tile_y().max(1))
+    }
+
+    /// The kernel that takes the gap's z layers in the pass, where it does.
+    fn z_layers(&self) -> Option<(Rt::Function, u32)> {
+        self.z_kernel.filter(|_| self.z_in_gap)
+    }
+}
+
+/// The planes of `nz` in the low z layer (where it absorbs), between the layers and in the high
+/// one, each `width` planes, as layers.h's layer_of assigns them (the low layer wins where they
+/// overlap).
+fn z_layer_planes(nz: usize, width: usize, low: bool) -> [std::ops::Range<usize>; 3] {
+    let low_end = if low { width.min(nz) } else { 0 };
+    let high = nz.saturating_sub(width).max(width.min(nz));
+    [0..low_end, low_end..high, high..nz]
+}
+
+/// z-planes per block of a fused_step_zlayers launch over `planes` planes: chunks of at most 16
+/// (the y-layer launch's longest, `Y_PASS_LONGEST`) of equal length, or SEISMIC_ZLAYER_WINDOW (an
+/// experiment knob).
+fn z_layer_window(planes: usize) -> u32 {
+    static FORCED: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    let forced = FORCED.get_or_init(|| std::env::var("SEISMIC_ZLAYER_WINDOW").ok().and_then(|v| v.parse().ok()));
+    match *forced {
+        Some(w) if w > 0 => w,
+        _ => planes.div_ceil(planes.div_ceil(Y_PASS_LONGEST).max(1)).max(1) as u32,
+    }
 }
 
 /// Whether the interior's tiles of `gap_tile` rows take the y mode's gap: where the gap that a whole
@@ -210,8 +246,10 @@ pub enum LayerPass {
     After,
     /// The y layers inside the pass (fused_step_ylayers, in the launch shape of
     /// [`Tuning::for_ylayers`], on the tiles that hold y-layer rows; fused_step on the others,
-    /// `YPass`), the x and z layers by cpml.cu after it: the y layers' points are read and
-    /// written once a step. The default ([`LayerPass::for_grid`]). Where it cannot run (f16, AMD,
+    /// `YPass`), and the z layers of those others too (fused_step_zlayers on the z layers'
+    /// planes, in the same shape); the x layers and the y-layer rows' z layers by cpml.cu after
+    /// it: the y layers' points and the other rows' z-layer points are read and written once a
+    /// step. The default ([`LayerPass::for_grid`]). Where it cannot run (f16, AMD,
     /// nx not a multiple of 4, y layers that overlap) the step computes the layers after the
     /// interior.
     YLayers,
@@ -264,10 +302,11 @@ fn per_step_events() -> bool {
     *ON.get_or_init(|| std::env::var("SEISMIC_STEP_EVENTS").map_or(true, |v| v != "0"))
 }
 
-/// How the y mode's two launches are ordered: 1 (the default), the y-layer tiles on a second
-/// stream alongside the gap's, launched first so that the gap's shorter blocks fill the
-/// multiprocessors its last blocks leave; 2, the gap's first; 0, one after the other on the one
-/// stream (SEISMIC_LAYER_STREAMS, an experiment knob).
+/// How the y mode's launches are ordered: 1 (the default), the y-layer tiles and then the z
+/// layers' planes of the gap (fused_step_zlayers) on a second stream alongside the gap's, launched
+/// first so that the gap's shorter blocks fill the multiprocessors their last blocks leave; 2, the
+/// gap's first; 3, the z layers' planes after the gap on its stream; 0, one after the other on the
+/// one stream (SEISMIC_LAYER_STREAMS, an experiment knob).
 fn layer_streams() -> u8 {
     static MODE: std::sync::OnceLock<u8> = std::sync::OnceLock::new();
     *MODE.get_or_init(|| std::env::var("SEISMIC_LAYER_STREAMS").ok().and_then(|v| v.parse().ok()).unwrap_or(1))
@@ -328,6 +367,8 @@ struct CpmlDev<Rt: GpuRuntime> {
     axes: Vec<CpmlAxisDev<Rt>>,
     width: i32,
     low: [i32; 3],
+    /// The grid's planes.
+    nz: i32,
     /// Where a step computes them (never [`LayerPass::YLayers`] for a run whose y-layer kernel
     /// was not compiled).
     pass: LayerPass,
@@ -346,6 +387,7 @@ impl<Rt: GpuRuntime> CpmlDev<Rt> {
             z_begin,
             z_end,
             z_offset: z_begin,
+            nz: self.nz,
             ..Default::default()
         };
         for c in &self.axes {
@@ -622,13 +664,6 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let sponge = b.kind == BoundaryKind::Sponge;
         let module_pass = if layer_pass == LayerPass::YLayers { LayerPass::After } else { layer_pass };
         let mut options = module_options(shape, r, &tuning, sponge, false, module_pass);
-        // The gap's launch of the y mode with its tiles' x layers in the pass (fused.cu,
-        // fused_step_xlayers: a warp is one row of 32 threads; at R = 6 the path spills under the
-        // interior's register cap, 104 B).
-        if layer_pass == LayerPass::YLayers && rt.vendor() != "hip" && tuning.block_x == 32 && tuning.vec == 4 && r <= 5
-        {
-            options.push("-DXLAYERS=1".into());
-        }
         if half {
             options.push("-DHALF=1".into());
         }
@@ -645,21 +680,22 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let y_module = modules.next();
         if let Some(m) = &y_module {
             f.fused_ylayers = Some(rt.function(m, "fused_step_ylayers")?);
+            f.fused_zlayers = Some(rt.function(m, "fused_step_zlayers")?);
         }
         let half_f = if half { Some(HalfKernels::load(&*rt, &module)?) } else { None };
         if let Some(h) = &half_f {
             rt.allow_dynamic_shared(h.fused, tuning.half_ring_bytes())?;
         }
         rt.allow_dynamic_shared(f.fused, tuning.dynamic_shared_bytes(r, false))?;
-        let x_ring = tuning.x_layer_ring_bytes();
-        if let Some(k) = f.fused_xlayers {
-            rt.allow_dynamic_shared(k, tuning.dynamic_shared_bytes(r, false) + x_ring)?;
-        }
         if let Some(k) = f.fused_layers {
             rt.allow_dynamic_shared(k, tuning.dynamic_shared_bytes(r, false) + tuning.layer_tile_bytes(r, false))?;
         }
         let y_shared = y_tuning.map(|t| t.dynamic_shared_bytes(r, false) + t.layer_tile_bytes(r, true));
         if let (Some(k), Some(bytes)) = (f.fused_ylayers, y_shared) {
+            rt.allow_dynamic_shared(k, bytes)?;
+        }
+        let z_shared = y_tuning.map(|t| t.dynamic_shared_bytes(r, false) + t.z_layer_ring_bytes());
+        if let (Some(k), Some(bytes)) = (f.fused_zlayers, z_shared) {
             rt.allow_dynamic_shared(k, bytes)?;
         }
 
@@ -739,6 +775,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 width: b.width as i32,
                 // The top layer of a free surface's axis has a = 0: nothing to compute there.
                 low: [1, 1, (!b.free_surface) as i32],
+                nz: layout.nz as i32,
                 pass: layer_pass,
             })
         } else {
@@ -811,15 +848,11 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 None => s.geometry,
             };
             let windows = s.choose_y_pass_windows(&gap_geometry, &geometry, tiles);
-            let x_eligible = gap_kernel.is_none()
-                && s.f.fused_xlayers.is_some()
-                && x_layers_by_rows(shape[0] as u64, c.width as u64, t.vec as u64)
-                && c.width as usize <= crate::backend::tuning::X_RING_WIDTH;
-            // Off unless asked for (SEISMIC_XLAYERS_IN_PASS=1, or set_x_layers_in_pass): on an
-            // H200 the x path's instructions cost more than cpml_x's bytes (1024^3 real step 6.01
-            // against 5.41 ms, marmousi-large 13.87 against 13.35 s), where an H100 gained 2.6% at
-            // 1024^3 and tied on marmousi-large (kernels/NOTES.md, sessions 30 and 31).
-            let x_in_gap = x_eligible && std::env::var("SEISMIC_XLAYERS_IN_PASS").as_deref() == Ok("1");
+            // The gap's z layers in the pass where the grid has them (SEISMIC_ZLAYERS_IN_PASS=0
+            // leaves them to cpml.cu, an experiment knob).
+            let has_z = c.axes.iter().any(|a| a.axis == 2);
+            let z_kernel = s.f.fused_zlayers.zip(z_shared).filter(|_| has_z);
+            let z_in_gap = z_kernel.is_some() && std::env::var("SEISMIC_ZLAYERS_IN_PASS").as_deref() != Ok("0");
             s.y_pass = Some(YPass {
                 geometry,
                 shared,
@@ -828,8 +861,8 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 band,
                 tiles,
                 windows,
-                x_eligible,
-                x_in_gap,
+                z_kernel,
+                z_in_gap,
                 _module: module,
             });
         }
@@ -967,12 +1000,12 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         }
     }
 
-    /// Puts the gap's x layers into its launch (`true`) or leaves them to cpml.cu, where the run
-    /// can take either; returns whether they are in the pass now.
-    pub fn set_x_layers_in_pass(&mut self, on: bool) -> bool {
+    /// Puts the gap's z layers into its pass (`true`, the default where the grid has them:
+    /// fused_step_zlayers) or leaves them to cpml.cu; returns whether they are in the pass now.
+    pub fn set_z_layers_in_pass(&mut self, on: bool) -> bool {
         match &mut self.y_pass {
-            Some(y) if y.x_eligible => {
-                y.x_in_gap = on;
+            Some(y) if y.z_kernel.is_some() => {
+                y.z_in_gap = on;
                 on
             }
             _ => false,
@@ -1096,39 +1129,77 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         match op {
             Operator::Fused => {
                 let layer_shared = shared + t.layer_tile_bytes(self.radius, false);
-                let layers = |c: &CpmlDev<Rt>, select| c.layers(&self.axis_weights, select, planes.clone());
+                let layers_on = |c: &CpmlDev<Rt>, select, part| c.layers(&self.axis_weights, select, part);
+                let layers = |c: &CpmlDev<Rt>, select| layers_on(c, select, planes.clone());
                 match &self.cpml {
                     Some(c) if c.pass == LayerPass::YLayers => {
                         // Two launches, each over its own tiles with its own shape and window
-                        // (fused.cu, band_tile).
+                        // (fused.cu, band_tile); with the z layers in the pass, the gap's in three:
+                        // fused_step_zlayers on each z layer's planes.
                         let with_y = self.f.fused_ylayers.context("fused_step_ylayers not compiled")?;
                         let y = self.y_pass.as_ref().context("the y pass's shape not set")?;
                         let (band_lo, band_hi) = y.band;
-                        let launch =
-                            |f: Rt::Function, g: &LaunchGeometry, shared: u32, window: u32, rows: u32, select| {
-                                if rows == 0 {
-                                    return Ok(());
-                                }
-                                let grid = g.fused_grid_rows(window, planes.len(), rows);
-                                let l = Launch { grid, block: [g.tuning.block_x, g.tuning.block_y, 1], shared };
-                                let layers = Layers { band_lo, band_hi, ..layers(c, select) };
-                                let window = window as i32;
-                                FusedStep { cur, out, vel, gx, gy, gz, w, nx, ny, nz, pitch, plane, window, layers }
-                                    .launch(&*self.rt, f, l)
-                            };
-                        let (gap_window, band_window) = y.windows;
-                        let plain = match self.f.fused_xlayers {
-                            Some(k) if y.x_in_gap => (k, shared + t.x_layer_ring_bytes()),
-                            _ => (self.f.fused, shared),
+                        let launch = |f: Rt::Function,
+                                      g: &LaunchGeometry,
+                                      shared: u32,
+                                      window: u32,
+                                      rows: u32,
+                                      select,
+                                      part: std::ops::Range<usize>| {
+                            if rows == 0 || part.is_empty() {
+                                return Ok(());
+                            }
+                            let skip = ((part.start - planes.start) * self.layout.plane) as u64 * self.value_bytes();
+                            let (cur, out, vel) = (cur + skip, out + skip, vel + skip);
+                            let gz = if gz == 0 { 0 } else { gz + 4 * (part.start - planes.start) as u64 };
+                            let grid = g.fused_grid_rows(window, part.len(), rows);
+                            let l = Launch { grid, block: [g.tuning.block_x, g.tuning.block_y, 1], shared };
+                            let layers = Layers { band_lo, band_hi, ..layers_on(c, select, part.clone()) };
+                            let (nz, window) = (part.len() as i32, window as i32);
+                            FusedStep { cur, out, vel, gx, gy, gz, w, nx, ny, nz, pitch, plane, window, layers }
+                                .launch(&*self.rt, f, l)
                         };
-                        let (gap_kernel, gap_shared) = y.gap_kernel.unwrap_or(plain);
-                        // The two write disjoint rows of p^{n+1} (and of their own layers'
-                        // memory variables) and read nothing the other writes.
-                        let mut gap = || launch(gap_kernel, &y.gap_geometry, gap_shared, gap_window, y.tiles.0, 3);
-                        let mut band = || launch(with_y, &y.geometry, y.shared, band_window, y.tiles.1, 4);
+                        let (gap_window, band_window) = y.windows;
+                        let (gap_kernel, gap_shared) = y.gap_kernel.unwrap_or((self.f.fused, shared));
+                        // The launches write disjoint rows or planes of p^{n+1} (and of their own
+                        // layers' memory variables) and read nothing another writes. The z layers'
+                        // planes go beside the band's launch, so that their short launches run
+                        // alongside the gap's long one rather than after it.
+                        let parts = match y.z_layers() {
+                            Some(_) => z_layer_planes(self.layout.nz, c.width as usize, c.low[2] != 0).map(|p| {
+                                p.start.max(planes.start)..p.end.min(planes.end).max(p.start.max(planes.start))
+                            }),
+                            None => [planes.start..planes.start, planes.clone(), planes.end..planes.end],
+                        };
+                        let z_layers = || match y.z_layers() {
+                            Some((zk, z_shared)) => {
+                                for part in [&parts[0], &parts[2]] {
+                                    let window =
+                                        y.geometry.guarded_window_rows(z_layer_window(part.len()), y.z_tiles());
+                                    launch(zk, &y.geometry, z_shared, window, y.z_tiles(), 3, part.clone())?;
+                                }
+                                Ok(())
+                            }
+                            None => Ok(()),
+                        };
+                        let mut gap = || {
+                            launch(gap_kernel, &y.gap_geometry, gap_shared, gap_window, y.tiles.0, 3, parts[1].clone())
+                        };
+                        let mut band = || {
+                            launch(with_y, &y.geometry, y.shared, band_window, y.tiles.1, 4, planes.clone())?;
+                            if layer_streams() != 3 {
+                                z_layers()?;
+                            }
+                            Ok(())
+                        };
+                        let mut gap_then_z = || {
+                            gap()?;
+                            z_layers()
+                        };
                         match layer_streams() {
                             0 => gap().and_then(|()| band()),
                             2 => self.rt.alongside(&mut gap, &mut band),
+                            3 => self.rt.alongside(&mut band, &mut gap_then_z),
                             _ => self.rt.alongside(&mut band, &mut gap),
                         }
                     }
@@ -1184,8 +1255,9 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let Some(c) = &self.cpml else { return Ok(()) };
         if matches!(c.pass, LayerPass::After | LayerPass::YLayers) {
             let layers = c.layers(&self.axis_weights, 0, planes.clone());
-            // With the gap's x layers in its pass, cpml_x takes the band rows only (select 5).
-            let x_band = self.y_pass.as_ref().filter(|y| c.pass == LayerPass::YLayers && y.x_in_gap).map(|y| y.band);
+            // With the gap's z layers in its pass, cpml_z takes the band rows only (select 5).
+            let z_band =
+                self.y_pass.as_ref().filter(|y| c.pass == LayerPass::YLayers && y.z_layers().is_some()).map(|y| y.band);
             let span = planes.len() as u64;
             // In CPML_AXIS_ORDER; the y layers were the fused pass's with YLayers.
             for a in c.axes.iter().filter(|a| !(a.axis == 1 && c.pass == LayerPass::YLayers)) {
@@ -1208,9 +1280,14 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 }
                 let w = c.width as u64;
                 let mut layers = layers;
-                if let (0, Some((band_lo, band_hi))) = (a.axis, x_band) {
+                if let (2, Some((band_lo, band_hi))) = (a.axis, z_band) {
+                    // Only the march reads select 5; the y mode runs where nx is a multiple of VEC.
+                    ensure!(e[0] % vec == 0 && march, "the z layers' band rows need cpml.cu's march");
                     layers = Layers { select: 5, band_lo, band_hi, ..layers };
                     e[1] = (band_lo.max(0) + (ny - band_hi.max(band_lo)).max(0)) as u64;
+                    if e[1] == 0 {
+                        continue;
+                    }
                 }
                 let grid = if a.axis == 0 && march && x_layers_by_rows(nx as u64, w, vec) {
                     // cpml.cu's x_rows: 2 width / VEC threads a row, x_planes planes a thread.
