@@ -1908,7 +1908,10 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
 
 #[cfg(test)]
 mod tests {
-    use super::{LayerPass, gap_in_interior_shape, march_segments, y_band, y_layers_fit, y_mode_band, y_mode_tiles};
+    use super::{
+        LayerPass, gap_in_interior_shape, march_segments, y_band, y_layers_fit, y_mode_band, y_mode_tiles,
+        z_layer_planes, z_layer_window,
+    };
 
     #[test]
     fn the_y_band_is_the_rows_of_the_tiles_that_hold_y_layer_rows() {
@@ -2020,5 +2023,36 @@ mod tests {
         assert_eq!(march_segments(938, 132, 24, 4), 2);
         // Layers thinner than 8 points are never split.
         assert_eq!(march_segments(10, 132, 7, 4), 1);
+    }
+
+    /// layers.h's layer_of along z: 0 the low layer (where it absorbs), 1 the high one, None
+    /// neither; the low one wins where they overlap.
+    fn layer_of(z: usize, nz: usize, w: usize, low: bool) -> Option<usize> {
+        if z < w {
+            low.then_some(0)
+        } else if z + w >= nz {
+            Some(1)
+        } else {
+            None
+        }
+    }
+
+    #[test]
+    fn the_z_layer_launches_cover_each_layer_as_the_kernels_assign_it() {
+        for nz in [1, 5, 30, 39, 40, 41, 512, 600] {
+            for w in [0, 1, 3, 17, 20, 24] {
+                for low in [true, false] {
+                    let [lo, between, hi] = z_layer_planes(nz, w, low);
+                    assert_eq!((lo.start, lo.end, between.end, hi.end), (0, between.start, hi.start, nz));
+                    for z in 0..nz {
+                        let expected = layer_of(z, nz, w, low);
+                        let got = [&lo, &between, &hi].iter().position(|p| p.contains(&z));
+                        assert_eq!(got, Some(expected.map_or(1, |h| 2 * h)), "nz {nz} w {w} low {low} z {z}");
+                    }
+                }
+            }
+        }
+        // Equal chunks of at most 16 planes: 20 -> 10 + 10, 24 -> 12 + 12, 40 -> 14 + 14 + 12.
+        assert_eq!([20, 24, 40, 16, 3].map(z_layer_window), [10, 12, 14, 16, 3]);
     }
 }
