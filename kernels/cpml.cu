@@ -6,6 +6,26 @@
 // T is the storage of the fields: float, or h16 for the f16 step (fused_half.cu), where `out` is
 // d^{n+1} and `next` p^{n+1} (`put`); the f32 kernels pass no `next`.
 
+// A layer point's corrected update `res`: f32, p^{n+1} itself; f16, d^{n+1} rounded, then
+// p^{n+1} = p^n + d^{n+1} rounded again (cpu_half.rs; the last axis's write is the final one).
+DEVICE void put(float* RESTRICT out, float* RESTRICT, i64 o, float, float res) { out[o] = res; }
+DEVICE void put(h16* RESTRICT inc, h16* RESTRICT next, i64 o, float p0, float res) {
+    const h16 d = f2h(res);
+    inc[o] = d;
+    next[o] = f2h(p0 + h2f(d));
+}
+DEVICE void put_row(float* RESTRICT out, float* RESTRICT, i64 o, const Vf&, const Vf& res) { vstore(out + o, res); }
+DEVICE void put_row(h16* RESTRICT inc, h16* RESTRICT next, i64 o, const Vf& p0, const Vf& res) {
+    h16 d[VEC], p[VEC];
+#pragma unroll
+    for (int j = 0; j < VEC; j++) {
+        d[j] = f2h(res.v[j]);
+        p[j] = f2h(p0.v[j] + h2f(d[j]));
+    }
+    vstore_bits(inc + o, d);
+    vstore_bits(next + o, p);
+}
+
 template <class T, int AXIS>
 DEVICE void cpml_axis(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next, const T* RESTRICT vel,
                       const Layers& L, int nx, int ny, int nz, i64 pitch, i64 plane) {
@@ -119,9 +139,11 @@ DEVICE void cpml_march(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next,
 }
 
 // The x layers where nx and the width are multiples of VEC and the two layers do not meet: a
-// thread takes VEC neighbouring points of one layer row (layers.h, x_layer_vector). The launch has
-// 2 width / VEC threads a row over grid x (low layer, then high), the planes over grid y, a thread
-// every gridDim.y-th plane (the host picks two planes a thread).
+// thread takes VEC neighbouring points of one layer row, p^n of the 2 HV + 1 vectors around them in
+// registers (a vector load per VEC points instead of 2R + 1 scalar loads a point) and its slab
+// values as vectors; each point's update is layers.h's point_update, so the bits are the scalar
+// path's. The launch has 2 width / VEC threads a row over grid x (low layer, then high), the
+// planes over grid y, a thread every gridDim.y-th plane (the host picks two planes a thread).
 #ifndef CPML_X_PREFETCH
 #define CPML_X_PREFETCH 1
 #endif
@@ -129,16 +151,12 @@ DEVICE void cpml_march(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next,
 template <class T>
 DEVICE void cpml_x_rows(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next, const T* RESTRICT vel,
                         const Layers& L, int nx, int ny, i64 pitch, i64 plane) {
-    constexpr int HV = (RADIUS + VEC - 1) / VEC;
+    constexpr int R = RADIUS;
+    constexpr int HV = (R + VEC - 1) / VEC;
     const int w = L.width, wv = w / VEC;
-    // Select 5: the rows below band_lo and from band_hi on (the gap's launches took the others).
-    const bool band = L.select == 5;
-    const int band_lo = imax(L.band_lo, 0), band_hi = imax(L.band_hi, band_lo);
-    const int rows = band ? band_lo + imax(ny - band_hi, 0) : ny;
-    const i64 id = (i64)blockIdx.x * blockDim.x + threadIdx.x;  // over 2 wv * rows
-    if (id >= (i64)2 * wv * rows) return;
-    const int v = (int)(id % (2 * wv)), yr = (int)(id / (2 * wv));
-    const int y = band && yr >= band_lo ? yr - band_lo + band_hi : yr;
+    const i64 id = (i64)blockIdx.x * blockDim.x + threadIdx.x;  // over 2 wv * ny
+    if (id >= (i64)2 * wv * ny) return;
+    const int v = (int)(id % (2 * wv)), y = (int)(id / (2 * wv));
     const int half = v < wv ? 0 : 1;
     if (half == 0 && !L.low[0]) return;
     const int t0 = (v - half * wv) * VEC;         // the first point's index in its layer
@@ -156,7 +174,47 @@ DEVICE void cpml_x_rows(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next
             prefetch_line(L.zeta[0] + sn);
             prefetch_line(L.phi_in[0] + sn);
         }
-        x_layer_vector<T>(cur, out, next, vel, L, nx, o, s, x0, t0);
+        // Up to R = 4, phi of the VEC points and of a vector on each side as three whole vectors
+        // from the slab (the layer's own only: point_update reads phi(k) where t + k stays in the
+        // layer, and w and t0 are multiples of VEC) instead of 2R + 1 scalar loads a point; at
+        // R > 4 the five vectors' registers would spill under the 128-register cap.
+        const float* RESTRICT phi_in = L.phi_in[0] + s;
+        float pr[HV == 1 ? 3 * VEC : 1];
+        if constexpr (HV == 1) {
+#pragma unroll
+            for (int i = 0; i < 3; i++) {
+                const int tv = t0 + (i - 1) * VEC;
+                const Vf f = vload_if(phi_in + (i - 1) * VEC, tv >= 0 && tv < w);
+#pragma unroll
+                for (int j = 0; j < VEC; j++) pr[i * VEC + j] = f.v[j];
+            }
+        }
+        float xr[(2 * HV + 1) * VEC];
+#pragma unroll
+        for (int i = 0; i < 2 * HV + 1; i++) {
+            const int xv = x0 + (i - HV) * VEC;
+            const Vf p = vload_if(cur + o + (i - HV) * VEC, vec_in_x(xv, nx));
+#pragma unroll
+            for (int j = 0; j < VEC; j++) xr[i * VEC + j] = p.v[j];
+        }
+        const Vf res0 = vload(out + o), vv = vload(vel + o), zeta = vload(L.zeta[0] + s);
+        Vf p0, res, phn, zn;
+#pragma unroll
+        for (int j = 0; j < VEC; j++) {
+            float lo[R + 1], hi[R + 1];
+#pragma unroll
+            for (int k = 1; k <= R; k++) {
+                lo[k] = xr[HV * VEC + j - k];
+                hi[k] = xr[HV * VEC + j + k];
+            }
+            p0.v[j] = xr[HV * VEC + j];
+            auto phi = [&](int k) { return HV == 1 ? pr[VEC + j + k] : phi_in[j + k]; };
+            res.v[j] = point_update<R>(res0.v[j], p0.v[j], lo, hi, vv.v[j], phi, zeta.v[j], L, 0, t0 + j, x0 + j, nx,
+                                       phn.v[j], zn.v[j]);
+        }
+        vstore(L.phi_out[0] + s, phn);
+        vstore(L.zeta[0] + s, zn);
+        put_row(out, next, o, p0, res);
     }
 }
 

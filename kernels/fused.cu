@@ -85,9 +85,7 @@ constexpr int LAYER_TILE_OFFSET = 0;
 // register queue beside p^n's, its leading plane and zeta through the fields' ring, so a z-layer
 // point is read and written once a step. L.select picks the blocks a launch computes (prelude.h,
 // Chunk).
-// XAFTER: the y mode's gap launches (fused_step_gap, fused_step_zlayers), whose blocks add their
-// tile's x layers after the march where L.x_after_march asks (layers.h, x_layers_after_march).
-template <int LAYERS, bool XAFTER = false>
+template <int LAYERS>
 DEVICE void fused_body(FUSED_STEP_PARAMS) {
     using namespace fused;
     __shared__ Vf tile[2][TH][TWV];
@@ -97,17 +95,6 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
     if (L.select >= 3) ch.owns = ch.owns && band_tile(ch, TY, ny, L);
     if (!ch.owns || !selected(ch, FX * VEC, TY, nx, ny, nz, L)) return;  // the whole block, before any barrier
     const int tile_x = ch.tile_x, nsteps = ch.nsteps, dz = ch.dz, zfirst = ch.zfirst;
-    // The gap's x layers in the tile (XAFTER), from the block's indices each time: values kept live
-    // across the march would cost it registers.
-    auto x_tile_layers = [&]() {
-        Chunk c = block_chunk(window, ny, nz, TY);
-        if (L.select >= 3) band_tile(c, TY, ny, L);
-        const int zlo = c.dz > 0 ? c.zfirst : c.zfirst - c.nsteps + 1;
-        return XTileLayers(L, nx, ny, c.tile_x * FX * VEC, FX * VEC, c.row0, TY, zlo, c.nsteps);
-    };
-    if constexpr (XAFTER) {
-        if (XA_PREFETCH && L.x_after_march) x_layers_prefetch(x_tile_layers(), L, nx, ny, pitch, plane, lt, FX * FY);
-    }
     const int ix = (tile_x * FX + tx) * VEC;
     const int rowb = ch.row0;  // first grid row of the tile
     const int iy = rowb + ty * RY;    // the thread's first row; its rows are iy .. iy + RY - 1
@@ -126,8 +113,6 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
     const i64 col_x = (i64)(rowb + xrow - R) * pitch + (tile_x * FX - HV + xcolv) * VEC;
     // Which of these lie in the grid (prelude.h, vload_if): the rest is zero and is not read.
     const bool col_in = ix < nx;
-    // XAFTER: the thread's columns meet an x layer, whose p^{n+1} the block reads back after the march.
-    const bool x_cols = XAFTER && L.x_after_march && (ix < L.width || ix + VEC > nx - L.width);
     bool row_in[RY];
 #pragma unroll
     for (int r = 0; r < RY; r++) row_in[r] = col_in && iy + r < ny;
@@ -478,35 +463,16 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
                 add_layers<true, R, RY, HV, TWV, QS, FX>(res, r, q, tile[b] + ty * RY, tx, dz, vv, ix, iy + r, z, nx, ny,
                                                          nz, L, ytile, yslot(s) + ty * RY * FX,
                                                          yslot(s)[(TH + ty * RY + r) * FX + tx], yab + ty * RY, TY);
-            if (XAFTER && XA_KEEP && x_cols)
-                store_row_kept(out + (i64)z * plane + col + (i64)r * pitch, res, ix, nx, row_stored[r]);
-            else
-                store_row(out + (i64)z * plane + col + (i64)r * pitch, res, ix, nx, row_stored[r]);
+            store_row(out + (i64)z * plane + col + (i64)r * pitch, res, ix, nx, row_stored[r]);
         }
     };
     SEISMIC_UNROLL(UNROLL_Z)
     for (int s = 0; s < nsteps; s++) plane_step(s);
-#if !LAPLACIAN_ONLY
-    if constexpr (XAFTER) {
-        if (L.x_after_march) {
-            BLOCK_SYNC();
-            x_layers_after_march(x_tile_layers(), cur, out, vel, L, nx, ny, pitch, plane, lt, FX * FY);
-        }
-    }
-#endif
 }
 
 extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(FUSED_STEP_PARAMS) {
     fused_body<0>(FUSED_STEP_ARGS);
 }
-#if YLAYERS || GAP_X
-// The y mode's gap (select 3) in this module's shape: fused_step, then the tile's x layers. A kernel
-// of its own, so that fused_step's march keeps its code (the epilogue's registers changed its
-// loop: 570 -> 623 instructions at R = 6).
-extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step_gap(FUSED_STEP_PARAMS) {
-    fused_body<0, true>(FUSED_STEP_ARGS);
-}
-#endif
 #if YLAYERS
 // The tiles that hold y-layer rows (L.select 4; fused_step takes the others with select 3), with a
 // register cap of one block a multiprocessor (167 registers at R = 4; a lower cap spills): its
@@ -524,7 +490,7 @@ extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(BLOCK_X * BLOCK_Y, YLAYER_MIN_BLOCKS)
 #define ZLAYER_MIN_BLOCKS (RADIUS <= 4 ? 3 : 1)
 #endif
 extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(BLOCK_X * BLOCK_Y, ZLAYER_MIN_BLOCKS) void fused_step_zlayers(FUSED_STEP_PARAMS) {
-    fused_body<4, true>(FUSED_STEP_ARGS);
+    fused_body<4>(FUSED_STEP_ARGS);
 }
 #endif
 #if CPML

@@ -29,8 +29,8 @@ struct Layers {
     int width;   // points per layer; 0: no CPML
     int low[3];  // 1 where the axis's low face absorbs (z's does not under a free surface)
     // fused kernels: 0 every block, 1 the blocks without layer points, 2 those with, 3 the blocks
-    // without y-layer rows, 4 those with; cpml.cu's x and z layers: 0 every row, 5 the rows of
-    // select 4 (the gap's launches took the others)
+    // without y-layer rows, 4 those with; cpml.cu's z layers: 0 every row, 5 the rows of select 4
+    // (fused_step_zlayers took the others)
     int select;
     // cpml.cu: the planes [z_begin, z_end) a launch updates (a decomposed run's step in two parts)
     int z_begin, z_end;
@@ -39,8 +39,6 @@ struct Layers {
     // below band_lo and from band_hi on; fused_step_ylayers computes them (band_row)
     int band_lo, band_hi;
     int nz;  // the grid's planes (fused_step_zlayers: a launch's are part of them)
-    // select 3: 1 where the block adds its tile's x layers after its march (x_layers_after_march)
-    int x_after_march;
 };
 static_assert(sizeof(Layers) == 384 && alignof(Layers) == 8, "Layers must match the host's struct");
 
@@ -361,179 +359,5 @@ DEVICE void add_layers(Vf& res, int r, const Vf (&q)[RY][QS], const Vf (*tile)[T
             const i64 s = ((i64)zs * ny + y) * (2 * w) + half * w + t;
             res.v[j] = layer_point<R>(res.v[j], xr[HV * VEC + j], lo, hi, vv.v[j], L, 0, s, 1, t, ix + j, nx);
         }
-    }
-}
-
-// A layer point's corrected update `res`: f32, p^{n+1} itself; f16, d^{n+1} rounded, then
-// p^{n+1} = p^n + d^{n+1} rounded again (cpu_half.rs; the last axis's write is the final one).
-DEVICE void put(float* RESTRICT out, float* RESTRICT, i64 o, float, float res) { out[o] = res; }
-DEVICE void put(h16* RESTRICT inc, h16* RESTRICT next, i64 o, float p0, float res) {
-    const h16 d = f2h(res);
-    inc[o] = d;
-    next[o] = f2h(p0 + h2f(d));
-}
-DEVICE void put_row(float* RESTRICT out, float* RESTRICT, i64 o, const Vf&, const Vf& res) { vstore(out + o, res); }
-DEVICE void put_row(h16* RESTRICT inc, h16* RESTRICT next, i64 o, const Vf& p0, const Vf& res) {
-    h16 d[VEC], p[VEC];
-#pragma unroll
-    for (int j = 0; j < VEC; j++) {
-        d[j] = f2h(res.v[j]);
-        p[j] = f2h(p0.v[j] + h2f(d[j]));
-    }
-    vstore_bits(inc + o, d);
-    vstore_bits(next + o, p);
-}
-
-
-// The x layers' update of VEC neighbouring points of one layer row, where nx and the width are
-// multiples of VEC and the two layers do not meet: grid x x0 .. x0 + VEC - 1, t0 the first's index
-// in its layer, `o` its field offset and `s` its slab index. p^n of the 2 HV + 1 vectors around
-// them in registers (a vector load per VEC points instead of 2R + 1 scalar loads a point), the slab
-// values as vectors; each point's update is point_update, so the bits are the scalar path's. In two
-// halves, its loads (XLoads::load) and its update (XLoads::update), so that a thread can have the
-// loads of several in flight.
-template <class T>
-struct XLoads {
-    static constexpr int R = RADIUS;
-    static constexpr int HV = (R + VEC - 1) / VEC;
-    // Up to R = 4, phi of the VEC points and of a vector on each side as three whole vectors from
-    // the slab (the layer's own only: point_update reads phi(k) where t + k stays in the layer, and
-    // w and t0 are multiples of VEC) instead of 2R + 1 scalar loads a point; at R > 4 the five
-    // vectors' registers would spill under cpml_x's 128-register cap.
-    float pr[HV == 1 ? 3 * VEC : 1];
-    float xr[(2 * HV + 1) * VEC];
-    Vf res0, vv, zeta;
-
-    DEVICE void load(const T* RESTRICT cur, const T* RESTRICT out, const T* RESTRICT vel, const Layers& L, int nx,
-                     i64 o, i64 s, int x0, int t0) {
-        const int w = L.width;
-        if constexpr (HV == 1) {
-            const float* RESTRICT phi_in = L.phi_in[0] + s;
-#pragma unroll
-            for (int i = 0; i < 3; i++) {
-                const int tv = t0 + (i - 1) * VEC;
-                const Vf f = vload_if(phi_in + (i - 1) * VEC, tv >= 0 && tv < w);
-#pragma unroll
-                for (int j = 0; j < VEC; j++) pr[i * VEC + j] = f.v[j];
-            }
-        }
-#pragma unroll
-        for (int i = 0; i < 2 * HV + 1; i++) {
-            const int xv = x0 + (i - HV) * VEC;
-            const Vf p = vload_if(cur + o + (i - HV) * VEC, vec_in_x(xv, nx));
-#pragma unroll
-            for (int j = 0; j < VEC; j++) xr[i * VEC + j] = p.v[j];
-        }
-        res0 = vload(out + o);
-        vv = vload(vel + o);
-        zeta = vload(L.zeta[0] + s);
-    }
-
-    DEVICE void update(T* RESTRICT out, T* RESTRICT next, const Layers& L, int nx, i64 o, i64 s, int x0,
-                       int t0) const {
-        const float* RESTRICT phi_in = L.phi_in[0] + s;
-        Vf p0, res, phn, zn;
-#pragma unroll
-        for (int j = 0; j < VEC; j++) {
-            float lo[R + 1], hi[R + 1];
-#pragma unroll
-            for (int k = 1; k <= R; k++) {
-                lo[k] = xr[HV * VEC + j - k];
-                hi[k] = xr[HV * VEC + j + k];
-            }
-            p0.v[j] = xr[HV * VEC + j];
-            auto phi = [&](int k) { return HV == 1 ? pr[VEC + j + k] : phi_in[j + k]; };
-            res.v[j] = point_update<R>(res0.v[j], p0.v[j], lo, hi, vv.v[j], phi, zeta.v[j], L, 0, t0 + j, x0 + j, nx,
-                                       phn.v[j], zn.v[j]);
-        }
-        vstore(L.phi_out[0] + s, phn);
-        vstore(L.zeta[0] + s, zn);
-        put_row(out, next, o, p0, res);
-    }
-};
-template <class T>
-DEVICE void x_layer_vector(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next, const T* RESTRICT vel,
-                           const Layers& L, int nx, i64 o, i64 s, int x0, int t0) {
-    XLoads<T> x;
-    x.load(cur, out, vel, L, nx, o, s, x0, t0);
-    x.update(out, next, L, nx, o, s, x0, t0);
-}
-
-// The x layers of a fused block's tile after its march (Layers::x_after_march; the y mode's gap
-// launches, whose points' y and z updates are done by then): the vectors of the tile's columns
-// [x0, x0 + tile_w) that lie in an x layer, in its rows row0 .. row0 + rows - 1 inside the grid and
-// the launch's planes z0 .. z0 + planes - 1, spread over the block's threads, vectors fastest (a
-// warp's accesses run along x), two a thread at a time. The march has just stored their p^{n+1} so
-// far (where XA_KEEP, with stores that L2 keeps) and read their p^n and c^2 dt^2, so those come from
-// L2, and with XA_PREFETCH the memory variables were asked for when the march began; cpml.cu's
-// pass after the step read all of them from DRAM (nx and the width multiples of VEC, 2 width <= nx).
-#ifndef XA_PREFETCH
-#define XA_PREFETCH 1
-#endif
-#ifndef XA_KEEP
-#define XA_KEEP 1
-#endif
-#ifndef XA_PAIRS
-#define XA_PAIRS 1
-#endif
-struct XTileLayers {
-    int x0, nlo, hi0, nv, rows, row0, z0, planes, items;
-    DEVICE XTileLayers(const Layers& L, int nx, int ny, int x0_, int tile_w, int row0_, int rows_, int z0_,
-                       int planes_) {
-        const int w = L.width;
-        const int x1 = imin(x0_ + tile_w, nx);
-        x0 = x0_;
-        nlo = L.low[0] ? imax(imin(x1, w) - x0, 0) / VEC : 0;  // vectors of the low layer
-        hi0 = imax(x0, nx - w);
-        nv = nlo + imax(x1 - hi0, 0) / VEC;  // and of both
-        row0 = row0_;
-        rows = imax(imin(rows_, ny - row0), 0);
-        z0 = z0_;
-        planes = planes_;
-        items = nv * rows * planes;
-    }
-    // Item i's field offset, slab index, grid x and index in its layer.
-    DEVICE void at(int i, const Layers& L, int nx, int ny, i64 pitch, i64 plane, i64& o, i64& s, int& gx,
-                   int& t0) const {
-        const int w = L.width;
-        const int v = i % nv, rest = i / nv;
-        const int y = row0 + rest % rows, z = z0 + rest / rows;
-        const int half = v < nlo ? 0 : 1;
-        gx = half == 0 ? x0 + v * VEC : hi0 + (v - nlo) * VEC;
-        t0 = half == 0 ? gx : gx - (nx - w);
-        o = (i64)z * plane + (i64)y * pitch + gx;
-        s = ((i64)(z + L.z_offset) * ny + y) * (2 * w) + half * w + t0;
-    }
-};
-
-// The memory variables' lines of the thread's items of x_layers_after_march, asked for early.
-DEVICE void x_layers_prefetch(const XTileLayers& X, const Layers& L, int nx, int ny, i64 pitch, i64 plane, int thread,
-                              int threads) {
-    for (int i = thread; i < X.items; i += threads) {
-        i64 o, s;
-        int gx, t0;
-        X.at(i, L, nx, ny, pitch, plane, o, s, gx, t0);
-        prefetch_line_l2(L.phi_in[0] + s);
-        prefetch_line_l2(L.zeta[0] + s);
-    }
-}
-
-DEVICE void x_layers_after_march(const XTileLayers& X, const float* RESTRICT cur, float* RESTRICT out,
-                                 const float* RESTRICT vel, const Layers& L, int nx, int ny, i64 pitch, i64 plane,
-                                 int thread, int threads) {
-    const int step = XA_PAIRS ? 2 * threads : threads;
-    for (int i = thread; i < X.items; i += step) {
-        i64 o, s, o2 = 0, s2 = 0;
-        int gx, t0, gx2 = 0, t02 = 0;
-        X.at(i, L, nx, ny, pitch, plane, o, s, gx, t0);
-        XLoads<float> a, b;
-        a.load(cur, out, vel, L, nx, o, s, gx, t0);
-        const bool second = XA_PAIRS && i + threads < X.items;
-        if (second) {
-            X.at(i + threads, L, nx, ny, pitch, plane, o2, s2, gx2, t02);
-            b.load(cur, out, vel, L, nx, o2, s2, gx2, t02);
-        }
-        a.update(out, nullptr, L, nx, o, s, gx, t0);
-        if (second) b.update(out, nullptr, L, nx, o2, s2, gx2, t02);
     }
 }

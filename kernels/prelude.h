@@ -116,15 +116,6 @@ DEVICE void prefetch_line(const void* p) {
 #endif
 }
 
-// prefetch_line into L2 only (a line read after much other traffic through L1).
-DEVICE void prefetch_line_l2(const void* p) {
-#if SEISMIC_HIP
-    (void)p;
-#else
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-#endif
-}
-
 // Streaming (non-temporal) stores: the new wavefield is not read again in this step, so it should
 // not evict the planes other blocks still need from L2. No "memory" clobber, so the compiler may
 // move loads across them: no kernel reads back what it stream-stores in the same launch.
@@ -492,15 +483,6 @@ DEVICE Vf leapfrog(const Vf& p, const float (&lap)[VEC], const Vf& pm, const Vf&
 DEVICE void store_row(float* out, const Vf& res, int ix, int nx, bool row_inside) {
 #if WHOLE_ROWS
     if (row_inside && ix < nx) vstore_stream(out, res);
-#else
-    if (row_inside && ix < nx) vstore_guarded(out, res, nx - ix);
-#endif
-}
-
-// store_row with a plain store (L2 keeps the line), for a row the block reads back (fused.cu, XAFTER).
-DEVICE void store_row_kept(float* out, const Vf& res, int ix, int nx, bool row_inside) {
-#if WHOLE_ROWS
-    if (row_inside && ix < nx) vstore(out, res);
 #else
     if (row_inside && ix < nx) vstore_guarded(out, res, nx - ix);
 #endif

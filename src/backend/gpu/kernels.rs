@@ -64,9 +64,6 @@ pub struct Layers {
     pub band_hi: i32,
     /// The grid's planes (fused_step_zlayers: its launch covers part of them).
     pub nz: i32,
-    /// Select 3: 1 where the blocks add their tiles' x layers after their march (layers.h,
-    /// `x_layers_after_march`).
-    pub x_after_march: i32,
 }
 const _: () = assert!(
     size_of::<Layers>() == 384
@@ -81,7 +78,6 @@ const _: () = assert!(
         && offset_of!(Layers, band_lo) == 368
         && offset_of!(Layers, band_hi) == 372
         && offset_of!(Layers, nz) == 376
-        && offset_of!(Layers, x_after_march) == 380
 );
 
 /// Grid, block and dynamic shared memory of one launch.
@@ -330,9 +326,6 @@ pub struct Kernels<F> {
     /// The fused step on the planes of one z layer with their z update in its pass (modules
     /// built with YLAYERS only).
     pub fused_zlayers: Option<F>,
-    /// The fused step over the y mode's gap, with its tiles' x layers after the march (modules
-    /// built with YLAYERS or GAP_X only).
-    pub fused_gap: Option<F>,
     pub pass_x: F,
     pub pass_y: F,
     pub pass_z: F,
@@ -357,7 +350,6 @@ impl<F: Copy> Kernels<F> {
             fused_layers: f("fused_step_layers").ok(),
             fused_ylayers: f("fused_step_ylayers").ok(),
             fused_zlayers: f("fused_step_zlayers").ok(),
-            fused_gap: f("fused_step_gap").ok(),
             pass_x: f("pass_x")?,
             pass_y: f("pass_y")?,
             pass_z: f("pass_z")?,

@@ -173,11 +173,6 @@ struct YPass<Rt: GpuRuntime> {
     /// through it (else cpml.cu takes every row's after the pass).
     z_kernel: Option<(Rt::Function, u32)>,
     z_in_gap: bool,
-    /// Whether the grid has z layers.
-    has_z: bool,
-    /// Whether the gap's launches add their tiles' x layers after their march where they can
-    /// ([`YPass::x_after_march`]).
-    x_after: bool,
     _module: Rt::Module,
 }
 
@@ -192,15 +187,6 @@ impl<Rt: GpuRuntime> YPass<Rt> {
     /// The kernel that takes the gap's z layers in the pass, where it does.
     fn z_layers(&self) -> Option<(Rt::Function, u32)> {
         self.z_kernel.filter(|_| self.z_in_gap)
-    }
-
-    /// Whether the gap's launches (fused_step on the planes between the z layers, fused_step_zlayers
-    /// on theirs) add their tiles' x layers once their march has stored the tile's rows (layers.h,
-    /// x_layers_after_march), so that those points' p^n, c^2 dt^2 and p^{n+1} come from L2 rather
-    /// than through cpml_x from DRAM; cpml_x then takes the band's rows only. Where the gap's z
-    /// layers are left to cpml_z, their x update must follow it, so cpml_x takes every row.
-    fn x_after_march(&self) -> bool {
-        self.x_after && (if self.has_z { self.z_layers().is_some() } else { true })
     }
 }
 
@@ -681,9 +667,6 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         if half {
             options.push("-DHALF=1".into());
         }
-        if layer_pass == LayerPass::YLayers {
-            options.push("-DGAP_X=1".into()); // fused_step_gap, where the gap takes this module's shape
-        }
         let (half_parts, step_parts) = (sources::half_step(&tuning), sources::step(&tuning));
         let parts: &[&str] = if half { &half_parts } else { &step_parts };
         let y_options = y_tuning.map(|t| module_options(shape, r, &t, sponge, false, LayerPass::YLayers));
@@ -704,9 +687,6 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             rt.allow_dynamic_shared(h.fused, tuning.half_ring_bytes())?;
         }
         rt.allow_dynamic_shared(f.fused, tuning.dynamic_shared_bytes(r, false))?;
-        if let Some(k) = f.fused_gap {
-            rt.allow_dynamic_shared(k, tuning.dynamic_shared_bytes(r, false))?;
-        }
         if let Some(k) = f.fused_layers {
             rt.allow_dynamic_shared(k, tuning.dynamic_shared_bytes(r, false) + tuning.layer_tile_bytes(r, false))?;
         }
@@ -853,7 +833,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             let (gap_kernel, gap_tile) = if gap_in_interior_shape(ny, c.width, band_tile, interior_tile) {
                 (None, interior_tile)
             } else {
-                (Some((s.rt.function(&module, "fused_step_gap")?, t.dynamic_shared_bytes(r, false))), band_tile)
+                (Some((s.rt.function(&module, "fused_step")?, t.dynamic_shared_bytes(r, false))), band_tile)
             };
             if let Some((k, bytes)) = gap_kernel {
                 s.rt.allow_dynamic_shared(k, bytes)?;
@@ -873,12 +853,6 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             let has_z = c.axes.iter().any(|a| a.axis == 2);
             let z_kernel = s.f.fused_zlayers.zip(z_shared).filter(|_| has_z);
             let z_in_gap = z_kernel.is_some() && std::env::var("SEISMIC_ZLAYERS_IN_PASS").as_deref() != Ok("0");
-            // The x layers after the gap's march, where cpml.cu's x layers go by rows of vectors
-            // (SEISMIC_X_AFTER_MARCH=0 leaves them all to cpml_x, an experiment knob).
-            let by_rows = |vec: u32| x_layers_by_rows(shape[0] as u64, c.width as u64, vec as u64);
-            let x_after = by_rows(t.vec)
-                && by_rows(s.geometry.tuning.vec)
-                && std::env::var("SEISMIC_X_AFTER_MARCH").as_deref() != Ok("0");
             s.y_pass = Some(YPass {
                 geometry,
                 shared,
@@ -889,8 +863,6 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 windows,
                 z_kernel,
                 z_in_gap,
-                has_z,
-                x_after,
                 _module: module,
             });
         }
@@ -1040,20 +1012,6 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         }
     }
 
-    /// Whether the y mode's gap launches add their tiles' x layers after their march (on: where
-    /// they can; off: cpml_x takes every row); returns whether they now do.
-    pub fn set_x_after_march(&mut self, on: bool) -> bool {
-        let nx = self.geometry.shape[0] as u64;
-        let vec = self.geometry.tuning.vec as u64;
-        match (&mut self.y_pass, &self.cpml) {
-            (Some(y), Some(c)) => {
-                y.x_after = on && x_layers_by_rows(nx, c.width as u64, vec);
-                y.x_after_march()
-            }
-            _ => false,
-        }
-    }
-
     /// Where this solver computes the CPML layers; [`LayerPass::After`] also for runs without CPML.
     pub fn layer_pass(&self) -> LayerPass {
         self.cpml.as_ref().map_or(LayerPass::After, |c| c.pass)
@@ -1181,7 +1139,6 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                         let with_y = self.f.fused_ylayers.context("fused_step_ylayers not compiled")?;
                         let y = self.y_pass.as_ref().context("the y pass's shape not set")?;
                         let (band_lo, band_hi) = y.band;
-                        let x_after = y.x_after_march();
                         let launch = |f: Rt::Function,
                                       g: &LaunchGeometry,
                                       shared: u32,
@@ -1197,15 +1154,13 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                             let gz = if gz == 0 { 0 } else { gz + 4 * (part.start - planes.start) as u64 };
                             let grid = g.fused_grid_rows(window, part.len(), rows);
                             let l = Launch { grid, block: [g.tuning.block_x, g.tuning.block_y, 1], shared };
-                            let x_after_march = (select == 3 && x_after) as i32;
-                            let layers = Layers { band_lo, band_hi, x_after_march, ..layers_on(c, select, part.clone()) };
+                            let layers = Layers { band_lo, band_hi, ..layers_on(c, select, part.clone()) };
                             let (nz, window) = (part.len() as i32, window as i32);
                             FusedStep { cur, out, vel, gx, gy, gz, w, nx, ny, nz, pitch, plane, window, layers }
                                 .launch(&*self.rt, f, l)
                         };
                         let (gap_window, band_window) = y.windows;
-                        let interior_gap = self.f.fused_gap.context("fused_step_gap not compiled")?;
-                        let (gap_kernel, gap_shared) = y.gap_kernel.unwrap_or((interior_gap, shared));
+                        let (gap_kernel, gap_shared) = y.gap_kernel.unwrap_or((self.f.fused, shared));
                         // The launches write disjoint rows or planes of p^{n+1} (and of their own
                         // layers' memory variables) and read nothing another writes. The z layers'
                         // planes go beside the band's launch, so that their short launches run
@@ -1303,9 +1258,6 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             // With the gap's z layers in its pass, cpml_z takes the band rows only (select 5).
             let z_band =
                 self.y_pass.as_ref().filter(|y| c.pass == LayerPass::YLayers && y.z_layers().is_some()).map(|y| y.band);
-            // With the gap's x layers after its march, cpml_x takes the band rows only (select 5).
-            let x_band =
-                self.y_pass.as_ref().filter(|y| c.pass == LayerPass::YLayers && y.x_after_march()).map(|y| y.band);
             let span = planes.len() as u64;
             // In CPML_AXIS_ORDER; the y layers were the fused pass's with YLayers.
             for a in c.axes.iter().filter(|a| !(a.axis == 1 && c.pass == LayerPass::YLayers)) {
@@ -1328,19 +1280,9 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 }
                 let w = c.width as u64;
                 let mut layers = layers;
-                let band = match a.axis {
-                    0 => x_band,
-                    2 => z_band,
-                    _ => None,
-                };
-                if let Some((band_lo, band_hi)) = band {
-                    // Only the march and the x layers' rows of vectors read select 5; the y mode
-                    // runs where nx is a multiple of VEC, and x_after_march where they go by rows.
-                    ensure!(e[0] % vec == 0 && march, "the layers' band rows need cpml.cu's march or rows");
-                    ensure!(
-                        a.axis != 0 || x_layers_by_rows(nx as u64, c.width as u64, vec),
-                        "the x layers' band rows need cpml.cu's rows of vectors"
-                    );
+                if let (2, Some((band_lo, band_hi))) = (a.axis, z_band) {
+                    // Only the march reads select 5; the y mode runs where nx is a multiple of VEC.
+                    ensure!(e[0] % vec == 0 && march, "the z layers' band rows need cpml.cu's march");
                     layers = Layers { select: 5, band_lo, band_hi, ..layers };
                     e[1] = (band_lo.max(0) + (ny - band_hi.max(band_lo)).max(0)) as u64;
                     if e[1] == 0 {
