@@ -199,6 +199,12 @@ fn z_layer_planes(nz: usize, width: usize, low: bool) -> [std::ops::Range<usize>
     [0..low_end, low_end..high, high..nz]
 }
 
+/// The planes of `part` among `planes` (an empty range at the later start where they do not meet).
+fn overlap(part: &std::ops::Range<usize>, planes: &std::ops::Range<usize>) -> std::ops::Range<usize> {
+    let start = part.start.max(planes.start);
+    start..part.end.min(planes.end).max(start)
+}
+
 /// z-planes per block of a fused_step_zlayers launch over `planes` planes: chunks of at most 16
 /// (the y-layer launch's longest, `Y_PASS_LONGEST`) of equal length, or SEISMIC_ZLAYER_WINDOW (an
 /// experiment knob).
@@ -1166,9 +1172,8 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                         // planes go beside the band's launch, so that their short launches run
                         // alongside the gap's long one rather than after it.
                         let parts = match y.z_layers() {
-                            Some(_) => z_layer_planes(self.layout.nz, c.width as usize, c.low[2] != 0).map(|p| {
-                                p.start.max(planes.start)..p.end.min(planes.end).max(p.start.max(planes.start))
-                            }),
+                            Some(_) => z_layer_planes(self.layout.nz, c.width as usize, c.low[2] != 0)
+                                .map(|p| overlap(&p, &planes)),
                             None => [planes.start..planes.start, planes.clone(), planes.end..planes.end],
                         };
                         let z_layers = || match y.z_layers() {
@@ -1260,11 +1265,11 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 self.y_pass.as_ref().filter(|y| c.pass == LayerPass::YLayers && y.z_layers().is_some()).map(|y| y.band);
             let span = planes.len() as u64;
             // In CPML_AXIS_ORDER; the y layers were the fused pass's with YLayers.
+            // z layers: only where the planes meet them.
+            let [low_z, _, high_z] = z_layer_planes(self.layout.nz, c.width as usize, c.low[2] != 0);
+            let meets_z = !overlap(&low_z, &planes).is_empty() || !overlap(&high_z, &planes).is_empty();
             for a in c.axes.iter().filter(|a| !(a.axis == 1 && c.pass == LayerPass::YLayers)) {
-                // z layers: only where the planes meet them.
-                let w = c.width as usize;
-                let in_z_layers = |z: usize| z >= self.layout.nz.saturating_sub(w) || (c.low[2] != 0 && z < w);
-                if a.axis == 2 && !planes.clone().any(in_z_layers) {
+                if a.axis == 2 && !meets_z {
                     continue;
                 }
                 // cpml.cu: with nx a multiple of VEC the y and z layers march (VEC points of x a
@@ -1909,7 +1914,7 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
 #[cfg(test)]
 mod tests {
     use super::{
-        LayerPass, gap_in_interior_shape, march_segments, y_band, y_layers_fit, y_mode_band, y_mode_tiles,
+        LayerPass, gap_in_interior_shape, march_segments, overlap, y_band, y_layers_fit, y_mode_band, y_mode_tiles,
         z_layer_planes, z_layer_window,
     };
 
@@ -2054,5 +2059,20 @@ mod tests {
         }
         // Equal chunks of at most 16 planes: 20 -> 10 + 10, 24 -> 12 + 12, 40 -> 14 + 14 + 12.
         assert_eq!([20, 24, 40, 16, 3].map(z_layer_window), [10, 12, 14, 16, 3]);
+    }
+
+    #[test]
+    fn a_launch_meets_a_layer_on_the_planes_both_hold() {
+        for (part, planes, expected) in [
+            (0..20, 0..512, 0..20),
+            (492..512, 0..300, 492..492),
+            (492..512, 480..500, 492..500),
+            (20..492, 100..200, 100..200),
+            (0..0, 5..9, 5..5),
+        ] {
+            let got = overlap(&part, &planes);
+            assert_eq!(got, expected, "{part:?} among {planes:?}");
+            assert!(got.clone().all(|z| part.contains(&z) && planes.contains(&z)));
+        }
     }
 }
