@@ -37,11 +37,18 @@ const fn fused_longest_primed(radius: usize) -> usize {
 /// from R = 4 primed windows beat the banded 16 planes (H200, R = 4, 512^3 / 1024^3: 78.7 / 76.9%
 /// of copy against 83.2 / 85.3% with 43 / 45 planes; 512^3, R = 5 / 6 / 7 / 8: 65.9 / 54.8 / 44.6
 /// / 41.4% against 70.8 / 58.6 / 47.0 / 43.9% with 40-43; kernels/NOTES.md, session 27).
+/// Its primed windows may be as long as [`LAPLACIAN_LONGEST_WINDOW`] (the wave model picks the
+/// length) except at R = 5: at 512^3 on an H200 forced windows of 128 / 256 planes ran R = 4 at
+/// 90.0 / 90.6% of copy against 85.2% with the 43 planes of [`LONGEST_WINDOW`]'s limit (1024^3:
+/// 86.1 / 85.6% against 85.5%), R = 6..8 1.0-1.9 points faster, R = 5 65.1 / 49.4% against 70.7%
+/// (kernels/NOTES.md, session 43).
 pub const LAPLACIAN_WINDOWS: WindowRule =
     WindowRule { shortest_banded: 12, free_priming_upto: 3, longest_primed: laplacian_longest_primed };
-const fn laplacian_longest_primed(_radius: usize) -> usize {
-    LONGEST_WINDOW
+const fn laplacian_longest_primed(radius: usize) -> usize {
+    if radius == 5 { LONGEST_WINDOW } else { LAPLACIAN_LONGEST_WINDOW }
 }
+/// The longest automatic z-window of the Laplacian-only operator's primed windows.
+const LAPLACIAN_LONGEST_WINDOW: usize = 256;
 
 /// The longest automatic z-window ([`best_window`]).
 const LONGEST_WINDOW: usize = 48;
@@ -205,9 +212,16 @@ mod tests {
             LaunchGeometry::new([512; 3], r, t, 132 * t.min_blocks)
         };
         let fused: Vec<u32> = (4..=8).map(|r| at(r).auto_window(FUSED_WINDOWS)).collect();
-        let laplacian: Vec<u32> = (4..=8).map(|r| at(r).auto_window(LAPLACIAN_WINDOWS)).collect();
         assert_eq!(fused, [8, 8, 24, 47, 47]);
-        assert_eq!(laplacian, [43, 43, 47, 47, 47]);
+        // The Laplacian-only operator in its own shapes (R = 4: 32 x 32-point tiles, one block a
+        // multiprocessor): two chunks of 256 planes fill one wave; R = 5 keeps windows of at most 48.
+        let laplacian_at = |shape: [usize; 3], r: usize| {
+            let t = Tuning::default_for(r, true, true).effective(r);
+            LaunchGeometry::new(shape, r, t, 132 * t.min_blocks).auto_window(LAPLACIAN_WINDOWS)
+        };
+        let laplacian: Vec<u32> = (4..=8).map(|r| laplacian_at([512; 3], r)).collect();
+        assert_eq!(laplacian, [256, 43, 256, 256, 256]);
+        assert_eq!([[1024; 3], [256; 3], [2400, 200, 600]].map(|s| laplacian_at(s, 4)), [256, 32, 50]);
     }
 
     #[test]
