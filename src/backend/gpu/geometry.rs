@@ -39,8 +39,9 @@ const fn fused_longest_primed(radius: usize) -> usize {
 /// / 41.4% against 70.8 / 58.6 / 47.0 / 43.9% with 40-43; kernels/NOTES.md, session 27).
 /// Its primed windows may be as long as [`LAPLACIAN_LONGEST_WINDOW`] (the wave model picks the
 /// length) except at R = 5: at 512^3 on an H200 forced windows of 128 / 256 planes ran R = 4 at
-/// 90.0 / 90.6% of copy against 85.2% with the 43 planes of [`LONGEST_WINDOW`]'s limit (1024^3:
-/// 86.1 / 85.6% against 85.5%), R = 6..8 1.0-1.9 points faster, R = 5 65.1 / 49.4% against 70.7%
+/// 90.0-90.3 / 90.6% of copy against 85.2% with the 43 planes of [`LONGEST_WINDOW`]'s limit
+/// (1024^3: 86.1 / 85.6% against 85.5%), R = 6..8 1.0-1.9 points faster, R = 5 65.1 / 49.4%
+/// against 70.7%; with the model's 256 planes, 90.8% at 512^3 and 84.5% at 1024^3
 /// (kernels/NOTES.md, session 43).
 pub const LAPLACIAN_WINDOWS: WindowRule =
     WindowRule { shortest_banded: 12, free_priming_upto: 3, longest_primed: laplacian_longest_primed };
