@@ -37,9 +37,9 @@ const fn fused_longest_primed(radius: usize) -> usize {
 /// from R = 4 primed windows beat the banded 16 planes (H200, R = 4, 512^3 / 1024^3: 78.7 / 76.9%
 /// of copy against 83.2 / 85.3% with 43 / 45 planes; 512^3, R = 5 / 6 / 7 / 8: 65.9 / 54.8 / 44.6
 /// / 41.4% against 70.8 / 58.6 / 47.0 / 43.9% with 40-43; kernels/NOTES.md, session 27).
-/// Its primed windows may be as long as [`LAPLACIAN_LONGEST_WINDOW`] (the wave model picks the
+/// Its primed windows may be as long as 256 planes (the wave model picks the
 /// length) except at R = 5: at 512^3 on an H200 forced windows of 128 / 256 planes ran R = 4 at
-/// 90.0-90.3 / 90.6% of copy against 85.2% with the 43 planes of [`LONGEST_WINDOW`]'s limit
+/// 90.0-90.3 / 90.6% of copy against 85.2% with the 43 planes of the 48-plane limit
 /// (1024^3: 86.1 / 85.6% against 85.5%), R = 6..8 1.0-1.9 points faster, R = 5 65.1 / 49.4%
 /// against 70.7%; with the model's 256 planes, 90.8% at 512^3 and 84.5% at 1024^3
 /// (kernels/NOTES.md, session 43).
