@@ -41,8 +41,8 @@ const fn fused_longest_primed(radius: usize) -> usize {
 /// length) except at R = 5: at 512^3 on an H200 forced windows of 128 / 256 planes ran R = 4 at
 /// 90.0-90.3 / 90.6% of copy against 85.2% with the 43 planes of the 48-plane limit
 /// (1024^3: 86.1 / 85.6% against 85.5%), R = 6..8 1.0-1.9 points faster, R = 5 65.1 / 49.4%
-/// against 70.7%; with the model's 256 planes, 88.7-90.8% at 512^3 (two cards), 84.5-84.7% at 1024^3
-/// (kernels/NOTES.md, session 43).
+/// against 70.7%; with the model's 256 planes, 88.7-90.8% at 512^3 (two cards), 84.5-84.7% at
+/// 1024^3 (kernels/NOTES.md, session 43).
 pub const LAPLACIAN_WINDOWS: WindowRule =
     WindowRule { shortest_banded: 12, free_priming_upto: 3, longest_primed: laplacian_longest_primed };
 const fn laplacian_longest_primed(radius: usize) -> usize {
