@@ -42,7 +42,9 @@ const fn fused_longest_primed(radius: usize) -> usize {
 /// 90.0-90.3 / 90.6% of copy against 85.2% with the 43 planes of the 48-plane limit
 /// (1024^3: 86.1 / 85.6% against 85.5%), R = 6..8 1.0-1.9 points faster, R = 5 65.1 / 49.4%
 /// against 70.7%; with the model's 256 planes, 88.7-90.8% at 512^3 (two cards), 84.5-84.7% at
-/// 1024^3 (kernels/NOTES.md, session 43).
+/// 1024^3 (kernels/NOTES.md, session 43). The H100 prefers the short windows at R = 4 (512^3:
+/// 87.6 / 85.8-86.2 / 81.6-82.9% with 43 / 128 / 256 planes; session 44), where `--tune` finds
+/// its own; the limit follows the H200, which issue 19's targets are on.
 pub const LAPLACIAN_WINDOWS: WindowRule =
     WindowRule { shortest_banded: 12, free_priming_upto: 3, longest_primed: laplacian_longest_primed };
 const fn laplacian_longest_primed(radius: usize) -> usize {
