@@ -161,9 +161,7 @@ DEVICE void cpml_x_rows(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next
     if (half == 0 && !L.low[0]) return;
     const int t0 = (v - half * wv) * VEC;         // the first point's index in its layer
     const int x0 = half == 0 ? t0 : nx - w + t0;  // and its grid x
-    const bool xband_row = L.select == 6 && !band_row(y, L);
     for (int z = L.z_begin + blockIdx.y; z < L.z_end; z += gridDim.y) {
-        if (xband_row && z >= L.xz_lo && z < L.xz_hi) continue;  // fused_step_xband's
         const i64 o = (i64)z * plane + (i64)y * pitch + x0;
         const i64 s = ((i64)z * ny + y) * (2 * w) + half * w + t0;
         // Where a thread takes several planes, the next one's lines are asked for first.

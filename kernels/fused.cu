@@ -95,17 +95,7 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
     if (L.select >= 3) ch.owns = ch.owns && band_tile(ch, TY, ny, L);
     if (!ch.owns || !selected(ch, FX * VEC, TY, nx, ny, nz, L)) return;  // the whole block, before any barrier
     const int tile_x = ch.tile_x, nsteps = ch.nsteps, dz = ch.dz, zfirst = ch.zfirst;
-    // The tile's first x: fused_step_xband's tiles lie at the grid's two ends (L.x_lo points at
-    // each), fused_step's from L.x_lo on.
-    int x_org;
-    if constexpr (LAYERS == 8) {
-        const int per_side = L.x_lo / (FX * VEC);
-        x_org = tile_x < per_side ? tile_x * FX * VEC : nx - L.x_lo + (tile_x - per_side) * FX * VEC;
-    } else {
-        x_org = L.x_lo + tile_x * FX * VEC;
-    }
-    const int x_hi = LAYERS == 8 || L.x_hi <= 0 ? nx : L.x_hi;
-    const int ix = x_org + tx * VEC;
+    const int ix = (tile_x * FX + tx) * VEC;
     const int rowb = ch.row0;  // first grid row of the tile
     const int iy = rowb + ty * RY;    // the thread's first row; its rows are iy .. iy + RY - 1
     const i64 col = (i64)iy * pitch + ix;
@@ -120,7 +110,7 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
     const int xrow = lt / (2 * HV) + R;
     const int xside = lt % (2 * HV);
     const int xcolv = xside < HV ? xside : FX + xside;
-    const i64 col_x = (i64)(rowb + xrow - R) * pitch + x_org + (xcolv - HV) * VEC;
+    const i64 col_x = (i64)(rowb + xrow - R) * pitch + (tile_x * FX - HV + xcolv) * VEC;
     // Which of these lie in the grid (prelude.h, vload_if): the rest is zero and is not read.
     const bool col_in = ix < nx;
     bool row_in[RY];
@@ -130,30 +120,10 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
     // under select 3 tile the gap exactly (band_tile).
     bool row_stored[RY];
 #pragma unroll
-    for (int r = 0; r < RY; r++) row_stored[r] = iy + r < ny && ix < x_hi && (LAYERS != 2 || band_row(iy + r, L));
+    for (int r = 0; r < RY; r++) row_stored[r] = iy + r < ny && (LAYERS != 2 || band_row(iy + r, L));
     const bool ylo_in = col_in && rowb + ty - R >= 0;
     const bool yhi_in = col_in && rowb + TY + ty < ny;
-    const bool xhalo_in = rowb + xrow - R < ny && vec_in_x(x_org + (xcolv - HV) * VEC, nx);
-    // fused_step_xband: whether the thread's vector lies in an x layer (whole vectors: nx and the
-    // width are multiples of VEC), its layer and index there, the x slab's index of its rows at the
-    // launch's first plane, and the layer columns' a, b and weights (RowAB, a column's fields
-    // FX VEC apart), written before the march's first barrier.
-    int xt = 0;
-    const int xhalf = LAYERS == 8 ? layer_of(ix, nx, L.width, L.low[0] != 0, xt) : -1;
-    const bool xvec = LAYERS == 8 && xhalf >= 0;
-    i64 xs_row[RY];
-#pragma unroll
-    for (int r = 0; r < RY; r++)
-        xs_row[r] = ((i64)(L.z_offset + zfirst) * ny + iy + r) * (2 * L.width) + (xvec ? xhalf * L.width + xt : 0);
-    const i64 xs_plane = (i64)ny * (2 * L.width);
-    __shared__ float xab[LAYERS == 8 ? ROW_WEIGHT_FIELDS<R> * FX * VEC : 1];
-    if constexpr (LAYERS == 8) {
-        for (int c = lt; c < FX * VEC; c += FX * FY) {
-            int t;
-            if (layer_of(x_org + c, nx, L.width, L.low[0] != 0, t) >= 0)
-                row_weights<R>(xab + c, FX * VEC, L.a[0], L.b[0], L.w[0].c2, x_org + c, nx);
-        }
-    }
+    const bool xhalo_in = rowb + xrow - R < ny && vec_in_x((tile_x * FX - HV + xcolv) * VEC, nx);
     // The y layers (layers.h) of a block that has some: phi of the tile's rows (no x halo) through
     // shared memory, after the fields' ring. fused_step_layers (LAYERS 1) double-buffers one tile
     // and fetches each row's phi and zeta into registers a plane ahead; fused_step_ylayers
@@ -236,9 +206,7 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
     extern __shared__ Vf ring[];
     constexpr int SLOTS = STAGES + 1;
     // fused_step_zlayers adds field 3, zeta of plane z, and 4, phi of plane z+R (z-R marching down).
-    // fused_step_xband: field 3, zeta of the thread's x-layer vector; 4, its phi.
-    constexpr int FIELDS = LAPLACIAN_ONLY ? 1 : (LAYERS == 4 || LAYERS == 8 ? 5 : 3);
-    i64 xs_at = 0;
+    constexpr int FIELDS = LAPLACIAN_ONLY ? 1 : (LAYERS == 4 ? 5 : 3);
     // Vectors from the ring's start to the thread's entry: read through slot, copied into through
     // slot_s (SharedVf).
     auto slot_at = [&](int s, int field, int r) { return (((s % SLOTS) * FIELDS + field) * RY + r) * (FX * FY) + lt; };
@@ -296,13 +264,6 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
                 cp_async16_once(slot_s(s, 2, r), at(src_vel[r], pz), row_in[r]);
 #endif
             }
-            if constexpr (LAYERS == 8) {
-#pragma unroll
-                for (int r = 0; r < RY; r++) {
-                    cp_async16_once(slot_s(s, 3, r), L.zeta[0] + xs_row[r] + xs_at, xvec && row_in[r]);
-                    cp_async16_once(slot_s(s, 4, r), L.phi_in[0] + xs_row[r] + xs_at, xvec && row_in[r]);
-                }
-            }
             if constexpr (LAYERS == 2) {
                 if (ytile) issue_ylayers(s, zz);
             }
@@ -318,7 +279,6 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
             }
         }
         issue_at += march_step;
-        if constexpr (LAYERS == 8) xs_at += dz * xs_plane;
         cp_async_commit();  // one group per plane, empty past the window, so the count stays right
     };
 #pragma unroll
@@ -499,43 +459,6 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
                 }
             }
 #endif
-            if constexpr (LAYERS == 8) {
-                if (xvec && row_in[r]) {
-                    // The x layer's update of the row's VEC points: p^n along x from the tile, phi
-                    // of the neighbouring vectors from the ring (the same row of threads: the
-                    // layer lies inside the tile, and phi is read only inside it).
-                    float xr[(2 * HV + 1) * VEC], pr[(2 * HV + 1) * VEC];
-                    const Vf* ph = slot(s, 4, r);
-#pragma unroll
-                    for (int u = 0; u < 2 * HV + 1; u++) {
-                        const Vf tv = tile[b][ty * RY + r + R][tx + u];
-                        const Vf pv = ph[u - HV];
-#pragma unroll
-                        for (int j = 0; j < VEC; j++) {
-                            xr[u * VEC + j] = tv.v[j];
-                            pr[u * VEC + j] = pv.v[j];
-                        }
-                    }
-                    const Vf zeta = *slot(s, 3, r);
-                    Vf phn, zn;
-#pragma unroll
-                    for (int j = 0; j < VEC; j++) {
-                        float lo[R + 1], hi[R + 1];
-#pragma unroll
-                        for (int k = 1; k <= R; k++) {
-                            lo[k] = xr[HV * VEC + j - k];
-                            hi[k] = xr[HV * VEC + j + k];
-                        }
-                        auto phi = [&](int k) { return pr[HV * VEC + j + k]; };
-                        res.v[j] = point_update_ab<R>(res.v[j], xr[HV * VEC + j], lo, hi, vv.v[j], phi, zeta.v[j],
-                                                      L.w[0], L.width, xt + j,
-                                                      RowAB<R>{xab + (ix - x_org) + j, FX * VEC}, phn.v[j], zn.v[j]);
-                    }
-                    const i64 sx = xs_row[r] + (i64)(z - zfirst) * xs_plane;
-                    vstore(L.phi_out[0] + sx, phn);
-                    vstore(L.zeta[0] + sx, zn);
-                }
-            }
             if constexpr (LAYERS == 2)
                 add_layers<true, R, RY, HV, TWV, QS, FX>(res, r, q, tile[b] + ty * RY, tx, dz, vv, ix, iy + r, z, nx, ny,
                                                          nz, L, ytile, yslot(s) + ty * RY * FX,
@@ -568,11 +491,6 @@ extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(BLOCK_X * BLOCK_Y, YLAYER_MIN_BLOCKS)
 #endif
 extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(BLOCK_X * BLOCK_Y, ZLAYER_MIN_BLOCKS) void fused_step_zlayers(FUSED_STEP_PARAMS) {
     fused_body<4>(FUSED_STEP_ARGS);
-}
-// The gap's rows at the grid's two x ends, x_lo points each (select 3, the y-layer module's shape):
-// the x layers' update in the pass, their phi and zeta through the fields' ring.
-extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(BLOCK_X * BLOCK_Y, ZLAYER_MIN_BLOCKS) void fused_step_xband(FUSED_STEP_PARAMS) {
-    fused_body<8>(FUSED_STEP_ARGS);
 }
 #endif
 #if CPML

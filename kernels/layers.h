@@ -39,12 +39,8 @@ struct Layers {
     // below band_lo and from band_hi on; fused_step_ylayers computes them (band_row)
     int band_lo, band_hi;
     int nz;  // the grid's planes (fused_step_zlayers: a launch's are part of them)
-    // fused_step with the x band (select 3): its tiles start at x_lo and its stores end at x_hi (0:
-    // nx); fused_step_xband: x_lo points at each end of the grid. cpml.cu's x layers, select 6:
-    // not the gap's rows on the planes [xz_lo, xz_hi), which fused_step_xband took.
-    int x_lo, x_hi, xz_lo, xz_hi;
 };
-static_assert(sizeof(Layers) == 400 && alignof(Layers) == 8, "Layers must match the host's struct");
+static_assert(sizeof(Layers) == 384 && alignof(Layers) == 8, "Layers must match the host's struct");
 
 // Grid index m clamped to the n points of an axis (the profile a beyond the grid's ends).
 DEVICE int clamp_index(int m, int n) { return m < 0 ? 0 : (m >= n ? n - 1 : m); }
@@ -126,34 +122,6 @@ struct RowAB {
     DEVICE float wp(const float*, int k) const { return w[(1 + k) * stride]; }
     DEVICE float wm(const float*, int k) const { return w[(1 + R + k) * stride]; }
 };
-// point_update with the point's a, b and D(a D p) weights from `ab` (AxisAB or RowAB): the same
-// operations in the same order.
-template <int R, class Phi, class AB>
-DEVICE float point_update_ab(float res, float p0, const float (&lo)[R + 1], const float (&hi)[R + 1], float vel,
-                             Phi phi, float zeta, const AxisWeights& c, int w, int t, const AB& ab, float& phi_new,
-                             float& zeta_new) {
-    const float aq = ab.aq();
-    float dp = 0.0f, dphi = 0.0f, d2 = c.c2[0] * p0, sa = 0.0f, ws = 0.0f;
-#pragma unroll
-    for (int k = 1; k <= R; k++) {
-        dp = fmaf(c.c1[k], hi[k] - lo[k], dp);
-        if (t + k < w) dphi = fmaf(c.c1[k], phi(k), dphi);
-        if (t >= k) dphi = fmaf(-c.c1[k], phi(-k), dphi);
-        d2 = fmaf(c.c2[k], lo[k] + hi[k], d2);
-        const float wp = ab.wp(c.c2, k), wm = ab.wm(c.c2, k);
-        sa = fmaf(wp, hi[k], sa);
-        sa = fmaf(wm, lo[k], sa);
-        ws = ws + wp;
-        ws = ws + wm;
-    }
-    sa = fmaf(-ws, p0, sa);
-    const float bq = ab.bq();
-    const float dpsi = dphi + sa;
-    phi_new = bq * fmaf(aq, dp, phi(0));
-    zeta_new = fmaf(bq, zeta, aq * (d2 + dpsi));
-    return fmaf(vel, dpsi + zeta_new, res);
-}
-
 // Writes RowAB's copy for grid index q of an axis of n points at w (fields `stride` apart).
 template <int R>
 DEVICE void row_weights(float* w, int stride, const float* RESTRICT a, const float* RESTRICT b, const float* c2, int q,

@@ -181,12 +181,7 @@ impl LaunchGeometry {
     /// [`fused_grid_planes`](Self::fused_grid_planes) for a launch over `ty` of the tile rows (the
     /// y-layer pass's two launches, each over its own rows: fused.cu, band_tile).
     pub fn fused_grid_rows(&self, window: u32, nz: usize, ty: u32) -> [u32; 3] {
-        self.fused_grid_tiles(window, nz, self.tile_columns(), ty)
-    }
-
-    /// [`Self::fused_grid_rows`] over `tx` tile columns.
-    pub fn fused_grid_tiles(&self, window: u32, nz: usize, tx: u32, ty: u32) -> [u32; 3] {
-        let tx = tx.max(1);
+        let tx = self.tile_columns();
         let ty = ty.max(1);
         let tz = (nz as u32).div_ceil(window);
         match self.tuning.order {

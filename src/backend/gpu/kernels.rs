@@ -64,16 +64,9 @@ pub struct Layers {
     pub band_hi: i32,
     /// The grid's planes (fused_step_zlayers: its launch covers part of them).
     pub nz: i32,
-    /// With the x band: fused_step's tiles start at `x_lo` and its stores end at `x_hi` (0: nx);
-    /// fused_step_xband takes `x_lo` points at each end.
-    pub x_lo: i32,
-    pub x_hi: i32,
-    /// cpml.cu's x layers under select 6: not the gap's rows on the planes [xz_lo, xz_hi).
-    pub xz_lo: i32,
-    pub xz_hi: i32,
 }
 const _: () = assert!(
-    size_of::<Layers>() == 400
+    size_of::<Layers>() == 384
         && align_of::<Layers>() == 8
         && offset_of!(Layers, b) == 96
         && offset_of!(Layers, w) == 120
@@ -85,8 +78,6 @@ const _: () = assert!(
         && offset_of!(Layers, band_lo) == 368
         && offset_of!(Layers, band_hi) == 372
         && offset_of!(Layers, nz) == 376
-        && offset_of!(Layers, x_lo) == 380
-        && offset_of!(Layers, xz_hi) == 392
 );
 
 /// Grid, block and dynamic shared memory of one launch.
@@ -335,9 +326,6 @@ pub struct Kernels<F> {
     /// The fused step on the planes of one z layer with their z update in its pass (modules
     /// built with YLAYERS only).
     pub fused_zlayers: Option<F>,
-    /// The gap's rows at the grid's two x ends with their x update in its pass (modules built
-    /// with YLAYERS only).
-    pub fused_xband: Option<F>,
     pub pass_x: F,
     pub pass_y: F,
     pub pass_z: F,
@@ -362,7 +350,6 @@ impl<F: Copy> Kernels<F> {
             fused_layers: f("fused_step_layers").ok(),
             fused_ylayers: f("fused_step_ylayers").ok(),
             fused_zlayers: f("fused_step_zlayers").ok(),
-            fused_xband: f("fused_step_xband").ok(),
             pass_x: f("pass_x")?,
             pass_y: f("pass_y")?,
             pass_z: f("pass_z")?,

@@ -173,9 +173,6 @@ struct YPass<Rt: GpuRuntime> {
     /// through it (else cpml.cu takes every row's after the pass).
     z_kernel: Option<(Rt::Function, u32)>,
     z_in_gap: bool,
-    /// fused_step_xband, its dynamic shared memory and the points it takes at each x end, where
-    /// the gap's x layers go through it (SEISMIC_XBAND=1, an experiment knob).
-    x_band: Option<(Rt::Function, u32, i32)>,
     _module: Rt::Module,
 }
 
@@ -191,24 +188,6 @@ impl<Rt: GpuRuntime> YPass<Rt> {
     fn z_layers(&self) -> Option<(Rt::Function, u32)> {
         self.z_kernel.filter(|_| self.z_in_gap)
     }
-
-    /// The grid planes the gap's fused_step (and fused_step_xband) computes.
-    fn gap_planes(&self, nz: usize, width: usize, low_z: bool) -> std::ops::Range<usize> {
-        if self.z_layers().is_some() { z_layer_planes(nz, width, low_z)[1].clone() } else { 0..nz }
-    }
-}
-
-/// Points fused_step_xband takes at each x end for layers `width` wide: whole tiles of the y-layer
-/// shape (`tile` points), the layer inside the first (phi's neighbours come from the tile's own
-/// ring), leaving the gap whole tiles of `gap_tile` points where a few more tiles do; None where
-/// the layer does not fit in one tile or no gap is left.
-fn x_band_width(nx: usize, width: usize, tile: usize, gap_tile: usize) -> Option<usize> {
-    if width == 0 || width > tile || !width.is_multiple_of(4) || !nx.is_multiple_of(4) {
-        return None;
-    }
-    let fits = |xw: usize| nx >= 2 * xw + gap_tile;
-    let whole = (1..=gap_tile / tile).map(|m| m * tile).find(|&xw| fits(xw) && (nx - 2 * xw).is_multiple_of(gap_tile));
-    whole.or(Some(tile)).filter(|&xw| fits(xw))
 }
 
 /// The planes of `nz` in the low z layer (where it absorbs), between the layers and in the high
@@ -708,7 +687,6 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         if let Some(m) = &y_module {
             f.fused_ylayers = Some(rt.function(m, "fused_step_ylayers")?);
             f.fused_zlayers = Some(rt.function(m, "fused_step_zlayers")?);
-            f.fused_xband = Some(rt.function(m, "fused_step_xband")?);
         }
         let half_f = if half { Some(HalfKernels::load(&*rt, &module)?) } else { None };
         if let Some(h) = &half_f {
@@ -881,19 +859,6 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             let has_z = c.axes.iter().any(|a| a.axis == 2);
             let z_kernel = s.f.fused_zlayers.zip(z_shared).filter(|_| has_z);
             let z_in_gap = z_kernel.is_some() && std::env::var("SEISMIC_ZLAYERS_IN_PASS").as_deref() != Ok("0");
-            let x_band = match (s.f.fused_xband, z_shared) {
-                (Some(k), Some(bytes))
-                    if std::env::var("SEISMIC_XBAND").as_deref() == Ok("1") && (z_in_gap || !has_z) =>
-                {
-                    let gap_tile_w = gap_geometry.tuning.fused_tile_x();
-                    x_band_width(shape[0], c.width as usize, t.fused_tile_x(), gap_tile_w)
-                        .map(|xw| (k, bytes, xw as i32))
-                }
-                _ => None,
-            };
-            if let Some((k, bytes, _)) = x_band {
-                s.rt.allow_dynamic_shared(k, bytes)?;
-            }
             s.y_pass = Some(YPass {
                 geometry,
                 shared,
@@ -904,7 +869,6 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 windows,
                 z_kernel,
                 z_in_gap,
-                x_band,
                 _module: module,
             });
         }
@@ -1043,11 +1007,6 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
     }
 
     /// Puts the gap's z layers into its pass (`true`, the default where the grid has them:
-    /// Points fused_step_xband takes at each x end, where the gap's x layers go through it.
-    pub fn x_band_points(&self) -> Option<usize> {
-        self.y_pass.as_ref().and_then(|y| y.x_band).map(|(_, _, xw)| xw as usize)
-    }
-
     /// fused_step_zlayers) or leaves them to cpml.cu; returns whether they are in the pass now.
     pub fn set_z_layers_in_pass(&mut self, on: bool) -> bool {
         match &mut self.y_pass {
@@ -1186,34 +1145,25 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                         let with_y = self.f.fused_ylayers.context("fused_step_ylayers not compiled")?;
                         let y = self.y_pass.as_ref().context("the y pass's shape not set")?;
                         let (band_lo, band_hi) = y.band;
-                        // `xs`: x_lo, x_hi and the tile columns of a launch over part of each row
-                        // (the x band's or the gap's beside it; None: every column).
-                        let launch_x = |f: Rt::Function,
-                                        g: &LaunchGeometry,
-                                        shared: u32,
-                                        window: u32,
-                                        rows: u32,
-                                        select,
-                                        part: std::ops::Range<usize>,
-                                        xs: Option<(i32, i32, u32)>| {
+                        let launch = |f: Rt::Function,
+                                      g: &LaunchGeometry,
+                                      shared: u32,
+                                      window: u32,
+                                      rows: u32,
+                                      select,
+                                      part: std::ops::Range<usize>| {
                             if rows == 0 || part.is_empty() {
                                 return Ok(());
                             }
                             let skip = ((part.start - planes.start) * self.layout.plane) as u64 * self.value_bytes();
                             let (cur, out, vel) = (cur + skip, out + skip, vel + skip);
                             let gz = if gz == 0 { 0 } else { gz + 4 * (part.start - planes.start) as u64 };
-                            let (x_lo, x_hi, grid) = match xs {
-                                Some((lo, hi, cols)) => (lo, hi, g.fused_grid_tiles(window, part.len(), cols, rows)),
-                                None => (0, 0, g.fused_grid_rows(window, part.len(), rows)),
-                            };
+                            let grid = g.fused_grid_rows(window, part.len(), rows);
                             let l = Launch { grid, block: [g.tuning.block_x, g.tuning.block_y, 1], shared };
-                            let layers = Layers { band_lo, band_hi, x_lo, x_hi, ..layers_on(c, select, part.clone()) };
+                            let layers = Layers { band_lo, band_hi, ..layers_on(c, select, part.clone()) };
                             let (nz, window) = (part.len() as i32, window as i32);
                             FusedStep { cur, out, vel, gx, gy, gz, w, nx, ny, nz, pitch, plane, window, layers }
                                 .launch(&*self.rt, f, l)
-                        };
-                        let launch = |f, g: &LaunchGeometry, shared, window, rows, select, part| {
-                            launch_x(f, g, shared, window, rows, select, part, None)
                         };
                         let (gap_window, band_window) = y.windows;
                         let (gap_kernel, gap_shared) = y.gap_kernel.unwrap_or((self.f.fused, shared));
@@ -1237,34 +1187,15 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                             }
                             None => Ok(()),
                         };
-                        // With the x band, the gap's tiles lie between its two ends.
-                        let gap_x = y.x_band.map(|(_, _, xw)| {
-                            let cols = ((nx - 2 * xw) as u32).div_ceil(y.gap_geometry.tuning.fused_tile_x() as u32);
-                            (xw, nx - xw, cols)
-                        });
                         let mut gap = || {
-                            let (g, part) = (&y.gap_geometry, parts[1].clone());
-                            launch_x(gap_kernel, g, gap_shared, gap_window, y.tiles.0, 3, part, gap_x)
-                        };
-                        let x_band = || match y.x_band {
-                            Some((xk, x_shared, xw)) => {
-                                let part = parts[1].clone();
-                                let window =
-                                    match std::env::var("SEISMIC_XBAND_WINDOW").ok().and_then(|v| v.parse().ok()) {
-                                        Some(w) => w,
-                                        None => y.geometry.guarded_window_rows(z_layer_window(part.len()), y.z_tiles()),
-                                    };
-                                let cols = 2 * xw as u32 / y.geometry.tuning.fused_tile_x() as u32;
-                                launch_x(xk, &y.geometry, x_shared, window, y.z_tiles(), 3, part, Some((xw, 0, cols)))
-                            }
-                            None => Ok(()),
+                            launch(gap_kernel, &y.gap_geometry, gap_shared, gap_window, y.tiles.0, 3, parts[1].clone())
                         };
                         let mut band = || {
                             launch(with_y, &y.geometry, y.shared, band_window, y.tiles.1, 4, planes.clone())?;
                             if layer_streams() != 3 {
                                 z_layers()?;
                             }
-                            x_band()
+                            Ok(())
                         };
                         let mut gap_then_z = || {
                             gap()?;
@@ -1354,13 +1285,6 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 }
                 let w = c.width as u64;
                 let mut layers = layers;
-                if let (0, Some(y)) = (a.axis, self.y_pass.as_ref().filter(|y| y.x_band.is_some())) {
-                    // fused_step_xband took the gap's rows on the gap's planes.
-                    let xz = y.gap_planes(self.layout.nz, c.width as usize, c.low[2] != 0);
-                    let (band_lo, band_hi) = y.band;
-                    layers =
-                        Layers { select: 6, band_lo, band_hi, xz_lo: xz.start as i32, xz_hi: xz.end as i32, ..layers };
-                }
                 if let (2, Some((band_lo, band_hi))) = (a.axis, z_band) {
                     // Only the march reads select 5; the y mode runs where nx is a multiple of VEC.
                     ensure!(e[0] % vec == 0 && march, "the z layers' band rows need cpml.cu's march");
