@@ -216,7 +216,7 @@ mod tests {
         };
         let fused: Vec<u32> = (4..=8).map(|r| at(r).auto_window(FUSED_WINDOWS)).collect();
         assert_eq!(fused, [8, 8, 24, 47, 47]);
-        // The Laplacian-only operator in its own shapes (R = 4: 32 x 32-point tiles, one block a
+        // The Laplacian-only operator in its own shapes (R = 4: tiles of 128 x 32 points, one block a
         // multiprocessor): two chunks of 256 planes fill one wave; R = 5 keeps windows of at most 48.
         let laplacian_at = |shape: [usize; 3], r: usize| {
             let t = Tuning::default_for(r, true, true).effective(r);
