@@ -107,6 +107,8 @@ macro_rules! kernel_params {
         impl $name {
             /// Enqueues the kernel `f` (a function of this signature) on the runtime's stream.
             pub fn launch<Rt: GpuRuntime>(&self, rt: &Rt, f: Rt::Function, l: Launch) -> Result<()> {
+                #[cfg(test)]
+                super::fake::note_params(format!("{self:?}"));
                 let $name { $($field),* } = *self;
                 // SAFETY: the fields are the kernel's parameters in number, order and type, and
                 // live until the launch has copied them.

@@ -18,10 +18,14 @@ pub mod autotune;
 pub mod ceiling;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+#[cfg(test)]
+mod fake;
 pub mod geometry;
 #[cfg(feature = "hip")]
 pub mod hip;
 pub mod kernels;
+#[cfg(test)]
+mod launch_trace;
 pub mod runtime;
 pub mod solver;
 pub mod sources;
