@@ -144,10 +144,6 @@ DEVICE void cpml_march(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next,
 // values as vectors; each point's update is layers.h's point_update, so the bits are the scalar
 // path's. The launch has 2 width / VEC threads a row over grid x (low layer, then high), the
 // planes over grid y, a thread every gridDim.y-th plane (the host picks two planes a thread).
-#ifndef CPML_X_PREFETCH
-#define CPML_X_PREFETCH 1
-#endif
-
 template <class T>
 DEVICE void cpml_x_rows(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next, const T* RESTRICT vel,
                         const Layers& L, int nx, int ny, i64 pitch, i64 plane) {
@@ -165,7 +161,7 @@ DEVICE void cpml_x_rows(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next
         const i64 o = (i64)z * plane + (i64)y * pitch + x0;
         const i64 s = ((i64)z * ny + y) * (2 * w) + half * w + t0;
         // Where a thread takes several planes, the next one's lines are asked for first.
-        if (CPML_X_PREFETCH && z + (int)gridDim.y < L.z_end) {
+        if (z + (int)gridDim.y < L.z_end) {
             const i64 on = o + (i64)gridDim.y * plane, sn = s + (i64)gridDim.y * ny * (2 * w);
             prefetch_line(cur + on - HV * VEC);
             prefetch_line(cur + on + (HV + 1) * VEC - 1);

@@ -50,22 +50,77 @@ pub struct Tuning {
     pub halo_ring: u32,
 }
 
-/// Environment variables that set one field of the launch shape each, for experiments
-/// ([`Tuning::from_environment`]); setting any means the user chose the shape, so the tuning cache
-/// is not read.
-pub const LAUNCH_VARIABLES: [&str; 11] = [
-    "SEISMIC_BLOCK_X",
-    "SEISMIC_BLOCK_Y",
-    "SEISMIC_VEC",
-    "SEISMIC_WINDOW",
-    "SEISMIC_STAGES",
-    "SEISMIC_MIN_BLOCKS",
-    "SEISMIC_UNROLL_Z",
-    "SEISMIC_ROWS",
-    "SEISMIC_ORDER",
-    "SEISMIC_TILE_RING",
-    "SEISMIC_HALO_RING",
+/// The environment variable that sets the launch shape by hand: comma-separated `field=value`
+/// pairs of [`Tuning`]'s fields (e.g. `SEISMIC_TUNING="block_x=16,rows=2"`), read once when a GPU
+/// backend opens ([`TuningOverride::from_environment`]). A shape set so wins over the tuning cache.
+pub const TUNING_VARIABLE: &str = "SEISMIC_TUNING";
+
+/// A field [`TUNING_VARIABLE`] may set: its name, its values in words, and their test.
+type OverrideField = (&'static str, &'static str, fn(u32) -> bool);
+
+/// Each field [`TUNING_VARIABLE`] may set and the values it takes (checked before anything
+/// compiles; [`Tuning::check`] then checks the whole shape).
+const OVERRIDE_FIELDS: [OverrideField; 11] = [
+    ("block_x", "8, 16 or 32", |v| matches!(v, 8 | 16 | 32)),
+    ("block_y", "1 to 32", |v| (1..=32).contains(&v)),
+    ("vec", "1, 2 or 4", |v| matches!(v, 1 | 2 | 4)),
+    ("window", "0 (automatic) to 4096", |v| v <= 4096),
+    ("stages", "0 to 4", |v| v <= 4),
+    ("min_blocks", "1 to 16", |v| (1..=16).contains(&v)),
+    ("unroll_z", "1 to 17", |v| (1..=17).contains(&v)),
+    ("rows", "1 to 4", |v| (1..=4).contains(&v)),
+    ("order", "0 to 3", |v| v <= 3),
+    ("tile_ring", "0 or 1", |v| v <= 1),
+    ("halo_ring", "0 or 1", |v| v <= 1),
 ];
+
+/// Fields of the launch shape set by hand ([`TUNING_VARIABLE`]), each in place of its default;
+/// the fields derived from it follow (`vec=2` also turns the ring off).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TuningOverride {
+    values: Vec<(&'static str, u32)>,
+}
+
+impl TuningOverride {
+    /// Parses `field=value,field=value`, naming the field and its allowed values on an error.
+    pub fn parse(text: &str) -> Result<TuningOverride> {
+        let mut values: Vec<(&'static str, u32)> = Vec::new();
+        for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let names = || OVERRIDE_FIELDS.map(|(n, _, _)| n).join(", ");
+            let Some((name, value)) = pair.split_once('=') else {
+                anyhow::bail!("{TUNING_VARIABLE}: {pair:?} is not field=value (fields: {})", names());
+            };
+            let (name, value) = (name.trim(), value.trim());
+            let Some(&(field, allowed, ok)) = OVERRIDE_FIELDS.iter().find(|(n, _, _)| *n == name) else {
+                anyhow::bail!("{TUNING_VARIABLE}: no launch-shape field {name:?} (fields: {})", names());
+            };
+            let v = value.parse::<u32>().ok().filter(|&v| ok(v));
+            let Some(v) = v else {
+                anyhow::bail!("{TUNING_VARIABLE}: {field}={value:?}, but {field} takes {allowed}");
+            };
+            ensure!(values.iter().all(|(n, _)| *n != field), "{TUNING_VARIABLE}: {field} is set twice");
+            values.push((field, v));
+        }
+        Ok(TuningOverride { values })
+    }
+
+    /// [`TUNING_VARIABLE`] parsed, or None where it is unset or empty.
+    pub fn from_environment() -> Result<Option<TuningOverride>> {
+        match std::env::var(TUNING_VARIABLE) {
+            Ok(text) if !text.trim().is_empty() => Self::parse(&text).map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    fn get(&self, field: &str) -> Option<u32> {
+        self.values.iter().find(|(n, _)| *n == field).map(|&(_, v)| v)
+    }
+
+    /// [`Tuning::default_for`]`(radius, ring, laplacian)` with these fields set.
+    pub fn tuning(&self, radius: usize, ring: bool, laplacian: bool) -> Tuning {
+        Tuning::defaults(radius, ring, laplacian, |k| self.get(k))
+    }
+}
 
 fn one_row() -> u32 {
     1
@@ -99,32 +154,16 @@ impl Tuning {
         Self::defaults(radius, ring, laplacian, |_| None)
     }
 
-    /// The defaults ([`Tuning::for_radius`], or without the ring) with the [`LAUNCH_VARIABLES`]
-    /// set in the environment applied, each in place of its field's default (fields derived from
-    /// it follow: SEISMIC_VEC=2 also turns the ring off); None when none is set.
-    pub fn from_environment(radius: usize, ring: bool) -> Option<Tuning> {
-        Self::from_environment_for(radius, ring, false)
-    }
-
-    /// [`Tuning::from_environment`] over [`Tuning::default_for`]`(radius, ring, laplacian)`.
-    pub fn from_environment_for(radius: usize, ring: bool, laplacian: bool) -> Option<Tuning> {
-        let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u32>().ok());
-        LAUNCH_VARIABLES
-            .iter()
-            .any(|k| std::env::var_os(k).is_some())
-            .then(|| Self::defaults(radius, ring, laplacian, env))
-    }
-
     /// The default shape at `radius` (of the Laplacian-only operator where `laplacian`), each field
     /// `var` names replaced by its value.
     fn defaults(radius: usize, ring: bool, laplacian: bool, var: impl Fn(&str) -> Option<u32>) -> Tuning {
         let r = radius as u32;
-        let vec = var("SEISMIC_VEC").unwrap_or(4);
+        let vec = var("vec").unwrap_or(4);
         // Three cp.async stages for the step at R = 6 (with its 24-plane windows, geometry.rs's
         // FUSED_WINDOWS): H200, 512^3 90.1 -> 91.0% of 3R1W, 1024^3 86.4 -> 86.5% (kernels/NOTES.md,
         // session 35). At R = 7 and 8 a third stage won at 512^3 and lost at 1024^3.
         let deep = ring && vec == 4 && r == 6 && !laplacian;
-        let stages = var("SEISMIC_STAGES").unwrap_or(if deep {
+        let stages = var("stages").unwrap_or(if deep {
             3
         } else if ring && vec == 4 {
             2
@@ -146,7 +185,7 @@ impl Tuning {
         // against 79%; the autotuner's winners at R = 3, 5, 6 have two rows too, 8-18% faster than
         // one; from R = 6 as above); R = 1 keeps one (kernels/NOTES.md). Not where the ring is a
         // plain copy: a 64 KiB LDS would not hold the doubled ring.
-        let rows = var("SEISMIC_ROWS").unwrap_or(if tall {
+        let rows = var("rows").unwrap_or(if tall {
             4
         } else if ring && stages > 0 && r >= 2 {
             2
@@ -154,17 +193,17 @@ impl Tuning {
             1
         });
         Tuning {
-            block_x: var("SEISMIC_BLOCK_X").unwrap_or(if high { 16 } else { 32 }),
-            block_y: var("SEISMIC_BLOCK_Y").unwrap_or(if rows > 1 && !tall && !high { 6 } else { 8 }).max(r),
+            block_x: var("block_x").unwrap_or(if high { 16 } else { 32 }),
+            block_y: var("block_y").unwrap_or(if rows > 1 && !tall && !high { 6 } else { 8 }).max(r),
             vec,
-            window: var("SEISMIC_WINDOW").unwrap_or(0),
+            window: var("window").unwrap_or(0),
             stages,
-            min_blocks: var("SEISMIC_MIN_BLOCKS").unwrap_or(if tall { 1 } else { 2 }),
+            min_blocks: var("min_blocks").unwrap_or(if tall { 1 } else { 2 }),
             // The z loop unrolled where the queue's moves cost more than the copied code: fully up
             // to R = 4; the Laplacian-only operator twice at R = 8 (H200, 50.6 -> 52.5% of copy at
             // 512^3, 51.5 -> 53.6% at 1024^3; the step gained nothing from R = 5: kernels/NOTES.md,
             // session 36).
-            unroll_z: var("SEISMIC_UNROLL_Z").unwrap_or(if r <= 4 {
+            unroll_z: var("unroll_z").unwrap_or(if r <= 4 {
                 2 * r + 1
             } else if laplacian && stages > 0 && r == 8 {
                 2
@@ -172,12 +211,12 @@ impl Tuning {
                 1
             }),
             rows,
-            order: var("SEISMIC_ORDER").unwrap_or(3),
-            tile_ring: var("SEISMIC_TILE_RING").unwrap_or(0),
+            order: var("order").unwrap_or(3),
+            tile_ring: var("tile_ring").unwrap_or(0),
             // Halos through the ring wherever it is on (H100, 512^3: R = 4 Laplacian-only 77.0 ->
             // 87.7% of copy, fused R = 4, 5, 7 +1.4 to +5.8 points, kernels/NOTES.md, session 5;
             // H200, R = 6 in 32 x 6 blocks 84.7 -> 85.8%, session 34).
-            halo_ring: var("SEISMIC_HALO_RING").unwrap_or((stages > 0) as u32),
+            halo_ring: var("halo_ring").unwrap_or((stages > 0) as u32),
         }
     }
 
@@ -200,14 +239,13 @@ impl Tuning {
         }
     }
 
-    /// Dynamic shared memory that a kernel with the layers in its pass adds after the ring
-    /// (kernels/fused.cu): fused_step_layers, its y layers' phi tile, two planes of the tile's rows
-    /// (halos included) without x halo; fused_step_ylayers (`ylayers`), stages + 2 slots of such a
-    /// plane of phi and of zeta of the tile's own rows.
-    pub fn layer_tile_bytes(&self, radius: usize, ylayers: bool) -> u32 {
+    /// Dynamic shared memory that fused_step_ylayers adds after the ring (kernels/fused.cu):
+    /// stages + 2 slots of a plane of phi of the tile's rows (halos included, no x halo) and of
+    /// zeta of the tile's own rows.
+    pub fn layer_tile_bytes(&self, radius: usize) -> u32 {
         let (rows, r) = (self.fused_tile_y(), radius as u32);
         let row = self.block_x * 4 * self.vec;
-        if ylayers { (self.stages + 2) * (2 * rows + 2 * r) * row } else { 2 * (rows + 2 * r) * row }
+        (self.stages + 2) * (2 * rows + 2 * r) * row
     }
 
     /// Bytes fused_step_zlayers adds to the fields' ring (fused.cu): per slot (stages + 1) and
@@ -216,17 +254,17 @@ impl Tuning {
         (self.stages + 1) * 2 * self.block_x * self.block_y * self.rows * 16
     }
 
-    /// Whether such a kernel's shared memory (the tile, the ring, the layers' and fused_step_ylayers's
+    /// Whether fused_step_ylayers's shared memory (the tile, the ring, the layers' tile and its
     /// copies of a and b) fits in the 227 KiB of a multiprocessor; where it does not, the layers
-    /// run after the interior. fused_step_ylayers needs the ring (stages > 0).
-    pub fn layer_tile_fits(&self, radius: usize, ylayers: bool) -> bool {
+    /// run after the interior. It needs the ring (stages > 0).
+    pub fn layer_tile_fits(&self, radius: usize) -> bool {
         let weights = 2 * (self.fused_tile_y() + 2 * radius as u32) * 4;
         self.tile_ring == 0
-            && (!ylayers || self.stages > 0)
+            && self.stages > 0
             && self.static_tile_bytes(radius)
                 + weights
                 + self.dynamic_shared_bytes(radius, false)
-                + self.layer_tile_bytes(radius, ylayers)
+                + self.layer_tile_bytes(radius)
                 <= 227 << 10
     }
 
@@ -415,15 +453,41 @@ impl Tuning {
 
 #[cfg(test)]
 mod tests {
-    use super::Tuning;
+    use super::{Tuning, TuningOverride};
 
-    /// The GPU test of the in-pass layer modes runs the default launch shape at every radius.
+    #[test]
+    fn a_tuning_override_sets_its_fields_and_the_ones_derived_from_them() {
+        let o = TuningOverride::parse(" block_x=16, rows = 1,window=12 ").expect("parses");
+        let t = o.tuning(4, true, false);
+        let d = Tuning::for_radius(4);
+        assert_eq!((t.block_x, t.rows, t.window), (16, 1, 12));
+        assert_eq!((t.vec, t.stages, t.order), (d.vec, d.stages, d.order));
+        // vec=2 turns the ring off, and with it the halo ring and the extra rows.
+        let t = TuningOverride::parse("vec=2").expect("parses").tuning(4, true, false);
+        assert_eq!((t.vec, t.stages, t.halo_ring, t.rows), (2, 0, 0, 1));
+        assert_eq!(TuningOverride::parse("").expect("empty").tuning(4, true, false), d);
+    }
+
+    #[test]
+    fn a_tuning_override_names_the_field_and_its_values_on_an_error() {
+        for (text, says) in [
+            ("block_x=12", "block_x takes 8, 16 or 32"),
+            ("rows=five", "rows takes 1 to 4"),
+            ("blocks=2", "no launch-shape field \"blocks\""),
+            ("vec", "not field=value"),
+            ("order=1,order=2", "order is set twice"),
+        ] {
+            let e = TuningOverride::parse(text).expect_err(text).to_string();
+            assert!(e.contains(says) && e.contains("SEISMIC_TUNING"), "{text}: {e}");
+        }
+    }
+
+    /// The y layers go in the pass with the default launch shape at every radius.
     #[test]
     fn the_layer_tile_fits_the_default_launch_shape_at_every_radius() {
         for r in 1..=8 {
             let t = Tuning::for_radius(r).effective(r);
-            assert!(t.layer_tile_fits(r, false), "R = {r}: {t:?}");
-            assert!(t.for_ylayers(r).layer_tile_fits(r, true), "R = {r}: {t:?}, y layers");
+            assert!(t.for_ylayers(r).layer_tile_fits(r), "R = {r}: {t:?}, y layers");
         }
     }
 

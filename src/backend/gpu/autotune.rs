@@ -2,9 +2,9 @@
 //! step over block shapes, vector widths and z-window lengths within a time budget, and keeps the
 //! fastest as JSON in [`cache_dir`]`/tuning-<device>.json`. [`tuning_for`] is what `open_cuda` and
 //! `open_hip` use: the cached winner for the problem's radius and shape class when there is one,
-//! else [`Tuning::for_radius`]. `SEISMIC_NO_TUNING=1` (or [`disable`], the CLI's `--no-tuning`)
-//! turns the cache off, and the launch variables of [`Tuning::from_environment`] (SEISMIC_BLOCK_Y...)
-//! win over it. The search covers every knob `Tuning` has: block columns and rows, vector width,
+//! else [`Tuning::for_radius`]. [`disable`] (the CLI's `--no-tuning`) turns the cache off, and a
+//! launch shape set by hand ([`TuningOverride`](crate::backend::tuning::TuningOverride), read when
+//! a backend opens) wins over it. The search covers every knob `Tuning` has: block columns and rows, vector width,
 //! z-window (the wave-filling automatic choice first), cp.async ring depth, blocks per SM, z
 //! unrolling, rows per thread and grid-index order.
 //!
@@ -16,6 +16,7 @@
 use super::ceiling::median;
 use super::sources::{self, cache_dir, hex};
 use super::{GpuRuntime, GpuSolver, Operator, Tuning};
+use crate::backend::tuning::TuningOverride;
 use crate::config::KernelChoice;
 use crate::numerics::noise;
 use crate::problem::Problem;
@@ -33,13 +34,9 @@ pub fn disable() {
     DISABLED.store(true, Ordering::Relaxed);
 }
 
-/// Whether [`tuning_for`] consults the cache: not after [`disable`], not with SEISMIC_NO_TUNING set
-/// (to anything but "0" or ""), and not when one of the launch variables
-/// ([`LAUNCH_VARIABLES`](crate::backend::tuning::LAUNCH_VARIABLES)) is set.
+/// Whether [`tuning_for`] consults the cache: not after [`disable`].
 pub fn enabled() -> bool {
-    let set = |k: &str| std::env::var(k).map(|v| !v.is_empty() && v != "0").unwrap_or(false);
-    let overridden = crate::backend::tuning::LAUNCH_VARIABLES.iter().any(|k| std::env::var_os(k).is_some());
-    !DISABLED.load(Ordering::Relaxed) && !set("SEISMIC_NO_TUNING") && !overridden
+    !DISABLED.load(Ordering::Relaxed)
 }
 
 /// The group of grid shapes one tuning serves.
@@ -195,11 +192,19 @@ impl TuningCache {
     }
 }
 
-/// The tuning a run of this radius and shape uses on `device`: the launch variables set in the
-/// environment ([`Tuning::from_environment`]), else the cached winner when the cache is enabled and
-/// holds a valid one, else [`Tuning::for_radius`].
-pub fn tuning_for(device: &str, radius: usize, shape: [usize; 3]) -> (Tuning, Option<TunedEntry>) {
-    tuning_or(device, Operator::Fused, radius, shape, true)
+/// The tuning a run of this radius and shape uses on `device`: `over` where a shape is set by
+/// hand, else the cached winner when the cache is enabled and holds a valid one, else
+/// [`Tuning::for_radius`].
+pub fn tuning_for(
+    device: &str,
+    radius: usize,
+    shape: [usize; 3],
+    over: Option<&TuningOverride>,
+) -> (Tuning, Option<TunedEntry>) {
+    match over {
+        Some(o) => (o.tuning(radius, true, false), None),
+        None => tuning_or(device, Operator::Fused, radius, shape, true),
+    }
 }
 
 /// [`tuning_for`] for operator `op` (the Laplacian-only operator's defaults are its own:
@@ -213,9 +218,6 @@ pub fn tuning_or(
     ring: bool,
 ) -> (Tuning, Option<TunedEntry>) {
     let laplacian = op == Operator::Laplacian;
-    if let Some(t) = Tuning::from_environment_for(radius, ring, laplacian) {
-        return (t, None);
-    }
     if enabled()
         && let Some(e) = TuningCache::load(device).lookup(op, radius, shape, &kernels_hash())
         && e.tuning().check(radius).is_ok()

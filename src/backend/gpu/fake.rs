@@ -143,8 +143,6 @@ impl GpuRuntime for FakeRuntime {
         let options = self.modules.borrow()[*module as usize].clone();
         let needs = if name.ends_with("_half") {
             Some("-DHALF=1")
-        } else if name == "fused_step_layers" {
-            Some("-DCPML=1")
         } else if name == "fused_step_ylayers" || name == "fused_step_zlayers" {
             Some("-DYLAYERS=1")
         } else {

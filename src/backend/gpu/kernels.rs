@@ -321,8 +321,6 @@ kernel_params!(
 /// The functions of a step's module.
 pub struct Kernels<F> {
     pub fused: F,
-    /// The fused step with the CPML layers in its pass (modules built with CPML only).
-    pub fused_layers: Option<F>,
     /// The fused step with the y layers in its pass (modules built with YLAYERS only).
     pub fused_ylayers: Option<F>,
     /// The fused step on the planes of one z layer with their z update in its pass (modules
@@ -349,7 +347,6 @@ impl<F: Copy> Kernels<F> {
         let f = |n: &str| rt.function(module, n);
         Ok(Kernels {
             fused: f("fused_step")?,
-            fused_layers: f("fused_step_layers").ok(),
             fused_ylayers: f("fused_step_ylayers").ok(),
             fused_zlayers: f("fused_step_zlayers").ok(),
             pass_x: f("pass_x")?,

@@ -95,14 +95,7 @@ pub fn check_fits(problem: &Problem, kernel: KernelChoice, device: &str, free: u
 /// last wave is not split; one whose last wave is short or that does not fill the GPU once is (H200,
 /// R = 4, every march forced to S segments: 512^3 real step 0.935 ms at S = 1, 0.942-0.963 at 2-5;
 /// 960 x 64 x 240, 0.240 at S = 1, 0.226 at 2). The bits are the same for any count.
-/// SEISMIC_CPML_SEGMENTS overrides it (an experiment knob).
 fn march_segments(blocks: u64, multiprocessors: u64, width: u64, radius: u64) -> u64 {
-    // Read once: this runs at every step's launch.
-    static FORCED: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
-    let forced = FORCED.get_or_init(|| std::env::var("SEISMIC_CPML_SEGMENTS").ok().and_then(|v| v.parse().ok()));
-    if let Some(s) = *forced {
-        return s.clamp(1, width.max(1));
-    }
     let resident = (5 * multiprocessors).max(1);
     let cost = |s: u64| (blocks.max(1) * s).div_ceil(resident) * (width.div_ceil(s) + radius);
     (1..=(width / 4).max(1)).min_by_key(|&s| (cost(s), s)).unwrap_or(1)
@@ -169,10 +162,9 @@ struct YPass<Rt: GpuRuntime> {
     tiles: (u32, u32),
     windows: (u32, u32),
     /// fused_step_zlayers (the gap's tiles on the z layers' planes, in the y-layer kernel's shape)
-    /// and its dynamic shared memory, where the grid has z layers; whether the gap's z layers go
-    /// through it (else cpml.cu takes every row's after the pass).
+    /// and its dynamic shared memory, where the grid has z layers (else cpml.cu takes every row's
+    /// after the pass).
     z_kernel: Option<(Rt::Function, u32)>,
-    z_in_gap: bool,
     _module: Rt::Module,
 }
 
@@ -186,7 +178,7 @@ impl<Rt: GpuRuntime> YPass<Rt> {
 
     /// The kernel that takes the gap's z layers in the pass, where it does.
     fn z_layers(&self) -> Option<(Rt::Function, u32)> {
-        self.z_kernel.filter(|_| self.z_in_gap)
+        self.z_kernel
     }
 }
 
@@ -206,15 +198,9 @@ fn overlap(part: &std::ops::Range<usize>, planes: &std::ops::Range<usize>) -> st
 }
 
 /// z-planes per block of a fused_step_zlayers launch over `planes` planes: chunks of at most 16
-/// (the y-layer launch's longest, `Y_PASS_LONGEST`) of equal length, or SEISMIC_ZLAYER_WINDOW (an
-/// experiment knob).
+/// (the y-layer launch's longest, `Y_PASS_LONGEST`) of equal length.
 fn z_layer_window(planes: usize) -> u32 {
-    static FORCED: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
-    let forced = FORCED.get_or_init(|| std::env::var("SEISMIC_ZLAYER_WINDOW").ok().and_then(|v| v.parse().ok()));
-    match *forced {
-        Some(w) if w > 0 => w,
-        _ => planes.div_ceil(planes.div_ceil(Y_PASS_LONGEST).max(1)).max(1) as u32,
-    }
+    planes.div_ceil(planes.div_ceil(Y_PASS_LONGEST).max(1)).max(1) as u32
 }
 
 /// Whether the interior's tiles of `gap_tile` rows take the y mode's gap: where the gap that a whole
@@ -259,40 +245,14 @@ pub enum LayerPass {
     /// nx not a multiple of 4, y layers that overlap) the step computes the layers after the
     /// interior.
     YLayers,
-    /// Inside the pass: fused_step on the blocks without layer points, fused_step_layers on the
-    /// others (slower than `After` on an H200: kernels/NOTES.md, session 12).
-    Split,
-    /// Inside the pass: fused_step_layers on every block.
-    One,
 }
 
 impl LayerPass {
     /// The default for a grid with CPML layers `width` points wide: the y layers in the pass
     /// (faster than after it on an H200 from 3.9% of the points in the y layers, 1024^3, to 62%,
-    /// marmousi.toml, since each of the y mode's launches has its own tiles, shape and window;
-    /// kernels/NOTES.md, session 23). SEISMIC_LAYER_PASS = "after", "y", "split" or "one"
-    /// overrides it (an experiment knob).
+    /// marmousi.toml, since each of the y mode's launches has its own tiles, shape and window).
     pub fn for_grid(width: usize) -> LayerPass {
-        match std::env::var("SEISMIC_LAYER_PASS").as_deref() {
-            Ok("after") => LayerPass::After,
-            Ok("y") => LayerPass::YLayers,
-            Ok("split") => LayerPass::Split,
-            Ok("one") => LayerPass::One,
-            _ if width > 0 => LayerPass::YLayers,
-            _ => LayerPass::After,
-        }
-    }
-}
-
-/// Steps a run's `step` captures into one graph launch where the runtime can
-/// ([`GpuRuntime::captures`]): [`GRAPH_STEPS`], or SEISMIC_GRAPH_STEPS (an experiment knob; 0 or 1:
-/// none).
-fn graph_steps_from_environment() -> Result<usize> {
-    match std::env::var("SEISMIC_GRAPH_STEPS") {
-        Ok(v) => {
-            v.trim().parse::<usize>().map_err(|_| anyhow::anyhow!("SEISMIC_GRAPH_STEPS={v:?} is not a count of steps"))
-        }
-        Err(_) => Ok(GRAPH_STEPS),
+        if width > 0 { LayerPass::YLayers } else { LayerPass::After }
     }
 }
 
@@ -302,29 +262,9 @@ fn graph_chunk(requested: usize, captures: bool) -> usize {
     if captures && requested > 1 { requested } else { 0 }
 }
 
-/// Whether every step's end is an event (SEISMIC_STEP_EVENTS=0: only the run's last).
-fn per_step_events() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("SEISMIC_STEP_EVENTS").map_or(true, |v| v != "0"))
-}
-
-/// How the y mode's launches are ordered: 1 (the default), the y-layer tiles and then the z
-/// layers' planes of the gap (fused_step_zlayers) on a second stream alongside the gap's, launched
-/// first so that the gap's shorter blocks fill the multiprocessors their last blocks leave; 2, the
-/// gap's first; 3, the z layers' planes after the gap on its stream; 0, one after the other on the
-/// one stream (SEISMIC_LAYER_STREAMS, an experiment knob).
-fn layer_streams() -> u8 {
-    static MODE: std::sync::OnceLock<u8> = std::sync::OnceLock::new();
-    *MODE.get_or_init(|| std::env::var("SEISMIC_LAYER_STREAMS").ok().and_then(|v| v.parse().ok()).unwrap_or(1))
-}
-
 /// Planes a thread of cpml.cu's x_rows takes, the next one's lines asked for while it works on
-/// one: two (H200, R = 4, CPML 20: 1024^3 5.444 -> 5.413 ms a step; 4 and 8 lost;
-/// kernels/NOTES.md, session 32). SEISMIC_CPML_X_PLANES sets it (an experiment knob).
-fn x_planes() -> u64 {
-    static N: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *N.get_or_init(|| std::env::var("SEISMIC_CPML_X_PLANES").ok().and_then(|v| v.parse().ok()).unwrap_or(2).max(1))
-}
+/// one (H200, R = 4, CPML 20: 1024^3 5.444 -> 5.413 ms a step with two; four and eight lost).
+const X_PLANES: u64 = 2;
 
 /// Steps in one graph launch: a launch's few microseconds of host work and the graph's update
 /// are spread over this many steps, and a snapshot, a blow-up check or the end of the run launches
@@ -340,20 +280,6 @@ const FIRST_GRAPH_STEPS: usize = 4;
 /// others, the first after it shorter still): each is updated in place from one chunk of its
 /// length to the next instead of being instantiated again.
 const GRAPH_SLOTS: usize = 4;
-
-/// [`Tuning::for_ylayers`], its block overridden by SEISMIC_YLAYER_BLOCK ("16x8": threads a row
-/// by rows), an experiment knob.
-fn y_layer_shape(tuning: Tuning, radius: usize) -> Tuning {
-    let t = tuning.for_ylayers(radius);
-    let block = std::env::var("SEISMIC_YLAYER_BLOCK").ok().and_then(|v| {
-        let (x, y) = v.split_once('x')?;
-        Some((x.parse().ok()?, y.parse().ok()?))
-    });
-    match block {
-        Some((block_x, block_y)) => Tuning { block_x, block_y, ..t }.effective(radius),
-        None => t,
-    }
-}
 
 /// Whether fused_step_ylayers can take a grid's y layers: it moves whole vectors along x and
 /// needs the two y layers apart (layers.h, add_layers).
@@ -634,18 +560,18 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         );
         let b = &problem.boundary;
         let tuning = if half { tuning.for_half(r) } else { tuning }.effective(r);
-        // fused_step_layers and fused_step_ylayers (fused.cu; fused_ring.cu has no layer path),
-        // where their shared memory fits. fused_step_ylayers takes a launch shape of its own, in a
-        // module of its own, while the plain fused_step between the y layers keeps the interior's
-        // (without the tile ring: fused_ring.cu has no launch over part of the tiles).
-        let in_pass_shape = if layer_pass == LayerPass::YLayers { y_layer_shape(tuning, r) } else { tuning };
-        let layer_pass = if layer_pass != LayerPass::After
+        // fused_step_ylayers (fused.cu; fused_ring.cu has no layer path), where its shared memory
+        // fits. It takes a launch shape of its own, in a module of its own, while the plain
+        // fused_step between the y layers keeps the interior's (without the tile ring:
+        // fused_ring.cu has no launch over part of the tiles).
+        let in_pass_shape = tuning.for_ylayers(r);
+        let layer_pass = if layer_pass == LayerPass::YLayers
             && !half
             && rt.vendor() != "hip"
             && b.kind == BoundaryKind::Cpml
             && kernel == KernelChoice::Fused
-            && in_pass_shape.layer_tile_fits(r, layer_pass == LayerPass::YLayers)
-            && (layer_pass != LayerPass::YLayers || y_layers_fit(shape, b.width, in_pass_shape.vec))
+            && in_pass_shape.layer_tile_fits(r)
+            && y_layers_fit(shape, b.width, in_pass_shape.vec)
         {
             layer_pass
         } else {
@@ -654,7 +580,6 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let (tuning, y_tuning) = match layer_pass {
             LayerPass::YLayers => (Tuning { tile_ring: 0, ..tuning }.effective(r), Some(in_pass_shape)),
             LayerPass::After => (tuning, None),
-            LayerPass::Split | LayerPass::One => (in_pass_shape, None),
         };
         tuning.check(r)?;
         if let Some(t) = &y_tuning {
@@ -668,8 +593,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         check_fits(problem, kernel, &rt.device_name(), free as u64, total as u64)?;
         let rt = Rc::new(rt);
         let sponge = b.kind == BoundaryKind::Sponge;
-        let module_pass = if layer_pass == LayerPass::YLayers { LayerPass::After } else { layer_pass };
-        let mut options = module_options(shape, r, &tuning, sponge, false, module_pass);
+        let mut options = module_options(shape, r, &tuning, sponge, false, LayerPass::After);
         if half {
             options.push("-DHALF=1".into());
         }
@@ -693,10 +617,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             rt.allow_dynamic_shared(h.fused, tuning.half_ring_bytes())?;
         }
         rt.allow_dynamic_shared(f.fused, tuning.dynamic_shared_bytes(r, false))?;
-        if let Some(k) = f.fused_layers {
-            rt.allow_dynamic_shared(k, tuning.dynamic_shared_bytes(r, false) + tuning.layer_tile_bytes(r, false))?;
-        }
-        let y_shared = y_tuning.map(|t| t.dynamic_shared_bytes(r, false) + t.layer_tile_bytes(r, true));
+        let y_shared = y_tuning.map(|t| t.dynamic_shared_bytes(r, false) + t.layer_tile_bytes(r));
         if let (Some(k), Some(bytes)) = (f.fused_ylayers, y_shared) {
             rt.allow_dynamic_shared(k, bytes)?;
         }
@@ -791,7 +712,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let receivers = ReceiverTable::new(&rt, &layout, &problem.receivers, problem.steps)?;
         let events = (0..=problem.steps).map(|_| rt.event()).collect::<Result<_>>()?;
 
-        let graph_steps = graph_chunk(graph_steps_from_environment()?, rt.captures());
+        let graph_steps = graph_chunk(GRAPH_STEPS, rt.captures());
         let mut s = GpuSolver {
             kernel,
             layout,
@@ -854,11 +775,9 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 None => s.geometry,
             };
             let windows = s.choose_y_pass_windows(&gap_geometry, &geometry, tiles);
-            // The gap's z layers in the pass where the grid has them (SEISMIC_ZLAYERS_IN_PASS=0
-            // leaves them to cpml.cu, an experiment knob).
+            // The gap's z layers in the pass where the grid has them.
             let has_z = c.axes.iter().any(|a| a.axis == 2);
             let z_kernel = s.f.fused_zlayers.zip(z_shared).filter(|_| has_z);
-            let z_in_gap = z_kernel.is_some() && std::env::var("SEISMIC_ZLAYERS_IN_PASS").as_deref() != Ok("0");
             s.y_pass = Some(YPass {
                 geometry,
                 shared,
@@ -868,7 +787,6 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 tiles,
                 windows,
                 z_kernel,
-                z_in_gap,
                 _module: module,
             });
         }
@@ -1006,16 +924,10 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         }
     }
 
-    /// Puts the gap's z layers into its pass (`true`, the default where the grid has them:
-    /// fused_step_zlayers) or leaves them to cpml.cu; returns whether they are in the pass now.
-    pub fn set_z_layers_in_pass(&mut self, on: bool) -> bool {
-        match &mut self.y_pass {
-            Some(y) if y.z_kernel.is_some() => {
-                y.z_in_gap = on;
-                on
-            }
-            _ => false,
-        }
+    /// Whether the gap's z layers are computed in its pass (fused_step_zlayers), as they are
+    /// wherever the y layers are and the grid has z layers.
+    pub fn z_layers_in_pass(&self) -> bool {
+        self.y_pass.as_ref().is_some_and(|y| y.z_kernel.is_some())
     }
 
     /// Where this solver computes the CPML layers; [`LayerPass::After`] also for runs without CPML.
@@ -1025,7 +937,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
 
     /// The y mode's windows: the gap launch's (`gap`, its geometry) as the fused step's, over its
     /// own tiles; the y-layer launch's (`y`) over its tiles and the blocks of it that fit at once,
-    /// with the planes a chunk primes its rings with counted (SEISMIC_YLAYER_WINDOW overrides it).
+    /// with the planes a chunk primes its rings with counted.
     fn choose_y_pass_windows(
         &self,
         gap: &LaunchGeometry,
@@ -1037,17 +949,14 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             0 => gap.window_over(gap.tile_columns() as usize * gap_rows as usize, FUSED_WINDOWS),
             w => w,
         };
-        let band_window = match std::env::var("SEISMIC_YLAYER_WINDOW").ok().and_then(|v| v.parse().ok()) {
-            Some(w) if w > 0 => w,
-            _ => best_window_upto(
-                y.tile_columns() as usize * band_rows as usize,
-                nz,
-                y.resident_blocks as usize,
-                Y_PASS_PRIMING * r,
-                FUSED_WINDOWS.shortest_banded,
-                Y_PASS_LONGEST,
-            ),
-        };
+        let band_window = best_window_upto(
+            y.tile_columns() as usize * band_rows as usize,
+            nz,
+            y.resident_blocks as usize,
+            Y_PASS_PRIMING * r,
+            FUSED_WINDOWS.shortest_banded,
+            Y_PASS_LONGEST,
+        );
         (gap.guarded_window_rows(gap_window, gap_rows), y.guarded_window_rows(band_window, band_rows))
     }
 
@@ -1134,9 +1043,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         }
         match op {
             Operator::Fused => {
-                let layer_shared = shared + t.layer_tile_bytes(self.radius, false);
                 let layers_on = |c: &CpmlDev<Rt>, select, part| c.layers(&self.axis_weights, select, part);
-                let layers = |c: &CpmlDev<Rt>, select| layers_on(c, select, planes.clone());
                 match &self.cpml {
                     Some(c) if c.pass == LayerPass::YLayers => {
                         // Two launches, each over its own tiles with its own shape and window
@@ -1190,32 +1097,14 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                         let mut gap = || {
                             launch(gap_kernel, &y.gap_geometry, gap_shared, gap_window, y.tiles.0, 3, parts[1].clone())
                         };
+                        // The y-layer tiles and then the gap's z layers' planes go on a second
+                        // stream beside the gap's tiles, launched first so that the gap's shorter
+                        // blocks fill the multiprocessors their last blocks leave.
                         let mut band = || {
                             launch(with_y, &y.geometry, y.shared, band_window, y.tiles.1, 4, planes.clone())?;
-                            if layer_streams() != 3 {
-                                z_layers()?;
-                            }
-                            Ok(())
-                        };
-                        let mut gap_then_z = || {
-                            gap()?;
                             z_layers()
                         };
-                        match layer_streams() {
-                            0 => gap().and_then(|()| band()),
-                            2 => self.rt.alongside(&mut gap, &mut band),
-                            3 => self.rt.alongside(&mut band, &mut gap_then_z),
-                            _ => self.rt.alongside(&mut band, &mut gap),
-                        }
-                    }
-                    Some(c) if matches!(c.pass, LayerPass::Split | LayerPass::One) => {
-                        let with_layers = self.f.fused_layers.context("fused_step_layers not compiled")?;
-                        if c.pass == LayerPass::Split {
-                            fused(self.f.fused, shared, layers(c, 1))?;
-                            fused(with_layers, layer_shared, layers(c, 2))
-                        } else {
-                            fused(with_layers, layer_shared, layers(c, 0))
-                        }
+                        self.rt.alongside(&mut band, &mut gap)
                     }
                     _ => fused(self.f.fused, shared, Layers::default()),
                 }
@@ -1296,7 +1185,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
                 }
                 let grid = if a.axis == 0 && march && x_layers_by_rows(nx as u64, w, vec) {
                     // cpml.cu's x_rows: 2 width / VEC threads a row, x_planes planes a thread.
-                    let planes = e[2].div_ceil(x_planes()).min(65535);
+                    let planes = e[2].div_ceil(X_PLANES).min(65535);
                     [(2 * w / vec * e[1]).div_ceil(128) as u32, planes as u32, 1]
                 } else if a.axis > 0 && e[0] % vec == 0 && march {
                     // A thread a vector of a row, over the rows across (y layers: the planes asked
@@ -1472,9 +1361,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
 
     fn time_step_end(&mut self) -> Result<()> {
         let k = self.steps_done;
-        // SEISMIC_STEP_EVENTS=0 (an experiment knob, to measure what the per-step events cost)
-        // records only the last step's end; every step then reads the run's mean.
-        if k + 1 < self.events.len() && (per_step_events() || k + 2 == self.events.len()) {
+        if k + 1 < self.events.len() {
             self.rt.record(&self.events[k + 1])?;
         }
         self.steps_done += 1;
@@ -1679,10 +1566,6 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
         self.end_capture()?;
         self.rt.synchronize()?;
         let n = self.steps_done.min(self.events.len().saturating_sub(1));
-        if !per_step_events() && n > 0 {
-            let mean = self.rt.elapsed_ms(&self.events[0], &self.events[n])? as f64 * 1e-3 / n as f64;
-            return Ok(vec![mean; n]);
-        }
         (0..n).map(|i| Ok(self.rt.elapsed_ms(&self.events[i], &self.events[i + 1])? as f64 * 1e-3)).collect()
     }
 
@@ -2000,9 +1883,6 @@ mod tests {
 
     #[test]
     fn the_y_layers_go_in_the_pass_by_default() {
-        if std::env::var_os("SEISMIC_LAYER_PASS").is_some() {
-            return; // the knob overrides the rule (tested where it is unset, as in CI)
-        }
         for width in [1, 20, 24] {
             assert_eq!(LayerPass::for_grid(width), LayerPass::YLayers, "width {width}");
         }

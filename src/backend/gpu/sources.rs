@@ -150,12 +150,11 @@ pub fn module_options(
     o
 }
 
-/// Compile-time parameters of a module (`layers`: with the fused kernel that computes the CPML
-/// layers, or their y layers, in its pass). SEISMIC_KERNEL_DEFS adds `-D` options for experiments
-/// (e.g. "-DDEPTH=2 -DMIN_BLOCKS=3", see kernels/fused.cu).
+/// Compile-time parameters of a module (`layers`: with the fused kernels that compute the CPML y
+/// layers, and the z layers of the tiles between them, in their pass).
 pub fn kernel_options(radius: usize, t: &Tuning, sponge: bool, laplacian_only: bool, layers: LayerPass) -> Vec<String> {
     let t = &t.effective(radius);
-    let mut o = vec![
+    vec![
         format!("-DRADIUS={radius}"),
         format!("-DBLOCK_X={}", t.block_x),
         format!("-DBLOCK_Y={}", t.block_y),
@@ -168,11 +167,6 @@ pub fn kernel_options(radius: usize, t: &Tuning, sponge: bool, laplacian_only: b
         format!("-DROWS={}", t.rows),
         format!("-DORDER={}", t.order),
         format!("-DHALO_RING={}", t.halo_ring),
-        format!("-DCPML={}", matches!(layers, LayerPass::Split | LayerPass::One) as u32),
         format!("-DYLAYERS={}", (layers == LayerPass::YLayers) as u32),
-    ];
-    if let Ok(extra) = std::env::var("SEISMIC_KERNEL_DEFS") {
-        o.extend(extra.split_whitespace().filter(|d| d.starts_with("-D")).map(String::from));
-    }
-    o
+    ]
 }
