@@ -73,7 +73,7 @@ DEVICE void cpml_axis(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next, 
 // p^n of the 2R + 1 points around its point in registers, so each is read once rather than
 // 2R + 1 times through L2; a warp's loads are 32 neighbouring vectors along x. phi's neighbours
 // are loads (the thread read them an iteration or two before: L1): a register window for them
-// too leaves fewer threads to hide latency (kernels/NOTES.md, session 13). Grid x runs over the
+// too leaves fewer threads to hide latency. Grid x runs over the
 // nx / VEC vectors of a row times the rows across (threads of the last row spill into the next, so
 // no block idles at a row's end), grid z over the two layers, each in segments; the update is
 // layers.h's layer_row, so the bits are the scalar path's.

@@ -20,7 +20,7 @@
 // tile rows); 3, banded (seed 002's subdomains, the default): gridDim.y tile rows form a band,
 // blockIdx.z runs over the z-chunks of a band before the next band, so a tile's consecutive chunks
 // run close in time and the planes one primes with are still in L2 from the other (1024^3, R = 4:
-// 81% -> 84% of 3R1W). kernels/NOTES.md has the measurements.
+// 81% -> 84% of 3R1W).
 // Marching down only swaps the two operands of each z term's addition, which is exact.
 
 // p^{n-1} and c^2 dt^2, read once, are loaded with the evict-first hint.
@@ -425,8 +425,8 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
             const Vf &pm = q[r][R], &vv = q[r][R];  // unused
 #elif STAGES > 0
             // Read after the stencil, not before the barrier: 8 * ROWS registers stay free during
-            // it (one row at R = 8: 0.930 -> 0.788 ms at 512^3, no spill; neutral at R = 1, 4, 7;
-            // kernels/NOTES.md, session 9). The slot stays valid until the next iteration's issue.
+            // it (one row at R = 8: 0.930 -> 0.788 ms at 512^3, no spill; neutral at R = 1, 4, 7).
+            // The slot stays valid until the next iteration's issue.
             const Vf pm = *slot(s, 1, r);
             const Vf vv = *slot(s, 2, r);
 #endif

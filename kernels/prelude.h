@@ -248,7 +248,7 @@ DEVICE Vf vzero() {
 // written, by the free surface's mirror) and the rows and columns a tile overhangs are slack
 // that nobody writes. The fused kernels therefore do not read it: `vload_if` and the `read`
 // argument of the asynchronous copies give zeros without a memory access (ncu, R = 4, Laplacian-only
-// at 1024^3: p^n read 1.04 times per step instead of 1.10; kernels/NOTES.md, session 7).
+// at 1024^3: p^n read 1.04 times per step instead of 1.10).
 DEVICE Vf vload_if(const float* p, bool read) { return read ? vload(p) : vzero(); }
 DEVICE Vf vload_if(const h16* p, bool read) { return read ? vload(p) : vzero(); }
 
@@ -293,7 +293,7 @@ DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memor
 // once, are marked evict-first, and the leading plane of p^n, which the neighbouring tiles and the
 // next z-chunk read again, evict-last.
 // So the planes of p^n are what stays in L2 (H100, 512^3 / 1024^3, R = 4: +2.0-2.2 / +0.9-1.1
-// points of 3R1W; kernels/NOTES.md, session 4). HIP: plain copies, no hint.
+// points of 3R1W). HIP: plain copies, no hint.
 #ifndef WHOLE_ROWS
 #define WHOLE_ROWS 0  // every row is whole vectors (nx % VEC == 0): no per-lane store at its end
 #endif
@@ -321,7 +321,7 @@ SEISMIC_CP_ASYNC_HINTED(cp_async16_cur, "evict_last")
 // One symmetric pair of stencil taps added to a partial sum, acc + c (a + b), as one fused
 // multiply-add: exactly rounded, so the CPU reference (`mul_add`) gets the same bits whatever the
 // compiler's contraction flag, and a tap costs two instructions instead of three (H100, 512^3 /
-// 1024^3, R = 4, Laplacian-only: +1.6 / +1.1 points of copy; kernels/NOTES.md, session 7).
+// 1024^3, R = 4, Laplacian-only: +1.6 / +1.1 points of copy).
 #if SEISMIC_HIP
 DEVICE float tap(float acc, float c, float a, float b) { return __builtin_fmaf(c, a + b, acc); }
 #else

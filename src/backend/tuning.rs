@@ -131,7 +131,7 @@ fn thirty_two() -> u32 {
 }
 
 impl Tuning {
-    /// The default shape (measured best on an H200, kernels/NOTES.md).
+    /// The default shape (measured best on an H200).
     pub fn for_radius(radius: usize) -> Tuning {
         Self::defaults(radius, true, false, |_| None)
     }
@@ -148,8 +148,7 @@ impl Tuning {
     /// with the ring, where four rows a thread in 8 rows of threads at one block a multiprocessor
     /// (32-row tiles, so a point's share of the y halo through L2 and shared memory is 3/8 of the
     /// step's 12-row tiles'; 241 registers) measured faster: H200, one call, 512^3 0.325 -> 0.315
-    /// ms (82.7 -> 85.5% of copy), 1024^3 2.521 -> 2.489 ms (84.4 -> 85.5%; kernels/NOTES.md,
-    /// session 34).
+    /// ms (82.7 -> 85.5% of copy), 1024^3 2.521 -> 2.489 ms (84.4 -> 85.5%).
     pub fn default_for(radius: usize, ring: bool, laplacian: bool) -> Tuning {
         Self::defaults(radius, ring, laplacian, |_| None)
     }
@@ -160,8 +159,8 @@ impl Tuning {
         let r = radius as u32;
         let vec = var("vec").unwrap_or(4);
         // Three cp.async stages for the step at R = 6 (with its 24-plane windows, geometry.rs's
-        // FUSED_WINDOWS): H200, 512^3 90.1 -> 91.0% of 3R1W, 1024^3 86.4 -> 86.5% (kernels/NOTES.md,
-        // session 35). At R = 7 and 8 a third stage won at 512^3 and lost at 1024^3.
+        // FUSED_WINDOWS): H200, 512^3 90.1 -> 91.0% of 3R1W, 1024^3 86.4 -> 86.5%.
+        // At R = 7 and 8 a third stage won at 512^3 and lost at 1024^3.
         let deep = ring && vec == 4 && r == 6 && !laplacian;
         let stages = var("stages").unwrap_or(if deep {
             3
@@ -173,9 +172,9 @@ impl Tuning {
         // From R = 6, blocks of 16 x 8 threads with two rows a thread (16-row tiles) at two a
         // multiprocessor, halos through the ring (192-224 registers, no spill). H200, 512^3, one
         // call, % of 3R1W: R = 6 84.7 -> 89.5, R = 7 76.2 -> 87.0, R = 8 71.7 -> 80.6; 1024^3: R = 7
-        // 77.2 -> 82.1, R = 8 73.0 -> 81.4 (kernels/NOTES.md, session 34). Before, 32 x 6 with two
+        // 77.2 -> 82.1, R = 8 73.0 -> 81.4. Before, 32 x 6 with two
         // rows at R = 6 (no halo ring: it spilled then) and 16 x 8 with one row at three a
-        // multiprocessor from R = 7 (session 27: 32 x 8 at two capped ptxas at 128 registers and
+        // multiprocessor from R = 7 (32 x 8 at two capped ptxas at 128 registers and
         // R = 7 spilled); two rows at three a multiprocessor spill under its 170-register cap.
         let high = ring && stages > 0 && r >= 6;
         // The Laplacian-only operator's own (Tuning::default_for): four rows a thread in 8 rows of
@@ -183,7 +182,7 @@ impl Tuning {
         let tall = laplacian && ring && stages > 0 && r == 4;
         // Two rows per thread where measured faster (R = 2: 86% of 3R1W against 76%; R = 4: 82.5%
         // against 79%; the autotuner's winners at R = 3, 5, 6 have two rows too, 8-18% faster than
-        // one; from R = 6 as above); R = 1 keeps one (kernels/NOTES.md). Not where the ring is a
+        // one; from R = 6 as above); R = 1 keeps one. Not where the ring is a
         // plain copy: a 64 KiB LDS would not hold the doubled ring.
         let rows = var("rows").unwrap_or(if tall {
             4
@@ -201,8 +200,7 @@ impl Tuning {
             min_blocks: var("min_blocks").unwrap_or(if tall { 1 } else { 2 }),
             // The z loop unrolled where the queue's moves cost more than the copied code: fully up
             // to R = 4; the Laplacian-only operator twice at R = 8 (H200, 50.6 -> 52.5% of copy at
-            // 512^3, 51.5 -> 53.6% at 1024^3; the step gained nothing from R = 5: kernels/NOTES.md,
-            // session 36).
+            // 512^3, 51.5 -> 53.6% at 1024^3; the step gained nothing from R = 5).
             unroll_z: var("unroll_z").unwrap_or(if r <= 4 {
                 2 * r + 1
             } else if laplacian && stages > 0 && r == 8 {
@@ -214,8 +212,8 @@ impl Tuning {
             order: var("order").unwrap_or(3),
             tile_ring: var("tile_ring").unwrap_or(0),
             // Halos through the ring wherever it is on (H100, 512^3: R = 4 Laplacian-only 77.0 ->
-            // 87.7% of copy, fused R = 4, 5, 7 +1.4 to +5.8 points, kernels/NOTES.md, session 5;
-            // H200, R = 6 in 32 x 6 blocks 84.7 -> 85.8%, session 34).
+            // 87.7% of copy, fused R = 4, 5, 7 +1.4 to +5.8 points;
+            // H200, R = 6 in 32 x 6 blocks 84.7 -> 85.8%).
             halo_ring: var("halo_ring").unwrap_or((stages > 0) as u32),
         }
     }
@@ -310,12 +308,11 @@ impl Tuning {
     /// The launch shape of the Laplacian-only operator: this one with the ring one plane deeper.
     /// A plane of it moves a third of the full step's bytes, so one more plane in flight hides the
     /// same latency (H100, R = 4, 512^3 / 1024^3: 87.7 / 86.2% of copy with 2 stages, 90.6 / 88.4%
-    /// with 3, 82.3 / 84.8% with 4; kernels/NOTES.md, session 5). The tile ring keeps its depth.
+    /// with 3, 82.3 / 84.8% with 4). The tile ring keeps its depth.
     /// Unchanged where the deeper ring would not run this tile (see [`Tuning::effective`]), counted
     /// as the step's three-field ring, as the module's options are (sources::kernel_options):
     /// conservative for this one-field ring, whose own bytes would give the tall R = 4 tile a third
-    /// stage, which ran no faster (H200, 512^3 0.317 against 0.315 ms, 1024^3 2.505 against 2.49;
-    /// kernels/NOTES.md, session 38).
+    /// stage, which ran no faster (H200, 512^3 0.317 against 0.315 ms, 1024^3 2.505 against 2.49).
     pub fn for_laplacian(self, radius: usize) -> Tuning {
         let deeper = Tuning { stages: self.stages + 1, ..self };
         if self.stages > 0 && self.tile_ring == 0 && deeper.check(radius).is_ok() && deeper.effective(radius) == deeper
@@ -330,7 +327,7 @@ impl Tuning {
     /// width, ring depth, window and grid-index order, with one row a thread in blocks of 8 rows
     /// (or R) and the halos through registers (that kernel has no halo or tile ring); up to R = 5
     /// this one's block width at 3 blocks a multiprocessor, at R = 6 blocks 32 wide at 3, from R = 7
-    /// 32 wide at 2, as measured. H200, 512^3 (kernels/NOTES.md, sessions 14 and 16): R = 4, 0.476
+    /// 32 wide at 2, as measured. H200, 512^3: R = 4, 0.476
     /// ms against 0.533 with the f32 default's two rows of 6 (162 registers, 2 blocks); R = 1, 3
     /// blocks 0.366 against 0.379 ms; R = 5, 0.564 against 0.631; R = 6, 0.656 against 0.677; R = 8,
     /// 2 blocks 0.767 against 0.793 ms.
@@ -349,14 +346,14 @@ impl Tuning {
 
     /// The launch shape of a step with the y layers inside the fused pass (fused_step and
     /// fused_step_ylayers, kernels/fused.cu), from the interior's: one row a thread, the z loop not
-    /// unrolled, no tile ring (two rows a thread or the loop unrolled ran slower: H100, R = 4,
-    /// kernels/NOTES.md, session 21), and blocks of 128 threads, of which three share a
-    /// multiprocessor (167 registers a thread at R = 4), so that one waits at a plane's barrier
-    /// while the others compute. Up to R = 4, 8 threads (32 points) a row in 16 rows: a block
-    /// reads 1.9 times its points of p^n's plane with the halos, against 2.25 in 16 x 8 (H200,
-    /// session 26: marmousi.toml's real step 0.166 -> 0.163 ms, marmousi-large 13.88 -> 13.74 s in
+    /// unrolled, no tile ring (two rows a thread or the loop unrolled ran slower: H100, R = 4), and
+    /// blocks of 128 threads, of which three share a multiprocessor (167 registers a thread at
+    /// R = 4), so that one waits at a plane's barrier while the others compute. Up to R = 4, 8
+    /// threads (32 points) a row in 16 rows: a block
+    /// reads 1.9 times its points of p^n's plane with the halos, against 2.25 in 16 x 8 (H200:
+    /// marmousi.toml's real step 0.166 -> 0.163 ms, marmousi-large 13.88 -> 13.74 s in
     /// steps, the same bits). From R = 5 the x halo is two vectors a side, and the shape stays 16
-    /// x 8 (at least R rows), timed there in session 25.
+    /// x 8 (at least R rows), timed there.
     pub fn for_ylayers(self, radius: usize) -> Tuning {
         let (block_x, block_y) = if radius <= 4 { (8, 16) } else { (16, 8.max(radius as u32)) };
         Tuning { block_x, block_y, rows: 1, unroll_z: 1, tile_ring: 0, ..self }.effective(radius)
@@ -530,8 +527,7 @@ mod tests {
             assert_eq!(l.stages, t.stages + 1, "R = {r}");
             // The module is compiled with `effective`'s rows (sources::kernel_options), the host
             // launches this tuning's tile: the two must agree (a deeper ring that `effective`
-            // would cut to fewer rows left a tile's last rows uncomputed; kernels/NOTES.md,
-            // session 38).
+            // would cut to fewer rows left a tile's last rows uncomputed).
             assert_eq!(l.effective(r), l, "R = {r}");
             assert_eq!((l.block_y, l.rows, l.fused_tile_y()), (t.block_y, t.rows, t.fused_tile_y()));
             l.check(r).unwrap();

@@ -263,7 +263,7 @@ pub fn launch_candidates(radius: usize, default: Tuning) -> Vec<Tuning> {
     let d = Tuning { window: 0, ..default };
     let r = radius as u32;
     let full_unroll = 2 * r + 1;
-    // Ordered by what measured closest to the default on an H200 (kernels/NOTES.md), so that a short
+    // Ordered by what measured closest to the default on an H200, so that a short
     // budget spends itself on the likeliest winners.
     let mut v = vec![
         d,
@@ -307,7 +307,7 @@ pub fn launch_candidates(radius: usize, default: Tuning) -> Vec<Tuning> {
     ];
     // Tall tiles, three or four rows a thread in 8 rows of threads at one block a multiprocessor
     // (H200, R = 4, Laplacian-only: 85.5% of copy at 512^3 and 1024^3 with four rows, against
-    // 82.7 / 84.4% with two rows of 6; kernels/NOTES.md, session 34), where the z queue (rows x
+    // 82.7 / 84.4% with two rows of 6), where the z queue (rows x
     // (2R + 1) vectors) stays within 36 vectors: beyond, ptxas spills.
     let tall = [4, 3].into_iter().filter(|rows| rows * (2 * r + 1) <= 36);
     let at = v.len().min(4);

@@ -106,7 +106,7 @@ fn march_segments(blocks: u64, multiprocessors: u64, width: u64, radius: u64) ->
 const Y_PASS_PRIMING: usize = 2;
 
 /// The longest z-window of the y-layer launch. H200, R = 4, 8 x 16 blocks (three a
-/// multiprocessor), kernels/NOTES.md session 26: marmousi-large 1.705 ms a step with the cost
+/// multiprocessor): marmousi-large 1.705 ms a step with the cost
 /// model's choice among windows up to 48 (47 planes), 1.68 / 1.67 / 1.685 / 1.695 at 12 / 16 / 24 /
 /// 32; the real step 1.702 -> 1.694 ms at 2400 x 200 x 600, 5.459 -> 5.436 at 1024^3, 0.163 ->
 /// 0.160 at 960 x 64 x 240 with 16. Shorter windows keep neighbouring blocks on nearby planes,
@@ -206,7 +206,7 @@ fn z_layer_window(planes: usize) -> u32 {
 /// Whether the interior's tiles of `gap_tile` rows take the y mode's gap: where the gap that a whole
 /// number of them and of the y-layer tiles fills ([`y_mode_band`]) keeps at least 3/4 of its rows
 /// (H200: marmousi.toml's 16-row gap, lost whole to the y-layer kernel's tiles, ran 0.62 s against
-/// 0.60 in the y-layer module's shape; kernels/NOTES.md, session 23).
+/// 0.60 in the y-layer module's shape).
 fn gap_in_interior_shape(ny: i32, width: i32, band_tile: i32, gap_tile: i32) -> bool {
     let (lo, hi) = y_band(ny, width, band_tile);
     let (slo, shi) = y_mode_band(ny, width, band_tile, gap_tile);

@@ -126,8 +126,7 @@ pub fn load_kernels_all<Rt: GpuRuntime>(rt: &Rt, modules: &[(&[&str], &[String])
 /// vectors: the fused kernels store a row's last vector without the per-lane path (24-32 SASS
 /// instructions a plane of the march fewer). NVRTC spends registers on it, so it is asked for only
 /// where that was measured to pay: the step at R = 8 and the Laplacian-only operator from R = 5 (at
-/// R = 4 the step spilled, at R = 1 the Laplacian lost a block a multiprocessor; kernels/NOTES.md,
-/// session 37).
+/// R = 4 the step spilled, at R = 1 the Laplacian lost a block a multiprocessor).
 fn grid_options(shape: [usize; 3], t: &Tuning, radius: usize, laplacian_only: bool) -> Vec<String> {
     let pays = radius == 8 || (laplacian_only && radius >= 5);
     let whole = pays && shape[0].is_multiple_of(t.vec.max(1) as usize);
