@@ -1,7 +1,7 @@
 //! [`GpuSolver`]: a [`Problem`]'s state on one device, over any [`GpuRuntime`], composed of what
-//! owns each part of it: the step's launches ([`StepLaunches`]), the fields ([`Fields`]), the
-//! source and receivers ([`Taps`]), the staging of snapshots and halos ([`Staging`]) and the
-//! graph-capture gate ([`GraphCapture`]). Every buffer is allocated when it opens; each
+//! owns each part of it: the step's launches (`StepLaunches`), the fields (`Fields`), the
+//! source and receivers (`Taps`), the staging of snapshots and halos (`Staging`) and the
+//! graph-capture gate (`GraphCapture`). Every buffer is allocated when it opens; each
 //! [`Backend::step`] only enqueues kernels (free surface, the interior as one fused kernel or three
 //! passes plus an update, the CPML layers, source, receivers), in the order of `backend`'s module
 //! docs. The host waits only for snapshots, traces, step timings and the blow-up check, each of
