@@ -15,7 +15,7 @@ use super::plan::{
     x_layers_by_rows, y_mode_band, y_mode_tiles, z_layer_planes, z_layer_window,
 };
 use super::runtime::{DevicePtr, GpuRuntime};
-use super::sources::{self, load_kernels_all, module_options};
+use super::sources::{self, KernelDefines, load_kernels_all, module_options};
 use crate::backend::tuning::Tuning;
 use crate::boundary::BoundaryKind;
 use crate::config::KernelChoice;
@@ -104,10 +104,8 @@ impl<Rt: GpuRuntime> StepLaunches<Rt> {
     ) -> Result<(Self, Option<HalfKernels<Rt::Function>>, Option<YModule<Rt>>)> {
         let (shape, r) = (problem.shape(), problem.stencil.radius);
         let sponge = problem.boundary.kind == BoundaryKind::Sponge;
-        let mut options = module_options(shape, r, &tuning, sponge, false, LayerPass::After);
-        if half {
-            options.push("-DHALF=1".into());
-        }
+        let defines = KernelDefines::new(r, &tuning, sponge, false, LayerPass::After).on_grid(shape);
+        let options = KernelDefines { half, ..defines }.options();
         let (half_parts, step_parts) = (sources::half_step(&tuning), sources::step(&tuning));
         let parts: &[&str] = if half { &half_parts } else { &step_parts };
         let y_options = y_tuning.map(|t| module_options(shape, r, &t, sponge, false, LayerPass::YLayers));

@@ -122,20 +122,100 @@ pub fn load_kernels_all<Rt: GpuRuntime>(rt: &Rt, modules: &[(&[&str], &[String])
     Ok(loaded.into_iter().map(|m| m.expect("every module loaded or compiled")).collect())
 }
 
-/// The compile-time parameters a module takes from its grid. WHOLE_ROWS, where every row is whole
-/// vectors: the fused kernels store a row's last vector without the per-lane path (24-32 SASS
-/// instructions a plane of the march fewer). NVRTC spends registers on it, so it is asked for only
-/// where that was measured to pay: the step at R = 8 and the Laplacian-only operator from R = 5 (at
-/// R = 4 the step spilled, at R = 1 the Laplacian lost a block a multiprocessor).
-fn grid_options(shape: [usize; 3], t: &Tuning, radius: usize, laplacian_only: bool) -> Vec<String> {
-    let pays = radius == 8 || (laplacian_only && radius >= 5);
-    let whole = pays && shape[0].is_multiple_of(t.vec.max(1) as usize);
-    vec![format!("-DWHOLE_ROWS={}", whole as u32)]
+/// A module's compile-time parameters, typed: each becomes one `-D` define, in the order
+/// [`KernelDefines::options`] lists them (part of the kernel cache's key). prelude.h refuses to
+/// compile without every define it needs; the unit test `every_define_the_kernels_need_is_set`
+/// holds the two together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelDefines {
+    pub radius: usize,
+    pub block_x: u32,
+    pub block_y: u32,
+    pub vec: u32,
+    /// The update multiplied by the sponge factors.
+    pub sponge: bool,
+    /// The fused kernel writes out = L p (the operator benchmark).
+    pub laplacian_only: bool,
+    pub stages: u32,
+    pub min_blocks: u32,
+    pub unroll_z: u32,
+    pub rows: u32,
+    pub order: u32,
+    pub halo_ring: u32,
+    /// The module also holds fused_step_ylayers and fused_step_zlayers.
+    pub ylayers: bool,
+    /// Every row of the grid is whole vectors and that pays (`on_grid`); None before a grid is
+    /// known (HIP's ahead-of-time images), where the kernels' default (0) holds.
+    pub whole_rows: Option<bool>,
+    /// The module also holds the f16 step (the `*_half` kernels).
+    pub half: bool,
 }
 
-/// A module's whole compile-time parameters on a grid of `shape`: [`kernel_options`] and then the
-/// grid's own (`grid_options`, above). HIP's ahead-of-time images, built before any grid is known,
-/// take `kernel_options` alone.
+impl KernelDefines {
+    /// The defines of a module in the launch shape `t` (made effective at `radius`; `layers`:
+    /// with the fused kernels that compute the CPML y layers, and the z layers of the tiles
+    /// between them, in their pass).
+    pub fn new(radius: usize, t: &Tuning, sponge: bool, laplacian_only: bool, layers: LayerPass) -> Self {
+        let t = t.effective(radius);
+        KernelDefines {
+            radius,
+            block_x: t.block_x,
+            block_y: t.block_y,
+            vec: t.vec,
+            sponge,
+            laplacian_only,
+            stages: t.stages,
+            min_blocks: t.min_blocks,
+            unroll_z: t.unroll_z,
+            rows: t.rows,
+            order: t.order,
+            halo_ring: t.halo_ring,
+            ylayers: layers == LayerPass::YLayers,
+            whole_rows: None,
+            half: false,
+        }
+    }
+
+    /// With the grid's own parameter. WHOLE_ROWS, where every row is whole vectors: the fused
+    /// kernels store a row's last vector without the per-lane path (24-32 SASS instructions a
+    /// plane of the march fewer). NVRTC spends registers on it, so it is asked for only where that
+    /// was measured to pay: the step at R = 8 and the Laplacian-only operator from R = 5 (at R = 4
+    /// the step spilled, at R = 1 the Laplacian lost a block a multiprocessor).
+    pub fn on_grid(self, shape: [usize; 3]) -> Self {
+        let pays = self.radius == 8 || (self.laplacian_only && self.radius >= 5);
+        KernelDefines { whole_rows: Some(pays && shape[0].is_multiple_of(self.vec.max(1) as usize)), ..self }
+    }
+
+    /// The `-D` options, in their fixed order.
+    pub fn options(&self) -> Vec<String> {
+        let flag = |b: bool| b as u32;
+        let mut o = vec![
+            format!("-DRADIUS={}", self.radius),
+            format!("-DBLOCK_X={}", self.block_x),
+            format!("-DBLOCK_Y={}", self.block_y),
+            format!("-DVEC={}", self.vec),
+            format!("-DSPONGE={}", flag(self.sponge)),
+            format!("-DLAPLACIAN_ONLY={}", flag(self.laplacian_only)),
+            format!("-DSTAGES={}", self.stages),
+            format!("-DMIN_BLOCKS={}", self.min_blocks),
+            format!("-DUNROLL_Z={}", self.unroll_z),
+            format!("-DROWS={}", self.rows),
+            format!("-DORDER={}", self.order),
+            format!("-DHALO_RING={}", self.halo_ring),
+            format!("-DYLAYERS={}", flag(self.ylayers)),
+        ];
+        if let Some(whole) = self.whole_rows {
+            o.push(format!("-DWHOLE_ROWS={}", flag(whole)));
+        }
+        if self.half {
+            o.push("-DHALF=1".into());
+        }
+        o
+    }
+}
+
+/// A module's whole compile-time parameters on a grid of `shape` ([`KernelDefines::on_grid`]).
+/// HIP's ahead-of-time images, built before any grid is known, take [`kernel_options`].
 pub fn module_options(
     shape: [usize; 3],
     radius: usize,
@@ -144,28 +224,54 @@ pub fn module_options(
     laplacian_only: bool,
     layers: LayerPass,
 ) -> Vec<String> {
-    let mut o = kernel_options(radius, t, sponge, laplacian_only, layers);
-    o.extend(grid_options(shape, t, radius, laplacian_only));
-    o
+    KernelDefines::new(radius, t, sponge, laplacian_only, layers).on_grid(shape).options()
 }
 
-/// Compile-time parameters of a module (`layers`: with the fused kernels that compute the CPML y
-/// layers, and the z layers of the tiles between them, in their pass).
+/// Compile-time parameters of a module without the grid's own ([`KernelDefines::new`]).
 pub fn kernel_options(radius: usize, t: &Tuning, sponge: bool, laplacian_only: bool, layers: LayerPass) -> Vec<String> {
-    let t = &t.effective(radius);
-    vec![
-        format!("-DRADIUS={radius}"),
-        format!("-DBLOCK_X={}", t.block_x),
-        format!("-DBLOCK_Y={}", t.block_y),
-        format!("-DVEC={}", t.vec),
-        format!("-DSPONGE={}", sponge as u32),
-        format!("-DLAPLACIAN_ONLY={}", laplacian_only as u32),
-        format!("-DSTAGES={}", t.stages),
-        format!("-DMIN_BLOCKS={}", t.min_blocks),
-        format!("-DUNROLL_Z={}", t.unroll_z),
-        format!("-DROWS={}", t.rows),
-        format!("-DORDER={}", t.order),
-        format!("-DHALO_RING={}", t.halo_ring),
-        format!("-DYLAYERS={}", (layers == LayerPass::YLayers) as u32),
-    ]
+    KernelDefines::new(radius, t, sponge, laplacian_only, layers).options()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{KernelDefines, PRELUDE};
+    use crate::backend::gpu::LayerPass;
+    use crate::backend::tuning::Tuning;
+
+    /// The defines prelude.h's `#if !defined(...) ... #error` asks the host for.
+    fn required() -> Vec<String> {
+        let start = PRELUDE.find("#if !defined(").expect("prelude.h checks its defines");
+        let check = &PRELUDE[start..start + PRELUDE[start..].find("#error").expect("and refuses without them")];
+        check.split("defined(").skip(1).map(|d| d[..d.find(')').expect("a closed defined()")].to_string()).collect()
+    }
+
+    #[test]
+    fn every_define_the_kernels_need_is_set() {
+        let need = required();
+        assert!(need.len() >= 13 && need.contains(&"YLAYERS".to_string()), "{need:?}");
+        let t = Tuning::for_radius(4);
+        for d in [
+            KernelDefines::new(4, &t, false, false, LayerPass::After),
+            KernelDefines::new(4, &t, true, true, LayerPass::YLayers).on_grid([64, 64, 64]),
+        ] {
+            let set: Vec<String> =
+                d.options().iter().map(|o| o[2..o.find('=').expect("-DNAME=value")].to_string()).collect();
+            for n in &need {
+                assert!(set.contains(n), "{n} is not set: {set:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_options_keep_their_order_and_values() {
+        let t = Tuning::for_radius(8);
+        let d = KernelDefines {
+            half: true,
+            ..KernelDefines::new(8, &t, true, false, LayerPass::YLayers).on_grid([64, 8, 8])
+        };
+        let o = d.options();
+        assert_eq!(o[0], "-DRADIUS=8");
+        assert_eq!(o[4..6], ["-DSPONGE=1".to_string(), "-DLAPLACIAN_ONLY=0".to_string()]);
+        assert_eq!(o[o.len() - 3..], ["-DYLAYERS=1".to_string(), "-DWHOLE_ROWS=1".to_string(), "-DHALF=1".to_string()]);
+    }
 }
