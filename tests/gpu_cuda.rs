@@ -603,7 +603,7 @@ fn dropping_the_solver_frees_its_memory() {
     // Warm the kernel cache and context so that only the solver's buffers move the figure.
     drop(GpuSolver::new(CudaRuntime::new(0).unwrap(), &problem, KernelChoice::ThreePass, Tuning::for_radius(4)));
     // Free memory is device-wide: another process allocating or freeing between the readings
-    // moves it (the other GPU tests in parallel did, once a session). A solver that leaks fails
+    // moves it (the other GPU tests running in parallel do, now and then). A solver that leaks fails
     // every attempt; one that does not passes the first quiet one.
     let mut last = String::new();
     for attempt in 1..=5 {
