@@ -261,7 +261,10 @@ fn documented(page: &str) -> Vec<Row> {
     let mut in_key_table = false;
     for (i, line) in page.lines().enumerate() {
         if let Some(heading) = line.strip_prefix("## ") {
-            section = heading.strip_prefix('`').and_then(|h| h.strip_suffix('`')).map(|h| h.trim_matches(['[', ']']).to_string());
+            section = heading
+                .strip_prefix('`')
+                .and_then(|h| h.strip_suffix('`'))
+                .map(|h| h.trim_matches(['[', ']']).to_string());
             in_key_table = false;
             continue;
         }
@@ -296,8 +299,7 @@ fn every_accepted_key_is_documented_and_every_documented_key_accepted() {
     let (keys, tables) = accepted_keys::<Config>();
     let rows = documented(&page());
     let documented: BTreeSet<String> = rows.iter().map(|r| r.key.clone()).collect();
-    let undocumented: Vec<&String> =
-        keys.iter().filter(|k| !tables.contains(*k) && !documented.contains(*k)).collect();
+    let undocumented: Vec<&String> = keys.iter().filter(|k| !tables.contains(*k) && !documented.contains(*k)).collect();
     let unknown: Vec<String> =
         rows.iter().filter(|r| !keys.contains(&r.key)).map(|r| format!("{} (line {})", r.key, r.line)).collect();
     assert!(
@@ -422,7 +424,8 @@ fn every_literal_default_is_what_the_parser_takes() {
         let outcome = tries.find_map(|(input, create)| {
             let given = with_key(input, &row.key, &value, create)?;
             let given = Config::from_toml(&toml::to_string(&given).ok()?).ok()?;
-            let absent = Config::from_toml(&toml::to_string(input).expect("serialisable")).expect("a minimal input parses");
+            let absent =
+                Config::from_toml(&toml::to_string(input).expect("serialisable")).expect("a minimal input parses");
             Some(format!("{given:?}") == format!("{absent:?}"))
         });
         match outcome {
@@ -465,13 +468,21 @@ fn the_walk_finds_nested_tables_lists_and_refused_values() {
         last: bool,
     }
     let (keys, tables) = accepted_keys::<Outer>();
-    let want = ["a", "last", "list", "list.x", "list.y", "maybe", "maybe.x", "maybe.y", "refused", "refused.x", "refused.y"];
+    let want =
+        ["a", "last", "list", "list.x", "list.y", "maybe", "maybe.x", "maybe.y", "refused", "refused.x", "refused.y"];
     assert_eq!(keys, want.iter().map(|k| k.to_string()).collect());
     assert_eq!(tables, ["list", "maybe", "refused"].iter().map(|k| k.to_string()).collect());
 
     // The real types: the model table (one struct behind an enum), lists of tables, inline tables.
     let (keys, _) = accepted_keys::<Config>();
-    for key in ["model.kind", "model.x_offset", "receivers.line.start", "output.snapshot.at", "survey.grid.count_c", "run.halo_overlap"] {
+    for key in [
+        "model.kind",
+        "model.x_offset",
+        "receivers.line.start",
+        "output.snapshot.at",
+        "survey.grid.count_c",
+        "run.halo_overlap",
+    ] {
         assert!(keys.contains(key), "{key} not found among {keys:?}");
     }
 }

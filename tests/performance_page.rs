@@ -185,7 +185,8 @@ fn render_tables() -> String {
             section = s;
         }
         writeln!(out, "### {}\n", text(t, "title")).unwrap();
-        writeln!(out, "Measured {} ({}). Command: `{}`\n", text(t, "date"), text(t, "setting"), text(t, "command")).unwrap();
+        writeln!(out, "Measured {} ({}). Command: `{}`\n", text(t, "date"), text(t, "setting"), text(t, "command"))
+            .unwrap();
         let strings = |v: &Value| -> Vec<String> {
             v.as_array().expect("a list").iter().map(|c| c.as_str().expect("a string").to_string()).collect()
         };
@@ -206,9 +207,11 @@ fn render_tables() -> String {
 fn render_headline() -> String {
     let cards = cards();
     let short = |p: &Value| text(p, "name").split(" (").next().unwrap_or_default().to_string();
-    let mut peers: Vec<String> = cards.iter().flat_map(|c| c.run["peers"].as_array().expect("peers").iter().map(short)).collect();
+    let mut peers: Vec<String> =
+        cards.iter().flat_map(|c| c.run["peers"].as_array().expect("peers").iter().map(short)).collect();
     peers.dedup();
-    let against = if peers.is_empty() { "against other codes".to_string() } else { format!("against {}", peers.join(", ")) };
+    let against =
+        if peers.is_empty() { "against other codes".to_string() } else { format!("against {}", peers.join(", ")) };
     let columns = ["card", "problem", "time", "of the bound", against.as_str()].map(String::from);
     let mut rows = Vec::new();
     for card in cards {
@@ -228,7 +231,9 @@ fn render_headline() -> String {
             .as_array()
             .expect("rows")
             .iter()
-            .find(|r| text(r, "operator") == "real-step" && r["radius"] == 4 && shape(&r["shape"]) == "1024 x 1024 x 1024")
+            .find(|r| {
+                text(r, "operator") == "real-step" && r["radius"] == 4 && shape(&r["shape"]) == "1024 x 1024 x 1024"
+            })
             .unwrap_or_else(|| panic!("{}: no real step at 1024^3, R = 4", card.folder));
         rows.push(vec![
             name.clone(),
@@ -278,7 +283,14 @@ fn check(path: &str, blocks: &[(&str, String)]) {
     }
     let diff = page.lines().zip(want.lines()).position(|(a, b)| a != b).map_or_else(
         || "lengths differ".to_string(),
-        |i| format!("first difference at line {}:\n  page:   {}\n  wanted: {}", i + 1, page.lines().nth(i).unwrap_or(""), want.lines().nth(i).unwrap_or("")),
+        |i| {
+            format!(
+                "first difference at line {}:\n  page:   {}\n  wanted: {}",
+                i + 1,
+                page.lines().nth(i).unwrap_or(""),
+                want.lines().nth(i).unwrap_or("")
+            )
+        },
     );
     panic!(
         "{path} is stale against bench/results ({diff}); run `SEISMIC_BLESS=1 cargo test --release --test performance_page`"
