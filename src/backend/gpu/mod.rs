@@ -8,7 +8,12 @@
 //! - [`kernels`]: one typed parameter struct and launch per kernel, the by-value structs with
 //!   their layouts asserted on both sides;
 //! - [`geometry`]: the fused kernel's z-window and block layout;
-//! - [`solver`]: [`GpuSolver`], a problem's state on the device and the step's launches;
+//! - `plan`: the step's plan without a device (which launches over which planes, rows, bands
+//!   and windows), unit-tested without a GPU;
+//! - `fields`, `taps`, `launch`, `capture`, `snapshot`, `halo`: what a solver owns on the device
+//!   (the fields; the source and receivers; the step's kernels and launches; the graph-capture
+//!   gate; the staging of snapshots; a decomposed run's halo planes and rows);
+//! - [`solver`]: [`GpuSolver`], which composes them and implements the backend;
 //! - [`ceiling`]: the device's STREAM-like bandwidth ceilings;
 //! - [`autotune`]: the launch-shape search and its per-device cache.
 //!
@@ -16,25 +21,33 @@
 //! set by hand in [`TUNING_VARIABLE`](super::tuning::TUNING_VARIABLE).
 
 pub mod autotune;
+mod capture;
 pub mod ceiling;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 #[cfg(test)]
 mod fake;
+mod fields;
 pub mod geometry;
+mod halo;
 #[cfg(feature = "hip")]
 pub mod hip;
 pub mod kernels;
+mod launch;
 #[cfg(test)]
 mod launch_trace;
+mod plan;
 pub mod runtime;
+mod snapshot;
 pub mod solver;
 pub mod sources;
+mod taps;
 
 pub use super::tuning::{Tuning, TuningOverride};
 pub use ceiling::{Ceiling, ceiling_cached, measure_ceiling};
+pub use plan::LayerPass;
 pub use runtime::{DeviceBuffer, DevicePtr, GpuRuntime};
-pub use solver::{GpuSolver, LayerPass, Operator, estimate_bytes};
+pub use solver::{GpuSolver, Operator, estimate_bytes};
 pub use sources::{cache_dir, load_kernels};
 
 #[cfg(any(feature = "cuda", feature = "hip"))]

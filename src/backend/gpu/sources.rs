@@ -2,7 +2,7 @@
 //! them, and the on-disk cache of compiled modules, keyed by source, options and architecture.
 
 use super::GpuRuntime;
-use super::solver::LayerPass;
+use super::plan::LayerPass;
 use crate::backend::tuning::Tuning;
 use anyhow::Result;
 use sha2::{Digest, Sha256};

@@ -5,7 +5,7 @@
 //! back per kernel. Occupancy is estimated from those numbers (see [`waves_per_simd`]).
 
 use super::super::Tuning;
-use super::super::solver::LayerPass;
+use super::super::plan::LayerPass;
 use super::super::sources::{self, kernel_options};
 use anyhow::{Context, Result, bail, ensure};
 use rayon::prelude::*;
