@@ -191,7 +191,7 @@ impl<T: Real> CpuSolver<T> {
         let centre = T::of((0..3).map(|a| c2[a][0].f64()).sum());
         let c1 = std::array::from_fn(|a| problem.stencil.first.iter().map(|c| T::of(c / problem.spacing[a])).collect());
         let b = &problem.boundary;
-        let cpml_width = if b.kind == BoundaryKind::Cpml { b.width } else { 0 };
+        let cpml_width = b.cpml_width();
         // A plane in the z layers also updates phi_z and adds the z correction: about twice the
         // work of one that does not (measured at 200^3, R = 4, a 20-point layer).
         ensure!(
