@@ -428,7 +428,7 @@ fn non_finite_absurd_and_huge_values_are_refused() {
 #[test]
 fn usage_errors_exit_2() {
     let out = seismic_run().args(["--no-such-option", "x.toml"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(2), "clap's usage errors exit 2, as README says");
+    assert_eq!(out.status.code(), Some(2), "clap's usage errors exit 2, as docs/getting-started.md says");
 }
 
 #[test]

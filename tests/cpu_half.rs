@@ -146,7 +146,7 @@ fn f16_long_run_is_stable() {
     assert!(late <= peak * 1e-2, "the field did not decay: {late} of peak {peak}");
 }
 
-/// The measurements behind the f16 mode's storage choices (README "Precision"): trace errors of
+/// The measurements behind the f16 mode's storage choices (docs/numerics.md, "f16 storage"): trace errors of
 /// each storage variant on the heterogeneous model and the analytic case. Slow (a few minutes).
 #[test]
 #[ignore = "measurement, minutes on two cores"]

@@ -658,7 +658,7 @@ fn gpu_blow_up_check_finds_non_finite_fields() {
         }
     }
     let e = seismic_run::solver::run(&unstable, gpu.as_mut(), &plan, &mut NoSnapshots, &mut |_| {}).unwrap_err();
-    assert!(e.downcast_ref::<seismic_run::solver::BlowUp>().is_some(), "{e:#}");
+    assert!(e.blow_up().is_some(), "{e:#}");
     assert!(format!("{e}").contains("300% of the stability (CFL) limit"), "{e}");
 }
 

@@ -3,7 +3,7 @@
 
 Usage: check_output.py RESULT.h5 [--analytic] [--tolerance 0.1]
 
-Checks the layout (every dataset and attribute the README documents: shapes, dtypes, values that
+Checks the layout (every dataset and attribute docs/outputs.md documents: shapes, dtypes, values that
 must agree with each other). For a homogeneous model without a free surface it also compares each
 receiver trace with the free-space solution of (1/c^2) p_tt - lap p = s(t) delta(x - xs):
 

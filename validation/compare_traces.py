@@ -6,7 +6,7 @@
 Prints the relative L2 error ||test - ref|| / ||ref|| of the whole record and of every trace
 (its distribution: quantiles and the count above 1%), also for the traces holding more than
 1e-4 and 1e-6 of the strongest trace's energy. Made for `run.precision = "f16"` against the f32
-run of the same input (README "Precision"). With --max, exits 1 when a trace holding more than
+run of the same input (docs/numerics.md, "f16 storage"). With --max, exits 1 when a trace holding more than
 1e-6 of the strongest trace's energy is further than REL from its reference.
 """
 

@@ -1,0 +1,383 @@
+//! A run of an input with `[survey]` (the `survey` module says what the shots, their inputs and
+//! their files are). The model is loaded, the problem built and the backend opened (kernels
+//! compiled, buffers allocated) once per process; each shot then moves the source and receivers,
+//! resets the fields and runs the one time loop. Shots are taken dynamically by all processes of
+//! the job ([`Ranks`]), each writes its own result file; with `ranks_per_shot`, groups of ranks
+//! run each shot decomposed ([`super::decomposed::shot_over`]).
+
+use super::{Job, SNAPSHOT_BUFFERS, report, signals};
+use crate::backend::{Backend, DeviceInfo, registry};
+use crate::config::Config;
+use crate::output::derived::{self, Derived};
+use crate::output::hdf5::{Commit, Hdf5Writer, Volumes};
+use crate::output::plan::OutputPlan;
+use crate::parallel::Ranks;
+use crate::problem::Problem;
+use crate::solver::{self, RunContext, RunError, RunResult, StepStats};
+use crate::survey::{self, Shot, SurveyFiles};
+use crate::{output, resources};
+use anyhow::{Context, Result, ensure};
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Test hook (`tests/survey.rs`, builds with the `test-hooks` feature only): a process that has
+/// finished this many shots kills itself with SIGKILL right after taking the next, as a lost rank
+/// or node would end.
+#[cfg(feature = "test-hooks")]
+const TEST_KILL_AFTER: &str = "SEISMIC_TEST_KILL_AFTER_SHOTS";
+
+/// Runs the survey of `job`, each shot's result file followed by `derived`.
+pub fn run(job: &Job, derived: &[Derived]) -> RunResult<()> {
+    let (text, cfg, input_dir, out_path, out_key) =
+        (job.text.as_str(), &job.cfg, job.input_dir.as_path(), job.output.as_path(), job.output_key);
+    let ranks = Ranks::init()?;
+    let shots = survey::shots(cfg)?;
+    let files = SurveyFiles::new(out_path)?;
+    let inputs: Vec<(String, Config)> = shots
+        .iter()
+        .map(|s| {
+            let t = survey::shot_input(text, s)?;
+            let mut c = Config::from_toml(&t)?;
+            // The command line's overrides (--steps, --backend, --kernel) hold for every shot.
+            (c.time, c.run) = (cfg.time.clone(), cfg.run.clone());
+            Ok((t, c))
+        })
+        .collect::<Result<_>>()
+        .context("survey")?;
+    for s in &shots {
+        let path = files.shot(s.index);
+        let key = format!("{out_key} (shot {})", s.index);
+        crate::config::check_output_writable(&path, &key)?;
+        output::check_derived_paths(&path, &key, &derived::paths(derived, &path))?;
+    }
+    let per_shot = cfg.survey.as_ref().map_or(1, |s| s.ranks_per_shot);
+    if per_shot > 1 {
+        return grouped(&ranks, job, &files, &shots, &inputs, derived);
+    }
+    let buffers = if cfg.output.snapshot_every > 0 { SNAPSHOT_BUFFERS } else { 0 };
+    resources::check_host_bytes(
+        cfg.grid.shape,
+        resources::base_host_bytes(cfg, buffers),
+        "the velocity model and snapshot buffers",
+    )?;
+
+    let vp = crate::model::load(cfg, input_dir).context("model")?;
+    let mut problem = Problem::build(&inputs[0].1, vp)?;
+    for w in &problem.warnings {
+        eprintln!("warning: {w}");
+    }
+    // Every shot's source and receivers are checked before the first runs.
+    let mut receivers = Vec::with_capacity(shots.len());
+    for (s, (_, c)) in shots.iter().zip(&inputs) {
+        problem.set_shot(c).with_context(|| format!("survey shot {} at {:?} m", s.index, s.source))?;
+        receivers.push(problem.receivers.iter().map(|r| r.position).collect::<Vec<_>>());
+    }
+    let plan = OutputPlan::from_config(&inputs[0].1, &problem)?;
+    let file_bytes = resources::output_file_bytes(&problem, &plan, text.len());
+    if let Some(w) = resources::check_output_space(out_path, out_key, file_bytes * shots.len() as f64)? {
+        eprintln!("warning: {w} (all {} shots)", shots.len());
+    }
+    let mut backend =
+        registry::open(&problem, cfg.run.backend, cfg.run.kernel, ranks.local_rank, &mut |n| eprintln!("notice: {n}"))?;
+    let device = backend.info();
+    if ranks.is_root() && !job.quiet {
+        println!(
+            "seismic-run {}: survey of {} shots, {} process(es); each shot as below",
+            env!("CARGO_PKG_VERSION"),
+            shots.len(),
+            ranks.size
+        );
+        report::print_header(&job.input, &problem, &plan, &device, &files.shot(0), file_bytes);
+    }
+
+    // Which shots are left: all (a fresh start), or those not complete (--resume).
+    if ranks.is_root() {
+        prepare(&files, &shots, &receivers, job.resume)?;
+    }
+    ranks.barrier();
+    signals::install_handlers(false)?;
+
+    let label = ranks.label();
+    let start = Instant::now();
+    let (mut compute, mut overhead, mut ran) = (0.0, 0.0, 0usize);
+    #[cfg(feature = "test-hooks")]
+    let kill_after: Option<usize> = std::env::var(TEST_KILL_AFTER).ok().and_then(|v| v.parse().ok());
+    // The previous shot's file is synced and renamed, and its line printed, on its own thread
+    // while this shot runs (depth 1: at most one shot is between its last step and its report).
+    let mut pending: Option<std::thread::JoinHandle<Result<()>>> = None;
+    let settle = |pending: &mut Option<std::thread::JoinHandle<Result<()>>>| -> RunResult<()> {
+        match pending.take().map(|h| h.join()) {
+            Some(Ok(r)) => Ok(r?),
+            Some(Err(_)) => Err(anyhow::anyhow!("the thread finishing a shot's files panicked").into()),
+            None => Ok(()),
+        }
+    };
+    // An error names its shot; under MPI it ends every rank, so none waits at the final barrier.
+    let fail = |e: RunError| -> RunError {
+        if ranks.size > 1 && !e.is_interrupted() {
+            eprintln!("error: {e:#} ({label})");
+            ranks.abort(1)
+        }
+        e
+    };
+    for (s, (shot_text, shot_cfg)) in shots.iter().zip(&inputs) {
+        if solver::stop_requested() {
+            settle(&mut pending).map_err(fail)?;
+            return Err(solver::Interrupted { steps_done: 0, steps: problem.steps }.into());
+        }
+        if !files.try_claim(s.index, &label)? {
+            continue;
+        }
+        #[cfg(feature = "test-hooks")]
+        if kill_after == Some(ran) {
+            settle(&mut pending).map_err(fail)?;
+            // SAFETY: raise has no preconditions; the process ends here with a shot taken and not
+            // finished, as a killed rank or a lost node leaves it.
+            unsafe { libc::raise(libc::SIGKILL) };
+        }
+        let (c, o, commit) = run_shot(s, shot_text, shot_cfg, &mut problem, backend.as_mut(), &files, &device)
+            .run_context(|| format!("survey shot {}", s.index))
+            .map_err(fail)?;
+        settle(&mut pending).map_err(fail)?;
+        (compute, overhead, ran) = (compute + c, overhead + o, ran + 1);
+        let rate = ran as f64 * 3600.0 / start.elapsed().as_secs_f64() * ranks.size as f64;
+        let (files, n, index, label, derived) = (files.clone(), shots.len(), s.index, label.clone(), derived.to_vec());
+        let all: Vec<usize> = shots.iter().map(|t| t.index).collect();
+        pending = Some(std::thread::spawn(move || -> Result<()> {
+            let written = commit.commit().with_context(|| format!("survey shot {index}"))?;
+            derived::write_all(&derived, &written.path).with_context(|| format!("survey shot {index}"))?;
+            let done = all.iter().filter(|&&i| files.shot(i).exists()).count();
+            println!(
+                "shot {index} done ({label}): {c:.2} s steps, {o:.3} s reset and output; {done}/{n} shots, about \
+                 {rate:.0} shots/hour, {:.0} s left",
+                (n - done) as f64 * 3600.0 / rate.max(1e-9)
+            );
+            Ok(())
+        }));
+    }
+    settle(&mut pending).map_err(fail)?;
+    ranks.barrier();
+
+    if ranks.is_root() {
+        let index = write_index_complete(&files, &shots, &receivers)?;
+        if !job.quiet {
+            let wall = start.elapsed().as_secs_f64();
+            println!(
+                "survey done: {} shots complete, {ran} run by this process in {wall:.2} s ({:.0} shots/hour by all {} \
+                 process(es) together)",
+                shots.len(),
+                (ran * ranks.size) as f64 * 3600.0 / wall.max(1e-9),
+                ranks.size
+            );
+            if ran > 0 {
+                println!(
+                    "  per shot here: {:.3} s steps, {:.4} s reset and output ({:.2}% of the steps)",
+                    compute / ran as f64,
+                    overhead / ran as f64,
+                    100.0 * overhead / compute.max(1e-12)
+                );
+            }
+            println!("  wrote {}", index.display());
+        }
+    }
+    Ok(())
+}
+
+/// The survey's index, and an error naming the shots without a complete result file.
+fn write_index_complete(files: &SurveyFiles, shots: &[Shot], receivers: &[Vec<[f64; 3]>]) -> Result<PathBuf> {
+    let complete: Vec<bool> = shots.iter().zip(receivers).map(|(s, r)| files.complete(s, r)).collect();
+    let index = survey::write_index(files, shots, &complete)?;
+    let missing: Vec<usize> = shots.iter().zip(&complete).filter(|(_, c)| !**c).map(|(s, _)| s.index).collect();
+    ensure!(missing.is_empty(), "survey shots {missing:?} have no complete result file (see {})", index.display());
+    Ok(index)
+}
+
+/// `survey.ranks_per_shot = K > 1`: the processes in groups of K (consecutive ranks), each group
+/// running one shot at a time decomposed over its K ranks (z-slabs, or y-z blocks with
+/// `[run] decomposition = "yz"`), as a decomposed run runs one input; the group's first rank
+/// claims the shots (the same claims as whole-shot surveys, so `--resume` holds) and writes their
+/// files. No process loads the whole model.
+#[cfg(not(feature = "mpi"))]
+fn grouped(_: &Ranks, _: &Job, _: &SurveyFiles, _: &[Shot], _: &[(String, Config)], _: &[Derived]) -> RunResult<()> {
+    Err(anyhow::anyhow!(
+        "survey.ranks_per_shot > 1 needs a build with `--features mpi` (and mpirun to start the processes)"
+    )
+    .into())
+}
+
+#[cfg(feature = "mpi")]
+fn grouped(
+    ranks: &Ranks,
+    job: &Job,
+    files: &SurveyFiles,
+    shots: &[Shot],
+    inputs: &[(String, Config)],
+    derived: &[Derived],
+) -> RunResult<()> {
+    use mpi::topology::Color;
+    use mpi::traits::*;
+    let cfg = &job.cfg;
+    let per_shot = cfg.survey.as_ref().map_or(1, |s| s.ranks_per_shot);
+    let world = ranks.world().context("survey.ranks_per_shot > 1 runs under mpirun (or srun)")?;
+    if !ranks.size.is_multiple_of(per_shot) {
+        return Err(anyhow::anyhow!(
+            "survey.ranks_per_shot = {per_shot} does not divide the job's {} processes: start a multiple of it",
+            ranks.size
+        )
+        .into());
+    }
+    // Every shot's source and receivers checked before the first runs (their taps do not depend
+    // on the model).
+    let mut receivers = Vec::with_capacity(shots.len());
+    for (s, (_, c)) in shots.iter().zip(inputs) {
+        let (_, r, _) = crate::problem::shot_geometry(c, 1.0, 1)
+            .with_context(|| format!("survey shot {} at {:?} m", s.index, s.source))?;
+        receivers.push(r.iter().map(|r| r.position).collect::<Vec<_>>());
+    }
+    let group = world.split_by_color(Color::with_value((ranks.rank / per_shot) as i32)).context("MPI_Comm_split")?;
+    let leader = group.rank() == 0;
+    if ranks.is_root() {
+        prepare(files, shots, &receivers, job.resume)?;
+        if !job.quiet {
+            let parts = match cfg.run.decomposition {
+                Some(crate::config::Decompose::Yz) => "y-z blocks",
+                _ => "z-slabs",
+            };
+            println!(
+                "seismic-run {}: survey of {} shots, {} process(es) in {} groups of {per_shot}, each shot split into \
+                 {parts} over its group",
+                env!("CARGO_PKG_VERSION"),
+                shots.len(),
+                ranks.size,
+                ranks.size / per_shot
+            );
+        }
+    }
+    ranks.barrier();
+    signals::install_handlers(false)?;
+    let label = format!("group {} of {}, {}", ranks.rank / per_shot, ranks.size / per_shot, ranks.label());
+    let start = Instant::now();
+    let (mut next, mut ran) = (0usize, 0usize);
+    loop {
+        // The leader claims the next free shot and tells its group which (none left: u64::MAX).
+        let mut pick = u64::MAX;
+        if leader && !solver::stop_requested() {
+            while next < shots.len() {
+                next += 1;
+                if files.try_claim(shots[next - 1].index, &label)? {
+                    pick = (next - 1) as u64;
+                    break;
+                }
+            }
+        }
+        group.process_at_rank(0).broadcast_into(&mut pick);
+        if pick == u64::MAX {
+            break;
+        }
+        let (shot, (text, shot_cfg)) = (&shots[pick as usize], &inputs[pick as usize]);
+        let t = Instant::now();
+        let on_node = (ranks.local_rank, ranks.local_size);
+        let path = files.shot(shot.index);
+        let written = super::decomposed::shot_over(group.duplicate(), on_node, job, shot_cfg, text, &path, true)
+            .and_then(|w| match w {
+                Some(w) => derived::write_all(derived, &w.path).map(|_| Some(w)).map_err(RunError::from),
+                None => Ok(None),
+            })
+            .run_context(|| format!("survey shot {}", shot.index));
+        let written = match written {
+            Ok(w) => w,
+            // A signal: every group stops its shot at the same step (the claim stays; --resume
+            // runs the shot again).
+            Err(e) if e.is_interrupted() => break,
+            Err(e) => {
+                eprintln!("error: {e:#} ({label})");
+                ranks.abort(1)
+            }
+        };
+        ran += 1;
+        if written.is_some() && !job.quiet {
+            let done = shots.iter().filter(|s| files.shot(s.index).exists()).count();
+            println!(
+                "shot {} done ({label}): {:.2} s; {done}/{} shots",
+                shot.index,
+                t.elapsed().as_secs_f64(),
+                shots.len()
+            );
+        }
+    }
+    ranks.barrier();
+    if solver::stop_requested() {
+        return Err(solver::Interrupted { steps_done: 0, steps: 0 }.into());
+    }
+    if ranks.is_root() {
+        let index = write_index_complete(files, shots, &receivers)?;
+        if !job.quiet {
+            let wall = start.elapsed().as_secs_f64();
+            println!(
+                "survey done: {} shots complete, {ran} run by this group in {wall:.2} s; wrote {}",
+                shots.len(),
+                index.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Before any process takes a shot: a fresh start releases every claim; a resume keeps the
+/// complete shots claimed and releases the others, naming those a stopped run had started.
+fn prepare(files: &SurveyFiles, shots: &[Shot], receivers: &[Vec<[f64; 3]>], resume: bool) -> Result<()> {
+    if !resume {
+        return files.release(shots.iter().map(|s| s.index));
+    }
+    let mut lost = Vec::new();
+    let mut complete = 0;
+    for (s, r) in shots.iter().zip(receivers) {
+        if files.complete(s, r) {
+            complete += 1;
+            // Claimed, so that no process runs it again; the claim of the run that made it stays.
+            files.try_claim(s.index, "complete before this resume")?;
+        } else {
+            if files.claimed_by(s.index).is_some() {
+                lost.push(s.index);
+            }
+            files.release([s.index])?;
+        }
+    }
+    eprintln!("resume: {complete} of {} shots complete, running the other {}", shots.len(), shots.len() - complete);
+    if !lost.is_empty() {
+        eprintln!(
+            "resume: shots {lost:?} had been started but not finished (a run stopped or a rank lost); running them again"
+        );
+    }
+    Ok(())
+}
+
+/// Runs one shot into its file, all but the sync and rename (the returned [`Commit`]): seconds in
+/// the steps, and in the rest on this thread (moving the source and receivers, resetting the
+/// fields, writing the file).
+fn run_shot(
+    shot: &Shot,
+    text: &str,
+    cfg: &Config,
+    problem: &mut Problem,
+    backend: &mut dyn Backend,
+    files: &SurveyFiles,
+    device: &DeviceInfo,
+) -> RunResult<(f64, f64, Commit)> {
+    let t0 = Instant::now();
+    problem.set_shot(cfg)?;
+    backend.start_shot(problem)?;
+    let plan = OutputPlan::from_config(cfg, problem)?;
+    let meta = super::metadata(text, device.clone(), cfg);
+    let path = files.shot(shot.index);
+    let mut steps = 0.0;
+    let commit = std::thread::scope(|scope| -> RunResult<_> {
+        let mut writer = Hdf5Writer::start(scope, &path, problem, &plan, meta, SNAPSHOT_BUFFERS, Volumes::Whole)?;
+        let t = Instant::now();
+        let record = solver::run(problem, backend, &plan, &mut writer, &mut |_| {})?;
+        steps = t.elapsed().as_secs_f64();
+        let stats = StepStats::of(problem, &record);
+        Ok(writer.finish_unsynced(record, stats)?)
+    })?;
+    Ok((steps, t0.elapsed().as_secs_f64() - steps, commit))
+}
