@@ -146,7 +146,7 @@ fn free_surface_matches_the_image_source() {
 
 /// CPML stays stable over a long run at 0.9 of the CFL limit: a thin 4-point layer on a 16^3 grid
 /// under a free surface, 10,000 steps (the case where the product-rule form grew to 1e11,
-/// kernels/NOTES.md session 12). The field must stay finite and decay to under 1e-6 of its peak
+/// kernels/NOTES.md). The field must stay finite and decay to under 1e-6 of its peak
 /// (measured with the self-adjoint form: about 1e-10 of the peak).
 #[test]
 fn cpml_long_run_is_stable() {
