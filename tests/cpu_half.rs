@@ -62,8 +62,8 @@ fn summary(e: &[f64]) -> String {
     format!("min {:.2e} median {:.2e} max {:.2e}", s[0], s[s.len() / 2], s[s.len() - 1])
 }
 
-/// Every trace of the heterogeneous model within 0.5% of the f32 reference (relative L2;
-/// measured 1.9e-3 .. 3.4e-3).
+/// Every trace of the heterogeneous model within 0.4% of the f32 reference (relative L2;
+/// measured 1.5e-3 .. 3.6e-3).
 #[test]
 fn f16_traces_match_f32_on_heterogeneous_model() {
     let p = heterogeneous(0.6, 4);
@@ -72,7 +72,7 @@ fn f16_traces_match_f32_on_heterogeneous_model() {
     let e = errors(&half, &f32_traces);
     eprintln!("f16 vs f32, {} steps: {}", p.steps, summary(&e));
     for (r, err) in e.iter().enumerate() {
-        assert!(*err < 5e-3, "receiver {r}: relative L2 {err}");
+        assert!(*err < 4e-3, "receiver {r}: relative L2 {err}");
     }
 }
 
@@ -146,24 +146,66 @@ fn f16_long_run_is_stable() {
     assert!(late <= peak * 1e-2, "the field did not decay: {late} of peak {peak}");
 }
 
-/// The measurements behind the f16 mode's storage choices (docs/numerics.md, "f16 storage"): trace errors of
-/// each storage variant on the heterogeneous model and the analytic case. Slow (a few minutes).
+/// The measurements behind the f16 mode's storage choices (docs/numerics.md, "f16 storage"), asserted: on the
+/// heterogeneous model (against f32) and the analytic case (against the exact solution), storing
+/// the increment d^n keeps every trace within the bounds below and its median error is more than
+/// ten times below that of storing p^{n-1} (measured 10.5x and 11.1x on the heterogeneous model,
+/// 54x on the analytic case); c^2 dt^2 in f16 moves the median error by under 10% (measured: 6.3%
+/// with the increment and 0.3% without on the heterogeneous model, no change in three digits on
+/// the analytic case). Slow (about 25 minutes on two busy cores).
 #[test]
 #[ignore = "measurement, minutes on two cores"]
-fn f16_storage_variants() {
+fn f16_increment_storage_is_over_ten_times_more_accurate_and_f16_velocity_costs_under_ten_percent() {
     let het = heterogeneous(0.6, 4);
     let f32_traces = run::<f32>(&het);
     let setup = free_space_point_source();
     let ana = setup.problem();
+    let median = |e: &[f64]| {
+        let mut s = e.to_vec();
+        s.sort_by(f64::total_cmp);
+        s[s.len() / 2]
+    };
+    let max = |e: &[f64]| e.iter().cloned().fold(0.0, f64::max);
+    // Per variant (vel, increment): the heterogeneous and the analytic errors.
+    let mut measured = Vec::new();
     for increment in [false, true] {
         for vel in [false, true] {
             let st = HalfStorage { vel, increment };
             let e = errors(&run_half(&het, st), &f32_traces);
             let a: Vec<f64> = green_function_errors(&setup, &ana, &run_half(&ana, st)).iter().map(|x| x.1).collect();
             eprintln!("{st:?}: heterogeneous vs f32 {}; analytic {}", summary(&e), summary(&a));
+            measured.push((st, e, a));
+        }
+    }
+    let get = |vel, increment| {
+        let (_, e, a) = measured.iter().find(|(st, ..)| *st == HalfStorage { vel, increment }).expect("measured");
+        (e, a)
+    };
+    for vel in [false, true] {
+        let (het_d, ana_d) = get(vel, true);
+        let (het_p, ana_p) = get(vel, false);
+        assert!(max(het_d) <= HET_INCREMENT_MAX, "vel f16 {vel}: heterogeneous {}", summary(het_d));
+        assert!(max(ana_d) <= ANA_INCREMENT_MAX, "vel f16 {vel}: analytic {}", summary(ana_d));
+        for (case, d, p) in [("heterogeneous", het_d, het_p), ("analytic", ana_d, ana_p)] {
+            let ratio = median(p) / median(d);
+            assert!(ratio > 10.0, "vel f16 {vel}, {case}: storing p^(n-1) only {ratio:.1}x the increment's error");
+        }
+    }
+    for increment in [false, true] {
+        let ((het_32, ana_32), (het_16, ana_16)) = (get(false, increment), get(true, increment));
+        for (case, e32, e16) in [("heterogeneous", het_32, het_16), ("analytic", ana_32, ana_16)] {
+            let change = (median(e16) / median(e32) - 1.0).abs();
+            assert!(change < 0.1, "increment {increment}, {case}: c^2 dt^2 in f16 moves the median by {change:.2e}");
         }
     }
 }
+
+/// Largest trace error of the increment storage on the heterogeneous model against f32 (measured:
+/// 1.5e-3 .. 3.6e-3 with c^2 dt^2 in f16, 1.7e-3 .. 3.5e-3 in f32).
+const HET_INCREMENT_MAX: f64 = 3.8e-3;
+/// Largest trace error of the increment storage against the exact solution (measured: 3.7e-3 ..
+/// 5.9e-3 with c^2 dt^2 in f16 or f32).
+const ANA_INCREMENT_MAX: f64 = 6.2e-3;
 
 /// The f16 scale is a power of two that brings the source's largest one-step contribution to
 /// within a factor sqrt(2) of 1, and f16 counts 10 bytes a point (five 2-byte fields) against 16.
