@@ -13,6 +13,9 @@
 //! as in one domain. Each rank injects the source taps on its owned planes, builds its velocity
 //! and boundary profiles as the global ones restricted to its planes, and keeps the free surface
 //! only on the top rank.
+//!
+//! The time loop is the solver's, as for one domain: [`Decomposed`] (this process's subdomains
+//! and their [`Exchange`]) is what it steps, and [`gather`] brings snapshots and traces to rank 0.
 
 pub mod exchange;
 pub mod gather;

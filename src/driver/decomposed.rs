@@ -1,7 +1,7 @@
 //! `[run] decomposition = "z"` (or "yz"): this process is one rank of an mpirun, running its
 //! z-slab (or y-z block) of one run through the one time loop
 //! ([`Decomposed`](crate::decomposition::Decomposed)); rank 0 writes the result file. A survey
-//! with `ranks_per_shot` runs each shot this way over a group of ranks ([`shot_over`]).
+//! with `ranks_per_shot` runs each shot this way over a group of ranks (`shot_over`, with `mpi`).
 
 use super::Job;
 #[cfg(feature = "mpi")]

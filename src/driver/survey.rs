@@ -3,7 +3,7 @@
 //! compiled, buffers allocated) once per process; each shot then moves the source and receivers,
 //! resets the fields and runs the one time loop. Shots are taken dynamically by all processes of
 //! the job ([`Ranks`]), each writes its own result file; with `ranks_per_shot`, groups of ranks
-//! run each shot decomposed ([`super::decomposed::shot_over`]).
+//! run each shot decomposed (`decomposed::shot_over`, with `mpi`).
 
 use super::{Job, SNAPSHOT_BUFFERS, report, signals};
 use crate::backend::{Backend, DeviceInfo, registry};
