@@ -10,7 +10,8 @@
 //! one ceiling measurement. `--windows` times each variant at these fused z-windows on one solver
 //! (0: the automatic choice). `--ceiling-mib` also measures the ceilings at these array sizes (the
 //! reference stays 1 GiB), to see how much of a small grid's shortfall the copy kernel shares.
-//! Needs an NVIDIA GPU.
+//! Without `--variant`, the launch shape is the default, or the one SEISMIC_TUNING sets
+//! (`TuningOverride`). Needs an NVIDIA GPU.
 
 use anyhow::Result;
 use seismic_run::backend::gpu::{self, Operator, Tuning, cuda::CudaRuntime};
@@ -68,9 +69,7 @@ fn main() -> Result<()> {
     if radii.is_empty() {
         radii.push(4);
     }
-    let defs = std::env::var("SEISMIC_KERNEL_DEFS").unwrap_or_default();
-    let fmad = std::env::var("SEISMIC_FMAD").unwrap_or_default();
-    println!("variant: SEISMIC_KERNEL_DEFS='{defs}' SEISMIC_FMAD='{fmad}'");
+    let over = gpu::TuningOverride::from_environment()?;
     let rt = CudaRuntime::new(0)?;
     let c = gpu::measure_ceiling(&rt, 1 << 30, 20)?;
     println!(
@@ -92,7 +91,9 @@ fn main() -> Result<()> {
     for &n in &sizes {
         for &r in &radii {
             let mut variants: Vec<(Operator, Tuning)> = if specs.is_empty() {
-                ops.iter().map(|&o| (o, Tuning::from_environment(r, true).unwrap_or(Tuning::for_radius(r)))).collect()
+                ops.iter()
+                    .map(|&o| (o, over.as_ref().map_or(Tuning::for_radius(r), |v| v.tuning(r, true, false))))
+                    .collect()
             } else {
                 let mut v = Vec::new();
                 for spec in &specs {
@@ -118,7 +119,7 @@ fn main() -> Result<()> {
                         let n = format!("{}x{}x{}", n[0], n[1], n[2]);
                         let ceiling = if op == Operator::Laplacian { c.copy_gbs } else { c.three_read_one_write_gbs };
                         let line = format!(
-                            "[{defs}|fma={fmad}|st={}|mb={}|rows={}|uz={}|o={}|tr={}|hr={}] n={n:>14} R={r} {:10} bx={:2} by={:2} vec={} window={:3}: {:8.3} ms {:7.0} GB/s = {:5.1}% of {} \
+                            "[st={}|mb={}|rows={}|uz={}|o={}|tr={}|hr={}] n={n:>14} R={r} {:10} bx={:2} by={:2} vec={} window={:3}: {:8.3} ms {:7.0} GB/s = {:5.1}% of {} \
                              {:6.2} GPts/s",
                             b.stages,
                             b.min_blocks,

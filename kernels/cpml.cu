@@ -73,7 +73,7 @@ DEVICE void cpml_axis(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next, 
 // p^n of the 2R + 1 points around its point in registers, so each is read once rather than
 // 2R + 1 times through L2; a warp's loads are 32 neighbouring vectors along x. phi's neighbours
 // are loads (the thread read them an iteration or two before: L1): a register window for them
-// too leaves fewer threads to hide latency (kernels/NOTES.md, session 13). Grid x runs over the
+// too leaves fewer threads to hide latency. Grid x runs over the
 // nx / VEC vectors of a row times the rows across (threads of the last row spill into the next, so
 // no block idles at a row's end), grid z over the two layers, each in segments; the update is
 // layers.h's layer_row, so the bits are the scalar path's.
@@ -144,10 +144,6 @@ DEVICE void cpml_march(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next,
 // values as vectors; each point's update is layers.h's point_update, so the bits are the scalar
 // path's. The launch has 2 width / VEC threads a row over grid x (low layer, then high), the
 // planes over grid y, a thread every gridDim.y-th plane (the host picks two planes a thread).
-#ifndef CPML_X_PREFETCH
-#define CPML_X_PREFETCH 1
-#endif
-
 template <class T>
 DEVICE void cpml_x_rows(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next, const T* RESTRICT vel,
                         const Layers& L, int nx, int ny, i64 pitch, i64 plane) {
@@ -165,7 +161,7 @@ DEVICE void cpml_x_rows(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next
         const i64 o = (i64)z * plane + (i64)y * pitch + x0;
         const i64 s = ((i64)z * ny + y) * (2 * w) + half * w + t0;
         // Where a thread takes several planes, the next one's lines are asked for first.
-        if (CPML_X_PREFETCH && z + (int)gridDim.y < L.z_end) {
+        if (z + (int)gridDim.y < L.z_end) {
             const i64 on = o + (i64)gridDim.y * plane, sn = s + (i64)gridDim.y * ny * (2 * w);
             prefetch_line(cur + on - HV * VEC);
             prefetch_line(cur + on + (HV + 1) * VEC - 1);

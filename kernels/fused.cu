@@ -20,36 +20,27 @@
 // tile rows); 3, banded (seed 002's subdomains, the default): gridDim.y tile rows form a band,
 // blockIdx.z runs over the z-chunks of a band before the next band, so a tile's consecutive chunks
 // run close in time and the planes one primes with are still in L2 from the other (1024^3, R = 4:
-// 81% -> 84% of 3R1W). kernels/NOTES.md has the measurements.
+// 81% -> 84% of 3R1W).
 // Marching down only swaps the two operands of each z term's addition, which is exact.
 
-#ifndef PREFETCH_PV
-#define PREFETCH_PV 1  // load p^{n-1} and c^2 dt^2 one plane ahead
-#endif
-#ifndef LOAD_ONCE_CS
-#define LOAD_ONCE_CS 1  // evict-first loads for p^{n-1} and c^2 dt^2
-#endif
-#if LOAD_ONCE_CS
+// p^{n-1} and c^2 dt^2, read once, are loaded with the evict-first hint.
 #define LOAD_ONCE(p) vload_once(p)
-#else
-#define LOAD_ONCE(p) vload(p)
-#endif
 #define LOAD_ONCE_IF(p, read) ((read) ? LOAD_ONCE(p) : vzero())  // zeros outside the grid, unread
 
-#ifndef DEPTH
-#define DEPTH 1  // planes of p^n fetched ahead of their first use in the z queue (registers)
-#endif
 // STAGES > 0: the leading plane of p^n, p^{n-1} and c^2 dt^2 come STAGES planes ahead through
 // cp.async into a shared-memory ring (dynamic shared memory); HALO_RING 1: the y and x halos of p^n
-// through the ring too (else registers, one plane ahead).
+// through the ring too (else registers, one plane ahead). STAGES 0: the plane of p^n is fetched
+// into registers one iteration ahead of its first use in the z queue (DEPTH), and p^{n-1} and
+// c^2 dt^2 one plane ahead (PREFETCH_PV).
 #if HALO_RING && STAGES == 0
 #error "HALO_RING needs STAGES > 0"
 #endif
 #if STAGES > 0
-#undef DEPTH
 #define DEPTH 0
-#undef PREFETCH_PV
 #define PREFETCH_PV 0
+#else
+#define DEPTH 1
+#define PREFETCH_PV 1
 #endif
 
 // UNROLL_Z: z iterations unrolled (QN lets the compiler rename the queue instead of moving it).
@@ -434,8 +425,8 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
             const Vf &pm = q[r][R], &vv = q[r][R];  // unused
 #elif STAGES > 0
             // Read after the stencil, not before the barrier: 8 * ROWS registers stay free during
-            // it (one row at R = 8: 0.930 -> 0.788 ms at 512^3, no spill; neutral at R = 1, 4, 7;
-            // kernels/NOTES.md, session 9). The slot stays valid until the next iteration's issue.
+            // it (one row at R = 8: 0.930 -> 0.788 ms at 512^3, no spill; neutral at R = 1, 4, 7).
+            // The slot stays valid until the next iteration's issue.
             const Vf pm = *slot(s, 1, r);
             const Vf vv = *slot(s, 2, r);
 #endif
@@ -477,29 +468,13 @@ extern "C" __global__ LAUNCH_BOUNDS(BLOCK_X * BLOCK_Y) void fused_step(FUSED_STE
 // The tiles that hold y-layer rows (L.select 4; fused_step takes the others with select 3), with a
 // register cap of one block a multiprocessor (167 registers at R = 4; a lower cap spills): its
 // blocks of 16 x 8 threads (Tuning::for_ylayers) still run three a multiprocessor.
-#ifndef YLAYER_MIN_BLOCKS
-#define YLAYER_MIN_BLOCKS 1
-#endif
-extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(BLOCK_X * BLOCK_Y, YLAYER_MIN_BLOCKS) void fused_step_ylayers(FUSED_STEP_PARAMS) {
+extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(BLOCK_X * BLOCK_Y, 1) void fused_step_ylayers(FUSED_STEP_PARAMS) {
     fused_body<2>(FUSED_STEP_ARGS);
 }
 // The gap's tiles on the planes of one z layer (select 3, the y-layer module's shape): the z queue
 // of phi holds 2R + 1 more vectors a row; up to R = 4 capped at three blocks a multiprocessor, as
 // fused_step_ylayers runs.
-#ifndef ZLAYER_MIN_BLOCKS
-#define ZLAYER_MIN_BLOCKS (RADIUS <= 4 ? 3 : 1)
-#endif
-extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(BLOCK_X * BLOCK_Y, ZLAYER_MIN_BLOCKS) void fused_step_zlayers(FUSED_STEP_PARAMS) {
+extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(BLOCK_X * BLOCK_Y, (RADIUS <= 4 ? 3 : 1)) void fused_step_zlayers(FUSED_STEP_PARAMS) {
     fused_body<4>(FUSED_STEP_ARGS);
-}
-#endif
-#if CPML
-// Its own register cap (LAYER_MIN_BLOCKS blocks a multiprocessor, default 1): under the interior's
-// cap the layer path spills.
-#ifndef LAYER_MIN_BLOCKS
-#define LAYER_MIN_BLOCKS 1
-#endif
-extern "C" __global__ LAUNCH_BOUNDS_BLOCKS(BLOCK_X * BLOCK_Y, LAYER_MIN_BLOCKS) void fused_step_layers(FUSED_STEP_PARAMS) {
-    fused_body<1>(FUSED_STEP_ARGS);
 }
 #endif

@@ -12,12 +12,6 @@
 // sources.cu's and free_surface.cu's *_half kernels.
 
 #if HALF
-// Without the ring (STAGES 0): planes of p^n in flight ahead of the queue, as raw f16 bits (2
-// registers for 4 points).
-#ifndef HALF_DEPTH
-#define HALF_DEPTH 2
-#endif
-
 namespace fused_half {
 constexpr int R = RADIUS;
 constexpr int FX = BLOCK_X;
@@ -28,10 +22,11 @@ constexpr int HV = (R + VEC - 1) / VEC;  // halo vectors on each side in x
 constexpr int TWV = FX + 2 * HV;         // tile row, in vectors
 constexpr int TH = TY + 2 * R;           // tile rows
 constexpr int QN = 2 * R + 1;            // z stencil planes
-constexpr int D = HALF_DEPTH;
+// Without the ring (STAGES 0): planes of p^n in flight ahead of the queue, as raw f16 bits (2
+// registers for 4 points).
+constexpr int D = 2;
 static_assert(FY >= R, "BLOCK_Y must be at least RADIUS (threads ty < R load the y halo rows)");
 static_assert(TY * 2 * HV <= FX * FY, "too few threads to load the x halo");
-static_assert(D >= 1 && D <= 4, "HALF_DEPTH must be 1..4");
 static_assert(RY == 1 || STAGES > 0, "ROWS > 1 needs STAGES > 0");
 }  // namespace fused_half
 

@@ -12,8 +12,8 @@
 //               order and blocks per multiprocessor (fused.cu)
 //   SPONGE      1: multiply the update by the sponge factors gx[ix] gy[iy] gz[iz]
 //   LAPLACIAN_ONLY 1: the fused kernel writes out = L p (no leapfrog), for the operator benchmark
-//   CPML        1: the module also holds fused_step_layers, the fused step with the CPML layers in
-//               its pass (fused.cu, layers.h)
+//   YLAYERS     1: the module also holds fused_step_ylayers and fused_step_zlayers, the fused step
+//               with the CPML y layers, or one z layer, in its pass (fused.cu, layers.h)
 //   HALF        1: the module also holds the f16-storage step (fused_half.cu and the *_half kernels
 //               of cpml.cu, free_surface.cu, sources.cu, section.cu, finite_check.cu); optional, 0
 #pragma once
@@ -28,8 +28,8 @@
 // kernel_options), so that kernels and host never disagree on a default.
 #if !defined(RADIUS) || !defined(BLOCK_X) || !defined(BLOCK_Y) || !defined(VEC) || !defined(ROWS) ||     \
     !defined(SPONGE) || !defined(LAPLACIAN_ONLY) || !defined(MIN_BLOCKS) || !defined(STAGES) ||           \
-    !defined(UNROLL_Z) || !defined(ORDER) || !defined(HALO_RING) || !defined(CPML)
-#error "RADIUS, BLOCK_X, BLOCK_Y, VEC, ROWS, SPONGE, LAPLACIAN_ONLY, MIN_BLOCKS, STAGES, UNROLL_Z, ORDER, HALO_RING and CPML are set by the host"
+    !defined(UNROLL_Z) || !defined(ORDER) || !defined(HALO_RING) || !defined(YLAYERS)
+#error "RADIUS, BLOCK_X, BLOCK_Y, VEC, ROWS, SPONGE, LAPLACIAN_ONLY, MIN_BLOCKS, STAGES, UNROLL_Z, ORDER, HALO_RING and YLAYERS are set by the host"
 #endif
 
 #define RESTRICT __restrict__
@@ -248,7 +248,7 @@ DEVICE Vf vzero() {
 // written, by the free surface's mirror) and the rows and columns a tile overhangs are slack
 // that nobody writes. The fused kernels therefore do not read it: `vload_if` and the `read`
 // argument of the asynchronous copies give zeros without a memory access (ncu, R = 4, Laplacian-only
-// at 1024^3: p^n read 1.04 times per step instead of 1.10; kernels/NOTES.md, session 7).
+// at 1024^3: p^n read 1.04 times per step instead of 1.10).
 DEVICE Vf vload_if(const float* p, bool read) { return read ? vload(p) : vzero(); }
 DEVICE Vf vload_if(const h16* p, bool read) { return read ? vload(p) : vzero(); }
 
@@ -289,19 +289,13 @@ DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memor
 #define CP_ASYNC_WAIT(n) asm volatile("cp.async.wait_group %0;" ::"n"(n) : "memory")
 #endif
 
-// L2 eviction priorities of the fused kernels' asynchronous copies (0 = the hardware's normal
-// policy). ONCE_HINT 1: p^{n-1} and c^2 dt^2, read once, are marked evict-first, and CUR_HINT 1: the
-// leading plane of p^n, which the neighbouring tiles and the next z-chunk read again, evict-last.
+// L2 eviction priorities of the fused kernels' asynchronous copies: p^{n-1} and c^2 dt^2, read
+// once, are marked evict-first, and the leading plane of p^n, which the neighbouring tiles and the
+// next z-chunk read again, evict-last.
 // So the planes of p^n are what stays in L2 (H100, 512^3 / 1024^3, R = 4: +2.0-2.2 / +0.9-1.1
-// points of 3R1W; kernels/NOTES.md, session 4). HIP: plain copies, no hint.
+// points of 3R1W). HIP: plain copies, no hint.
 #ifndef WHOLE_ROWS
 #define WHOLE_ROWS 0  // every row is whole vectors (nx % VEC == 0): no per-lane store at its end
-#endif
-#ifndef ONCE_HINT
-#define ONCE_HINT 1
-#endif
-#ifndef CUR_HINT
-#define CUR_HINT 1
 #endif
 #if SEISMIC_HIP
 DEVICE void cp_async16_once(void* s, const float* g, bool read = true) { cp_async16(s, g, read); }
@@ -313,25 +307,21 @@ DEVICE void cp_async16_policy(SharedVf s, const float* g, u64 policy, bool read)
                  "r"(read ? 16 : 0), "l"(policy)
                  : "memory");
 }
-#define SEISMIC_CP_ASYNC_HINTED(name, hinted, priority)                                  \
-    DEVICE void name(SharedVf s, const float* g, bool read = true) {                     \
-        if (hinted) {                                                                     \
-            u64 policy;                                                                   \
-            asm("createpolicy.fractional.L2::" priority ".b64 %0, 1.0;" : "=l"(policy)); \
-            cp_async16_policy(s, g, policy, read);                                        \
-        } else {                                                                          \
-            cp_async16(s, g, read);                                                       \
-        }                                                                                 \
-    }                                                                                     \
+#define SEISMIC_CP_ASYNC_HINTED(name, priority)                                       \
+    DEVICE void name(SharedVf s, const float* g, bool read = true) {                  \
+        u64 policy;                                                                    \
+        asm("createpolicy.fractional.L2::" priority ".b64 %0, 1.0;" : "=l"(policy)); \
+        cp_async16_policy(s, g, policy, read);                                         \
+    }                                                                                  \
     DEVICE void name(void* s, const float* g, bool read = true) { name(smem_addr(s), g, read); }
-SEISMIC_CP_ASYNC_HINTED(cp_async16_once, ONCE_HINT, "evict_first")
-SEISMIC_CP_ASYNC_HINTED(cp_async16_cur, CUR_HINT, "evict_last")
+SEISMIC_CP_ASYNC_HINTED(cp_async16_once, "evict_first")
+SEISMIC_CP_ASYNC_HINTED(cp_async16_cur, "evict_last")
 #endif
 
 // One symmetric pair of stencil taps added to a partial sum, acc + c (a + b), as one fused
 // multiply-add: exactly rounded, so the CPU reference (`mul_add`) gets the same bits whatever the
 // compiler's contraction flag, and a tap costs two instructions instead of three (H100, 512^3 /
-// 1024^3, R = 4, Laplacian-only: +1.6 / +1.1 points of copy; kernels/NOTES.md, session 7).
+// 1024^3, R = 4, Laplacian-only: +1.6 / +1.1 points of copy).
 #if SEISMIC_HIP
 DEVICE float tap(float acc, float c, float a, float b) { return __builtin_fmaf(c, a + b, acc); }
 #else

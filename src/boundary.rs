@@ -12,12 +12,16 @@
 //! phi_i = b_i psi_i^{n-1} and a point's whole update reads only phi of its neighbours, a of its
 //! neighbours and p^n: no neighbour's new psi is needed (one pass computes it). The product rule
 //! with the profile's exact derivative, a d2p/dx2 + a' dp/dx, reflects as little but is not
-//! self-adjoint: it grew without bound in long runs at 0.9 of the CFL limit (kernels/NOTES.md,
-//! session 12). phi and zeta are non-zero only inside the layers, so they are stored per axis in
+//! self-adjoint: it grew without bound in long runs at 0.9 of the CFL limit (kernels/NOTES.md).
+//! phi and zeta are non-zero only inside the layers, so they are stored per axis in
 //! two slabs of `width` points (one per face); phi is double-buffered (neighbours read the old
 //! one). The interior update knows nothing of them: the boundary adds its correction afterwards.
 //! The axes' corrections are added to p^{n+1} in [`CPML_AXIS_ORDER`], on every backend, so the
 //! rounding is the same everywhere.
+//!
+//! What varies by boundary kind lives here: the profiles ([`Boundary::new`]), the bytes the
+//! layers add to a step ([`Boundary::step_bytes`]) and the GPU kernels' compile-time defines
+//! ([`BoundaryDefines`]). The input's `boundary.kind` deserialises into [`BoundaryKind`] itself.
 
 /// The order the axes' CPML corrections are added to p^{n+1}: y first, because the GPU's fused
 /// step computes the y layers inside its pass (the bulk of the layer points on the usual survey
@@ -42,11 +46,62 @@ impl AxisProfile {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The absorbing boundary's kind: `boundary.kind` in the input ("cpml", the default, "sponge" or
+/// "none").
+#[derive(serde::Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
 pub enum BoundaryKind {
-    None,
-    Sponge,
+    #[default]
     Cpml,
+    Sponge,
+    None,
+}
+
+impl BoundaryKind {
+    /// The GPU kernels' compile-time defines this kind sets.
+    pub fn kernel_defines(self) -> BoundaryDefines {
+        BoundaryDefines { sponge: self == BoundaryKind::Sponge }
+    }
+}
+
+/// The compile-time defines of the GPU kernels' modules that depend on the boundary: `SPONGE`
+/// (1: the update multiplies by the sponge factors gx gy gz). CPML layers need none of their own
+/// here: whether the fused kernel computes them is the GPU's pass choice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BoundaryDefines {
+    pub sponge: bool,
+}
+
+impl BoundaryDefines {
+    /// Every distinct set the boundary kinds need, each once (CPML and no boundary share one):
+    /// the module variants ahead-of-time builds must cover.
+    pub const VARIANTS: [BoundaryDefines; 2] = [BoundaryDefines { sponge: false }, BoundaryDefines { sponge: true }];
+
+    /// (name, value) of each define.
+    pub fn pairs(self) -> [(&'static str, u32); 1] {
+        [("SPONGE", self.sponge as u32)]
+    }
+
+    /// The defines as compiler options (`-DNAME=value`).
+    pub fn options(self) -> Vec<String> {
+        self.pairs().iter().map(|(name, v)| format!("-D{name}={v}")).collect()
+    }
+
+    /// Label of the module variant: "sponge" or "none".
+    pub fn label(self) -> &'static str {
+        if self.sponge { "sponge" } else { "none" }
+    }
+}
+
+/// Bytes the CPML memory variables add to a step (psi and zeta, f32, each read and written once:
+/// 16 bytes) for every point of every axis's layers of `width` points: two per axis, one along z
+/// under a free surface. A point in a corner counts once per axis whose layer it lies in.
+pub fn cpml_step_bytes(shape: [usize; 3], width: usize, free_surface: bool) -> u64 {
+    let [nx, ny, nz] = shape.map(|n| n as u64);
+    let w = width as u64;
+    let faces = |axis: usize| if axis == 2 && free_surface { 1 } else { 2 };
+    let layer_points: u64 = (0..3).map(|a| faces(a) * w * nx * ny * nz / [nx, ny, nz][a].max(1)).sum();
+    16 * layer_points
 }
 
 /// The boundary treatment of a run, ready for any backend.
@@ -133,13 +188,26 @@ impl Boundary {
         Boundary { kind, width, free_surface, profiles }
     }
 
+    /// Width of the CPML layers: the layer width with CPML, else 0 (no memory variables).
+    pub fn cpml_width(&self) -> usize {
+        if self.kind == BoundaryKind::Cpml { self.width } else { 0 }
+    }
+
+    /// Bytes this boundary adds to a step on a grid of `shape` at the least: the CPML memory
+    /// variables ([`cpml_step_bytes`]); the sponge's factors are three 1D profiles, which stay in
+    /// cache, and count nothing.
+    pub fn step_bytes(&self, shape: [usize; 3]) -> u64 {
+        cpml_step_bytes(shape, self.cpml_width(), self.free_surface)
+    }
+
+    /// The GPU kernels' compile-time defines this boundary sets.
+    pub fn kernel_defines(&self) -> BoundaryDefines {
+        self.kind.kernel_defines()
+    }
+
     /// Slabs holding CPML memory variables, one per axis (empty when not CPML).
     pub fn slabs(&self, shape: [usize; 3]) -> [Slab; 3] {
-        std::array::from_fn(|axis| Slab {
-            axis,
-            width: if self.kind == BoundaryKind::Cpml { self.width } else { 0 },
-            shape,
-        })
+        std::array::from_fn(|axis| Slab { axis, width: self.cpml_width(), shape })
     }
 }
 
@@ -237,5 +305,52 @@ mod tests {
         let fs = Boundary::new(BoundaryKind::Cpml, 5, true, [20, 20, 20], [10.0; 3], 2000.0, 10.0, 1e-3);
         assert_eq!(fs.profiles[2].a[0], 0.0);
         assert!(fs.profiles[2].a[19] < 0.0);
+    }
+
+    /// Only the sponge sets SPONGE = 1; CPML and no boundary share the other module variant, and
+    /// the variants cover every kind once.
+    #[test]
+    fn kernel_defines_set_the_sponge_only_for_the_sponge() {
+        let defines = |kind| Boundary::new(kind, 4, false, [12; 3], [10.0; 3], 2000.0, 10.0, 1e-3).kernel_defines();
+        assert_eq!(defines(BoundaryKind::Sponge).pairs(), [("SPONGE", 1)]);
+        assert_eq!(defines(BoundaryKind::Cpml).pairs(), [("SPONGE", 0)]);
+        assert_eq!(defines(BoundaryKind::None).pairs(), [("SPONGE", 0)]);
+        assert_eq!(Boundary::none([12; 3]).kernel_defines().options(), ["-DSPONGE=0"]);
+        assert_eq!(defines(BoundaryKind::Sponge).options(), ["-DSPONGE=1"]);
+        let kinds = [BoundaryKind::None, BoundaryKind::Sponge, BoundaryKind::Cpml];
+        for v in BoundaryDefines::VARIANTS {
+            assert!(kinds.iter().any(|k| k.kernel_defines() == v), "{v:?} serves a kind");
+        }
+        assert!(kinds.iter().all(|k| BoundaryDefines::VARIANTS.contains(&k.kernel_defines())));
+        assert_eq!(BoundaryDefines::VARIANTS.map(|v| v.label()), ["none", "sponge"]);
+    }
+
+    /// The boundary's step bytes: 16 a CPML layer point per axis (10 x 8 x 6, layers of 2: 192 x,
+    /// 240 y and 320 z points, 160 z under a free surface), nothing for the sponge or none.
+    #[test]
+    fn step_bytes_count_the_cpml_memory_variables_only() {
+        let b = |kind, fs| Boundary::new(kind, 2, fs, [10, 8, 6], [10.0; 3], 2000.0, 10.0, 1e-3);
+        assert_eq!(b(BoundaryKind::Cpml, false).step_bytes([10, 8, 6]), 16 * (192 + 240 + 320));
+        assert_eq!(b(BoundaryKind::Cpml, true).step_bytes([10, 8, 6]), 16 * (192 + 240 + 160));
+        assert_eq!(b(BoundaryKind::Sponge, false).step_bytes([10, 8, 6]), 0);
+        assert_eq!(b(BoundaryKind::None, true).step_bytes([10, 8, 6]), 0);
+        assert_eq!(b(BoundaryKind::Cpml, false).cpml_width(), 2);
+        assert_eq!(b(BoundaryKind::Sponge, false).cpml_width(), 0);
+    }
+
+    /// The input's `boundary.kind` strings deserialise into the kinds, "cpml" by default.
+    #[test]
+    fn kinds_deserialise_from_their_lowercase_names() {
+        #[derive(serde::Deserialize)]
+        struct T {
+            #[serde(default)]
+            kind: BoundaryKind,
+        }
+        let kind = |s: &str| toml::from_str::<T>(s).map(|t| t.kind);
+        assert_eq!(kind("kind = \"cpml\"").unwrap(), BoundaryKind::Cpml);
+        assert_eq!(kind("kind = \"sponge\"").unwrap(), BoundaryKind::Sponge);
+        assert_eq!(kind("kind = \"none\"").unwrap(), BoundaryKind::None);
+        assert_eq!(kind("").unwrap(), BoundaryKind::Cpml);
+        assert!(kind("kind = \"pml\"").is_err());
     }
 }

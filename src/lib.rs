@@ -2,14 +2,18 @@
 //! of radius R in space) on GPUs, with a rayon CPU reference.
 //!
 //! The pipeline, one module each: [`config`] (the TOML input) -> [`model`] (velocity on the grid)
-//! -> [`problem`] (the discretised run) -> [`solver`] (the backend-agnostic time loop) ->
-//! [`backend`] (cpu, cuda, hip) -> `kernels/` (one GPU source for both vendors) -> [`output`].
+//! -> [`problem`] (the discretised run) -> [`solver`] (the one, backend-agnostic time loop) ->
+//! [`backend`] (cpu, cuda, hip; [`backend::registry`] opens them) -> `kernels/` (one GPU source
+//! for both vendors) -> [`output`] (the result file, then the files derived from it). [`driver`]
+//! runs an input through it: a single run, a [`survey`] of shots over the processes of a job
+//! ([`parallel`]), or a run split over MPI ranks ([`decomposition`]), each driving the same loop.
 
 pub mod backend;
 pub mod bench;
 pub mod boundary;
 pub mod config;
 pub mod decomposition;
+pub mod driver;
 pub mod grid;
 pub mod model;
 pub mod numerics;

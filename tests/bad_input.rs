@@ -366,7 +366,7 @@ fn a_blow_up_stops_the_run_and_leaves_no_result_file() {
     use seismic_run::backend::{Backend, DeviceInfo};
     use seismic_run::output::hdf5::{Hdf5Writer, RunMetadata, Volumes};
     use seismic_run::output::plan::OutputPlan;
-    use seismic_run::solver::{self, BlowUp};
+    use seismic_run::solver;
     let dir = scratch("blow-up");
     let text = input(CONSTANT, "snapshot_every = 5").replace("steps = 10", "steps = 60");
     let cfg = Config::from_toml(&text).unwrap();
@@ -388,7 +388,7 @@ fn a_blow_up_stops_the_run_and_leaves_no_result_file() {
         let mut writer = Hdf5Writer::start(scope, &out, &problem, &plan, meta, 2, Volumes::Whole).unwrap();
         solver::run(&problem, &mut backend, &plan, &mut writer, &mut |_| {}).unwrap_err()
     });
-    let b = e.downcast_ref::<BlowUp>().expect("a blow-up error");
+    let b = e.blow_up().expect("a blow-up error");
     assert_eq!(b.found, 60, "a short run is checked after its last step");
     let msg = format!("{e:#}");
     assert_names(&msg, &["non-finite", "between step 0 and step 60", "300% of the stability (CFL) limit"]);

@@ -317,7 +317,7 @@ fn one_case(text: &str, tally: &mut Tally, run_it: bool) {
             assert!(backend.field_is_finite().unwrap());
         }
         Err(e) => {
-            assert!(e.downcast_ref::<solver::BlowUp>().is_some(), "a run fails only by blowing up: {e:#}");
+            assert!(e.blow_up().is_some(), "a run fails only by blowing up: {e:#}");
             tally.blew_up += 1;
         }
     }

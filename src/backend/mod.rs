@@ -1,5 +1,6 @@
 //! Compute backends behind one interface: the solver's time loop is written once, against
-//! [`Backend`], and each backend applies a [`Problem`] the same way.
+//! [`Backend`], and each backend applies a [`Problem`] the same way; [`registry`] opens the one
+//! a run asks for.
 //!
 //! Every step computes, in this order (CPU and GPU alike; the GPU computes psi of step 2 inside the
 //! pass of step 4, from p^n, with the same arithmetic):
@@ -17,15 +18,13 @@
 
 pub mod cpu;
 pub mod cpu_half;
+pub mod registry;
 pub mod tuning;
 
 use anyhow::{Result, bail};
 
-use crate::config::{BackendChoice, KernelChoice};
-use crate::grid::Layout;
-use crate::problem::Problem;
-
 use crate::grid::Section;
+use crate::problem::Problem;
 
 /// What a backend is, for reports and the output file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -177,77 +176,3 @@ pub trait Backend {
 
 #[cfg(any(feature = "cuda", feature = "hip"))]
 pub mod gpu;
-
-/// Opens the backend asked for. `auto` tries CUDA, then HIP (those compiled in), then falls back
-/// to the CPU; `notice` gets one line saying why.
-/// On a node with several GPUs, `local_rank` (this process's rank among the node's, 0 for a
-/// single process) chooses the GPU: local_rank modulo the number of GPUs, so ranks may share one.
-pub fn open_backend(
-    problem: &Problem,
-    choice: BackendChoice,
-    kernel: KernelChoice,
-    local_rank: usize,
-    notice: &mut dyn FnMut(&str),
-) -> Result<Box<dyn Backend>> {
-    match choice {
-        BackendChoice::Cpu => open_cpu(problem),
-        BackendChoice::Cuda => open_cuda(problem, kernel, local_rank),
-        BackendChoice::Hip => open_hip(problem, kernel, local_rank),
-        BackendChoice::Auto => {
-            let mut reasons = Vec::new();
-            for (name, open) in [("cuda", open_cuda as OpenFn), ("hip", open_hip as OpenFn)] {
-                match open(problem, kernel, local_rank) {
-                    Ok(b) => return Ok(b),
-                    Err(e) => reasons.push(format!("{name}: {e:#}")),
-                }
-            }
-            notice(&format!("no GPU backend available ({}); running on the CPU", reasons.join("; ")));
-            open_cpu(problem)
-        }
-    }
-}
-
-type OpenFn = fn(&Problem, KernelChoice, usize) -> Result<Box<dyn Backend>>;
-
-fn open_cpu(problem: &Problem) -> Result<Box<dyn Backend>> {
-    if problem.precision == crate::config::Precision::F16 {
-        // f32 values, p^n, p^{n-1}, c^2 dt^2 and psi (twice) and zeta for all three axes.
-        let padded = problem.layout.len() as f64 / problem.layout.points().max(1) as f64;
-        crate::resources::check_host_memory(
-            problem.layout,
-            3.0 * 4.0 * padded + 28.0 + 12.0,
-            "the CPU backend (f16 reference)",
-        )?;
-        return Ok(Box::new(crate::backend::cpu_half::CpuHalfSolver::new(problem)?));
-    }
-    let layout = crate::backend::cpu::cpu_layout::<f32>(problem.layout);
-    crate::resources::check_host_memory(problem.layout, cpu_bytes_per_point(layout), "the CPU backend")?;
-    Ok(Box::new(crate::backend::cpu::CpuSolver::<f32>::new(problem)?.flushing_subnormals(true)))
-}
-
-#[cfg(feature = "cuda")]
-fn open_cuda(problem: &Problem, kernel: KernelChoice, local_rank: usize) -> Result<Box<dyn Backend>> {
-    crate::backend::gpu::open_cuda_on(problem, kernel, local_rank)
-}
-
-#[cfg(not(feature = "cuda"))]
-fn open_cuda(_: &Problem, _: KernelChoice, _: usize) -> Result<Box<dyn Backend>> {
-    anyhow::bail!("this build has no CUDA support (build with --features cuda)")
-}
-
-#[cfg(feature = "hip")]
-fn open_hip(problem: &Problem, kernel: KernelChoice, local_rank: usize) -> Result<Box<dyn Backend>> {
-    crate::backend::gpu::open_hip_on(problem, kernel, local_rank)
-}
-
-#[cfg(not(feature = "hip"))]
-fn open_hip(_: &Problem, _: KernelChoice, _: usize) -> Result<Box<dyn Backend>> {
-    anyhow::bail!("this build has no HIP support (build with --features hip)")
-}
-
-/// Host bytes per interior point the CPU backend needs on top of the problem: three padded f32
-/// fields (p^n, p^{n-1}, c^2 dt^2) plus the f64 and f32 dense copies made while building them.
-fn cpu_bytes_per_point(layout: Layout) -> f64 {
-    let padded = layout.len() as f64 / layout.points().max(1) as f64;
-    3.0 * 4.0 * padded + 8.0 + 4.0
-}

@@ -50,22 +50,77 @@ pub struct Tuning {
     pub halo_ring: u32,
 }
 
-/// Environment variables that set one field of the launch shape each, for experiments
-/// ([`Tuning::from_environment`]); setting any means the user chose the shape, so the tuning cache
-/// is not read.
-pub const LAUNCH_VARIABLES: [&str; 11] = [
-    "SEISMIC_BLOCK_X",
-    "SEISMIC_BLOCK_Y",
-    "SEISMIC_VEC",
-    "SEISMIC_WINDOW",
-    "SEISMIC_STAGES",
-    "SEISMIC_MIN_BLOCKS",
-    "SEISMIC_UNROLL_Z",
-    "SEISMIC_ROWS",
-    "SEISMIC_ORDER",
-    "SEISMIC_TILE_RING",
-    "SEISMIC_HALO_RING",
+/// The environment variable that sets the launch shape by hand: comma-separated `field=value`
+/// pairs of [`Tuning`]'s fields (e.g. `SEISMIC_TUNING="block_x=16,rows=2"`), read once when a GPU
+/// backend opens ([`TuningOverride::from_environment`]). A shape set so wins over the tuning cache.
+pub const TUNING_VARIABLE: &str = "SEISMIC_TUNING";
+
+/// A field [`TUNING_VARIABLE`] may set: its name, its values in words, and their test.
+type OverrideField = (&'static str, &'static str, fn(u32) -> bool);
+
+/// Each field [`TUNING_VARIABLE`] may set and the values it takes (checked before anything
+/// compiles; [`Tuning::check`] then checks the whole shape).
+const OVERRIDE_FIELDS: [OverrideField; 11] = [
+    ("block_x", "8, 16 or 32", |v| matches!(v, 8 | 16 | 32)),
+    ("block_y", "1 to 32", |v| (1..=32).contains(&v)),
+    ("vec", "1, 2 or 4", |v| matches!(v, 1 | 2 | 4)),
+    ("window", "0 (automatic) to 4096", |v| v <= 4096),
+    ("stages", "0 to 4", |v| v <= 4),
+    ("min_blocks", "1 to 16", |v| (1..=16).contains(&v)),
+    ("unroll_z", "1 to 17", |v| (1..=17).contains(&v)),
+    ("rows", "1 to 4", |v| (1..=4).contains(&v)),
+    ("order", "0 to 3", |v| v <= 3),
+    ("tile_ring", "0 or 1", |v| v <= 1),
+    ("halo_ring", "0 or 1", |v| v <= 1),
 ];
+
+/// Fields of the launch shape set by hand ([`TUNING_VARIABLE`]), each in place of its default;
+/// the fields derived from it follow (`vec=2` also turns the ring off).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TuningOverride {
+    values: Vec<(&'static str, u32)>,
+}
+
+impl TuningOverride {
+    /// Parses `field=value,field=value`, naming the field and its allowed values on an error.
+    pub fn parse(text: &str) -> Result<TuningOverride> {
+        let mut values: Vec<(&'static str, u32)> = Vec::new();
+        for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let names = || OVERRIDE_FIELDS.map(|(n, _, _)| n).join(", ");
+            let Some((name, value)) = pair.split_once('=') else {
+                anyhow::bail!("{TUNING_VARIABLE}: {pair:?} is not field=value (fields: {})", names());
+            };
+            let (name, value) = (name.trim(), value.trim());
+            let Some(&(field, allowed, ok)) = OVERRIDE_FIELDS.iter().find(|(n, _, _)| *n == name) else {
+                anyhow::bail!("{TUNING_VARIABLE}: no launch-shape field {name:?} (fields: {})", names());
+            };
+            let v = value.parse::<u32>().ok().filter(|&v| ok(v));
+            let Some(v) = v else {
+                anyhow::bail!("{TUNING_VARIABLE}: {field}={value:?}, but {field} takes {allowed}");
+            };
+            ensure!(values.iter().all(|(n, _)| *n != field), "{TUNING_VARIABLE}: {field} is set twice");
+            values.push((field, v));
+        }
+        Ok(TuningOverride { values })
+    }
+
+    /// [`TUNING_VARIABLE`] parsed, or None where it is unset or empty.
+    pub fn from_environment() -> Result<Option<TuningOverride>> {
+        match std::env::var(TUNING_VARIABLE) {
+            Ok(text) if !text.trim().is_empty() => Self::parse(&text).map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    fn get(&self, field: &str) -> Option<u32> {
+        self.values.iter().find(|(n, _)| *n == field).map(|&(_, v)| v)
+    }
+
+    /// [`Tuning::default_for`]`(radius, ring, laplacian)` with these fields set.
+    pub fn tuning(&self, radius: usize, ring: bool, laplacian: bool) -> Tuning {
+        Tuning::defaults(radius, ring, laplacian, |k| self.get(k))
+    }
+}
 
 fn one_row() -> u32 {
     1
@@ -76,7 +131,7 @@ fn thirty_two() -> u32 {
 }
 
 impl Tuning {
-    /// The default shape (measured best on an H200, kernels/NOTES.md).
+    /// The default shape (measured best on an H200).
     pub fn for_radius(radius: usize) -> Tuning {
         Self::defaults(radius, true, false, |_| None)
     }
@@ -93,38 +148,21 @@ impl Tuning {
     /// with the ring, where four rows a thread in 8 rows of threads at one block a multiprocessor
     /// (32-row tiles, so a point's share of the y halo through L2 and shared memory is 3/8 of the
     /// step's 12-row tiles'; 241 registers) measured faster: H200, one call, 512^3 0.325 -> 0.315
-    /// ms (82.7 -> 85.5% of copy), 1024^3 2.521 -> 2.489 ms (84.4 -> 85.5%; kernels/NOTES.md,
-    /// session 34).
+    /// ms (82.7 -> 85.5% of copy), 1024^3 2.521 -> 2.489 ms (84.4 -> 85.5%).
     pub fn default_for(radius: usize, ring: bool, laplacian: bool) -> Tuning {
         Self::defaults(radius, ring, laplacian, |_| None)
-    }
-
-    /// The defaults ([`Tuning::for_radius`], or without the ring) with the [`LAUNCH_VARIABLES`]
-    /// set in the environment applied, each in place of its field's default (fields derived from
-    /// it follow: SEISMIC_VEC=2 also turns the ring off); None when none is set.
-    pub fn from_environment(radius: usize, ring: bool) -> Option<Tuning> {
-        Self::from_environment_for(radius, ring, false)
-    }
-
-    /// [`Tuning::from_environment`] over [`Tuning::default_for`]`(radius, ring, laplacian)`.
-    pub fn from_environment_for(radius: usize, ring: bool, laplacian: bool) -> Option<Tuning> {
-        let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u32>().ok());
-        LAUNCH_VARIABLES
-            .iter()
-            .any(|k| std::env::var_os(k).is_some())
-            .then(|| Self::defaults(radius, ring, laplacian, env))
     }
 
     /// The default shape at `radius` (of the Laplacian-only operator where `laplacian`), each field
     /// `var` names replaced by its value.
     fn defaults(radius: usize, ring: bool, laplacian: bool, var: impl Fn(&str) -> Option<u32>) -> Tuning {
         let r = radius as u32;
-        let vec = var("SEISMIC_VEC").unwrap_or(4);
+        let vec = var("vec").unwrap_or(4);
         // Three cp.async stages for the step at R = 6 (with its 24-plane windows, geometry.rs's
-        // FUSED_WINDOWS): H200, 512^3 90.1 -> 91.0% of 3R1W, 1024^3 86.4 -> 86.5% (kernels/NOTES.md,
-        // session 35). At R = 7 and 8 a third stage won at 512^3 and lost at 1024^3.
+        // FUSED_WINDOWS): H200, 512^3 90.1 -> 91.0% of 3R1W, 1024^3 86.4 -> 86.5%.
+        // At R = 7 and 8 a third stage won at 512^3 and lost at 1024^3.
         let deep = ring && vec == 4 && r == 6 && !laplacian;
-        let stages = var("SEISMIC_STAGES").unwrap_or(if deep {
+        let stages = var("stages").unwrap_or(if deep {
             3
         } else if ring && vec == 4 {
             2
@@ -134,9 +172,9 @@ impl Tuning {
         // From R = 6, blocks of 16 x 8 threads with two rows a thread (16-row tiles) at two a
         // multiprocessor, halos through the ring (192-224 registers, no spill). H200, 512^3, one
         // call, % of 3R1W: R = 6 84.7 -> 89.5, R = 7 76.2 -> 87.0, R = 8 71.7 -> 80.6; 1024^3: R = 7
-        // 77.2 -> 82.1, R = 8 73.0 -> 81.4 (kernels/NOTES.md, session 34). Before, 32 x 6 with two
+        // 77.2 -> 82.1, R = 8 73.0 -> 81.4. Before, 32 x 6 with two
         // rows at R = 6 (no halo ring: it spilled then) and 16 x 8 with one row at three a
-        // multiprocessor from R = 7 (session 27: 32 x 8 at two capped ptxas at 128 registers and
+        // multiprocessor from R = 7 (32 x 8 at two capped ptxas at 128 registers and
         // R = 7 spilled); two rows at three a multiprocessor spill under its 170-register cap.
         let high = ring && stages > 0 && r >= 6;
         // The Laplacian-only operator's own (Tuning::default_for): four rows a thread in 8 rows of
@@ -144,9 +182,9 @@ impl Tuning {
         let tall = laplacian && ring && stages > 0 && r == 4;
         // Two rows per thread where measured faster (R = 2: 86% of 3R1W against 76%; R = 4: 82.5%
         // against 79%; the autotuner's winners at R = 3, 5, 6 have two rows too, 8-18% faster than
-        // one; from R = 6 as above); R = 1 keeps one (kernels/NOTES.md). Not where the ring is a
+        // one; from R = 6 as above); R = 1 keeps one. Not where the ring is a
         // plain copy: a 64 KiB LDS would not hold the doubled ring.
-        let rows = var("SEISMIC_ROWS").unwrap_or(if tall {
+        let rows = var("rows").unwrap_or(if tall {
             4
         } else if ring && stages > 0 && r >= 2 {
             2
@@ -154,17 +192,16 @@ impl Tuning {
             1
         });
         Tuning {
-            block_x: var("SEISMIC_BLOCK_X").unwrap_or(if high { 16 } else { 32 }),
-            block_y: var("SEISMIC_BLOCK_Y").unwrap_or(if rows > 1 && !tall && !high { 6 } else { 8 }).max(r),
+            block_x: var("block_x").unwrap_or(if high { 16 } else { 32 }),
+            block_y: var("block_y").unwrap_or(if rows > 1 && !tall && !high { 6 } else { 8 }).max(r),
             vec,
-            window: var("SEISMIC_WINDOW").unwrap_or(0),
+            window: var("window").unwrap_or(0),
             stages,
-            min_blocks: var("SEISMIC_MIN_BLOCKS").unwrap_or(if tall { 1 } else { 2 }),
+            min_blocks: var("min_blocks").unwrap_or(if tall { 1 } else { 2 }),
             // The z loop unrolled where the queue's moves cost more than the copied code: fully up
             // to R = 4; the Laplacian-only operator twice at R = 8 (H200, 50.6 -> 52.5% of copy at
-            // 512^3, 51.5 -> 53.6% at 1024^3; the step gained nothing from R = 5: kernels/NOTES.md,
-            // session 36).
-            unroll_z: var("SEISMIC_UNROLL_Z").unwrap_or(if r <= 4 {
+            // 512^3, 51.5 -> 53.6% at 1024^3; the step gained nothing from R = 5).
+            unroll_z: var("unroll_z").unwrap_or(if r <= 4 {
                 2 * r + 1
             } else if laplacian && stages > 0 && r == 8 {
                 2
@@ -172,12 +209,12 @@ impl Tuning {
                 1
             }),
             rows,
-            order: var("SEISMIC_ORDER").unwrap_or(3),
-            tile_ring: var("SEISMIC_TILE_RING").unwrap_or(0),
+            order: var("order").unwrap_or(3),
+            tile_ring: var("tile_ring").unwrap_or(0),
             // Halos through the ring wherever it is on (H100, 512^3: R = 4 Laplacian-only 77.0 ->
-            // 87.7% of copy, fused R = 4, 5, 7 +1.4 to +5.8 points, kernels/NOTES.md, session 5;
-            // H200, R = 6 in 32 x 6 blocks 84.7 -> 85.8%, session 34).
-            halo_ring: var("SEISMIC_HALO_RING").unwrap_or((stages > 0) as u32),
+            // 87.7% of copy, fused R = 4, 5, 7 +1.4 to +5.8 points;
+            // H200, R = 6 in 32 x 6 blocks 84.7 -> 85.8%).
+            halo_ring: var("halo_ring").unwrap_or((stages > 0) as u32),
         }
     }
 
@@ -200,14 +237,13 @@ impl Tuning {
         }
     }
 
-    /// Dynamic shared memory that a kernel with the layers in its pass adds after the ring
-    /// (kernels/fused.cu): fused_step_layers, its y layers' phi tile, two planes of the tile's rows
-    /// (halos included) without x halo; fused_step_ylayers (`ylayers`), stages + 2 slots of such a
-    /// plane of phi and of zeta of the tile's own rows.
-    pub fn layer_tile_bytes(&self, radius: usize, ylayers: bool) -> u32 {
+    /// Dynamic shared memory that fused_step_ylayers adds after the ring (kernels/fused.cu):
+    /// stages + 2 slots of a plane of phi of the tile's rows (halos included, no x halo) and of
+    /// zeta of the tile's own rows.
+    pub fn layer_tile_bytes(&self, radius: usize) -> u32 {
         let (rows, r) = (self.fused_tile_y(), radius as u32);
         let row = self.block_x * 4 * self.vec;
-        if ylayers { (self.stages + 2) * (2 * rows + 2 * r) * row } else { 2 * (rows + 2 * r) * row }
+        (self.stages + 2) * (2 * rows + 2 * r) * row
     }
 
     /// Bytes fused_step_zlayers adds to the fields' ring (fused.cu): per slot (stages + 1) and
@@ -216,17 +252,17 @@ impl Tuning {
         (self.stages + 1) * 2 * self.block_x * self.block_y * self.rows * 16
     }
 
-    /// Whether such a kernel's shared memory (the tile, the ring, the layers' and fused_step_ylayers's
+    /// Whether fused_step_ylayers's shared memory (the tile, the ring, the layers' tile and its
     /// copies of a and b) fits in the 227 KiB of a multiprocessor; where it does not, the layers
-    /// run after the interior. fused_step_ylayers needs the ring (stages > 0).
-    pub fn layer_tile_fits(&self, radius: usize, ylayers: bool) -> bool {
+    /// run after the interior. It needs the ring (stages > 0).
+    pub fn layer_tile_fits(&self, radius: usize) -> bool {
         let weights = 2 * (self.fused_tile_y() + 2 * radius as u32) * 4;
         self.tile_ring == 0
-            && (!ylayers || self.stages > 0)
+            && self.stages > 0
             && self.static_tile_bytes(radius)
                 + weights
                 + self.dynamic_shared_bytes(radius, false)
-                + self.layer_tile_bytes(radius, ylayers)
+                + self.layer_tile_bytes(radius)
                 <= 227 << 10
     }
 
@@ -272,12 +308,11 @@ impl Tuning {
     /// The launch shape of the Laplacian-only operator: this one with the ring one plane deeper.
     /// A plane of it moves a third of the full step's bytes, so one more plane in flight hides the
     /// same latency (H100, R = 4, 512^3 / 1024^3: 87.7 / 86.2% of copy with 2 stages, 90.6 / 88.4%
-    /// with 3, 82.3 / 84.8% with 4; kernels/NOTES.md, session 5). The tile ring keeps its depth.
+    /// with 3, 82.3 / 84.8% with 4). The tile ring keeps its depth.
     /// Unchanged where the deeper ring would not run this tile (see [`Tuning::effective`]), counted
     /// as the step's three-field ring, as the module's options are (sources::kernel_options):
     /// conservative for this one-field ring, whose own bytes would give the tall R = 4 tile a third
-    /// stage, which ran no faster (H200, 512^3 0.317 against 0.315 ms, 1024^3 2.505 against 2.49;
-    /// kernels/NOTES.md, session 38).
+    /// stage, which ran no faster (H200, 512^3 0.317 against 0.315 ms, 1024^3 2.505 against 2.49).
     pub fn for_laplacian(self, radius: usize) -> Tuning {
         let deeper = Tuning { stages: self.stages + 1, ..self };
         if self.stages > 0 && self.tile_ring == 0 && deeper.check(radius).is_ok() && deeper.effective(radius) == deeper
@@ -292,7 +327,7 @@ impl Tuning {
     /// width, ring depth, window and grid-index order, with one row a thread in blocks of 8 rows
     /// (or R) and the halos through registers (that kernel has no halo or tile ring); up to R = 5
     /// this one's block width at 3 blocks a multiprocessor, at R = 6 blocks 32 wide at 3, from R = 7
-    /// 32 wide at 2, as measured. H200, 512^3 (kernels/NOTES.md, sessions 14 and 16): R = 4, 0.476
+    /// 32 wide at 2, as measured. H200, 512^3: R = 4, 0.476
     /// ms against 0.533 with the f32 default's two rows of 6 (162 registers, 2 blocks); R = 1, 3
     /// blocks 0.366 against 0.379 ms; R = 5, 0.564 against 0.631; R = 6, 0.656 against 0.677; R = 8,
     /// 2 blocks 0.767 against 0.793 ms.
@@ -311,14 +346,14 @@ impl Tuning {
 
     /// The launch shape of a step with the y layers inside the fused pass (fused_step and
     /// fused_step_ylayers, kernels/fused.cu), from the interior's: one row a thread, the z loop not
-    /// unrolled, no tile ring (two rows a thread or the loop unrolled ran slower: H100, R = 4,
-    /// kernels/NOTES.md, session 21), and blocks of 128 threads, of which three share a
-    /// multiprocessor (167 registers a thread at R = 4), so that one waits at a plane's barrier
-    /// while the others compute. Up to R = 4, 8 threads (32 points) a row in 16 rows: a block
-    /// reads 1.9 times its points of p^n's plane with the halos, against 2.25 in 16 x 8 (H200,
-    /// session 26: marmousi.toml's real step 0.166 -> 0.163 ms, marmousi-large 13.88 -> 13.74 s in
+    /// unrolled, no tile ring (two rows a thread or the loop unrolled ran slower: H100, R = 4), and
+    /// blocks of 128 threads, of which three share a multiprocessor (167 registers a thread at
+    /// R = 4), so that one waits at a plane's barrier while the others compute. Up to R = 4, 8
+    /// threads (32 points) a row in 16 rows: a block
+    /// reads 1.9 times its points of p^n's plane with the halos, against 2.25 in 16 x 8 (H200:
+    /// marmousi.toml's real step 0.166 -> 0.163 ms, marmousi-large 13.88 -> 13.74 s in
     /// steps, the same bits). From R = 5 the x halo is two vectors a side, and the shape stays 16
-    /// x 8 (at least R rows), timed there in session 25.
+    /// x 8 (at least R rows), timed there.
     pub fn for_ylayers(self, radius: usize) -> Tuning {
         let (block_x, block_y) = if radius <= 4 { (8, 16) } else { (16, 8.max(radius as u32)) };
         Tuning { block_x, block_y, rows: 1, unroll_z: 1, tile_ring: 0, ..self }.effective(radius)
@@ -414,134 +449,4 @@ impl Tuning {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::Tuning;
-
-    /// The GPU test of the in-pass layer modes runs the default launch shape at every radius.
-    #[test]
-    fn the_layer_tile_fits_the_default_launch_shape_at_every_radius() {
-        for r in 1..=8 {
-            let t = Tuning::for_radius(r).effective(r);
-            assert!(t.layer_tile_fits(r, false), "R = {r}: {t:?}");
-            assert!(t.for_ylayers(r).layer_tile_fits(r, true), "R = {r}: {t:?}, y layers");
-        }
-    }
-
-    /// From R = 6: 16 x 8 threads, two rows a thread, two blocks a multiprocessor.
-    #[test]
-    fn high_radii_take_two_rows_in_sixteen_by_eight_blocks() {
-        for r in 6..=8 {
-            let t = Tuning::for_radius(r);
-            assert_eq!((t.block_x, t.block_y, t.rows, t.min_blocks), (16, 8, 2, 2), "R = {r}");
-            assert_eq!(t.effective(r), t, "R = {r}");
-            t.check(r).unwrap();
-            // The f16 step keeps its measured shapes.
-            let h = t.for_half(r);
-            assert_eq!((h.block_x, h.rows, h.min_blocks), (32, 1, if r == 6 { 3 } else { 2 }), "R = {r}");
-        }
-    }
-
-    #[test]
-    fn halos_ride_the_ring_where_there_is_one() {
-        let t = Tuning::for_radius(4);
-        assert_eq!((t.stages, t.halo_ring), (2, 1));
-        for r in 1..=8 {
-            assert_eq!(Tuning::for_radius(r).halo_ring, 1, "R = {r}");
-        }
-        assert_eq!(Tuning::for_radius_without_ring(4).halo_ring, 0);
-        let plain = Tuning { halo_ring: 0, ..t };
-        // 2R rows of 32 vectors and 2 vectors for each of 12 tile rows, 16 B each, in 3 slots.
-        assert_eq!(
-            t.dynamic_shared_bytes(4, true) - plain.dynamic_shared_bytes(4, true),
-            3 * (2 * 4 * 32 + 12 * 2) * 16
-        );
-        assert_eq!(Tuning { stages: 0, ..t }.effective(4).halo_ring, 0);
-    }
-
-    #[test]
-    fn the_laplacian_gets_one_stage_more_where_it_fits() {
-        for r in 1..=8 {
-            let t = Tuning::for_radius(r).effective(r);
-            let l = t.for_laplacian(r);
-            assert_eq!(l.stages, t.stages + 1, "R = {r}");
-            // The module is compiled with `effective`'s rows (sources::kernel_options), the host
-            // launches this tuning's tile: the two must agree (a deeper ring that `effective`
-            // would cut to fewer rows left a tile's last rows uncomputed; kernels/NOTES.md,
-            // session 38).
-            assert_eq!(l.effective(r), l, "R = {r}");
-            assert_eq!((l.block_y, l.rows, l.fused_tile_y()), (t.block_y, t.rows, t.fused_tile_y()));
-            l.check(r).unwrap();
-        }
-        let ring = Tuning { tile_ring: 1, ..Tuning::for_radius(4) };
-        assert_eq!(ring.for_laplacian(4).stages, ring.stages);
-        let none = Tuning::for_radius_without_ring(4);
-        assert_eq!(none.for_laplacian(4), none);
-    }
-
-    /// The Laplacian-only operator's own default: tall tiles at R = 4 with the ring, which then
-    /// keeps its two stages (a third would not fit beside the 43.5 KB tile); the step's elsewhere.
-    #[test]
-    fn the_laplacian_default_has_tall_tiles_at_radius_four_and_unrolls_at_eight() {
-        let t = Tuning::default_for(4, true, true);
-        assert_eq!((t.block_x, t.block_y, t.rows, t.min_blocks), (32, 8, 4, 1));
-        assert_eq!(t.effective(4), t);
-        assert_eq!(t.for_laplacian(4).stages, 2);
-        for tall in [t, Tuning { rows: 3, ..t }] {
-            let l = tall.for_laplacian(4);
-            assert_eq!(l.effective(4), l, "{}", l.label());
-        }
-        // The step's own tall shape stops at two stages too.
-        assert!(Tuning { stages: 3, ..t }.check(4).is_err());
-        t.check(4).unwrap();
-        for r in [1, 2, 3, 5, 7] {
-            assert_eq!(Tuning::default_for(r, true, true), Tuning::for_radius(r), "R = {r}");
-        }
-        // At R = 8 its z loop is unrolled twice.
-        assert_eq!(Tuning::default_for(8, true, true), Tuning { unroll_z: 2, ..Tuning::for_radius(8) });
-        // At R = 6 the step's third stage is its own; the Laplacian adds one to two (for_laplacian).
-        assert_eq!(Tuning::default_for(6, true, true), Tuning { stages: 2, ..Tuning::for_radius(6) });
-        for r in 1..=8 {
-            assert_eq!(Tuning::default_for(r, false, true), Tuning::for_radius_without_ring(r), "R = {r}");
-            assert_eq!(Tuning::default_for(r, true, false), Tuning::for_radius(r), "R = {r}");
-        }
-    }
-
-    fn tuning(block_y: u32, stages: u32, rows: u32) -> Tuning {
-        Tuning {
-            block_x: 32,
-            block_y,
-            vec: 4,
-            window: 0,
-            stages,
-            min_blocks: 2,
-            unroll_z: 1,
-            rows,
-            order: 0,
-            tile_ring: 0,
-            halo_ring: 0,
-        }
-    }
-
-    #[test]
-    fn rows_need_the_asynchronous_ring() {
-        assert_eq!(tuning(8, 0, 2).effective(4).rows, 1);
-        assert_eq!(tuning(8, 2, 2).effective(4).rows, 2);
-    }
-
-    #[test]
-    fn rows_are_lowered_until_the_tile_fits() {
-        for r in 1..=8usize {
-            for rows in 1..=4 {
-                let t = tuning(8.max(r as u32), 2, rows).effective(r);
-                assert!(t.rows >= 1 && t.rows <= rows);
-                assert!(t.check(r).is_ok(), "R = {r}, rows {rows} -> {t:?}");
-                let static_tile = 2 * (t.fused_tile_y() + 2 * r as u32) * (32 + 2 * (r as u32).div_ceil(4)) * 16;
-                assert!(static_tile <= 48 << 10 && t.fused_tile_y() <= 32, "R = {r}: {t:?}");
-            }
-        }
-        // 8 rows of threads x 4 rows = 32 rows at R = 4 fit: 2 x 40 x 34 x 16 B = 43.5 KB.
-        assert_eq!(tuning(8, 2, 4).effective(4).rows, 4);
-        // At R = 8 that tile would take 55 KB of static shared memory.
-        assert!(tuning(8, 2, 4).effective(8).rows < 4);
-    }
-}
+mod tests;

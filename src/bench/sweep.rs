@@ -8,7 +8,7 @@
 
 use super::{Ceilings, OperatorKind, Report, Row, Skipped, SweepSpec, TuneSummary};
 use crate::backend::gpu::autotune::{self, ShapeClass};
-use crate::backend::gpu::{self, GpuRuntime, GpuSolver, Operator, Tuning};
+use crate::backend::gpu::{self, GpuRuntime, GpuSolver, Operator, Tuning, TuningOverride};
 use crate::config::{KernelChoice, Precision};
 use anyhow::Result;
 use std::time::{Duration, Instant};
@@ -40,12 +40,14 @@ pub struct Settings {
 
 impl Settings {
     /// The backend's default launch shape of `op` for a radius (the Laplacian-only operator has
-    /// its own, `Tuning::default_for`), with the launch variables set in the environment
-    /// applied (`Tuning::from_environment_for`).
+    /// its own, `Tuning::default_for`), with the shape set by hand applied
+    /// (`TuningOverride::from_environment`, which [`run`] checks first).
     pub fn default_tuning(&self, op: Operator, radius: usize) -> Tuning {
         let laplacian = op == Operator::Laplacian;
-        Tuning::from_environment_for(radius, self.ring, laplacian)
-            .unwrap_or(Tuning::default_for(radius, self.ring, laplacian))
+        match TuningOverride::from_environment().ok().flatten() {
+            Some(o) => o.tuning(radius, self.ring, laplacian),
+            None => Tuning::default_for(radius, self.ring, laplacian),
+        }
     }
 }
 
@@ -226,6 +228,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// Progress goes to stderr.
 pub fn run<Rt: GpuRuntime>(mut open: impl FnMut() -> Result<Rt>, spec: &SweepSpec, set: &Settings) -> Result<Report> {
     spec.validate()?;
+    let by_hand = TuningOverride::from_environment()?.is_some();
     let rt = open()?;
     let (device, vendor, arch) = (rt.device_name(), rt.vendor().to_string(), rt.arch());
     eprintln!("seismic-bench: {device} ({vendor}, {arch}), {} multiprocessors", rt.multiprocessors());
@@ -277,7 +280,7 @@ pub fn run<Rt: GpuRuntime>(mut open: impl FnMut() -> Result<Rt>, spec: &SweepSpe
         }
         let same_size = same_size_ceiling(&mut open, shape, set, &mut same_size_ceilings);
         let choose = |op: Operator| -> (Tuning, &'static str) {
-            if set.tuning == TuningMode::Default {
+            if set.tuning == TuningMode::Default || by_hand {
                 return (set.default_tuning(op, radius), "default");
             }
             let (t, entry) = autotune::tuning_or(&device, op, radius, shape, set.ring);

@@ -5,21 +5,16 @@
 //! which seismic-run then uses by default on this GPU.
 
 use anyhow::{Result, bail};
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use seismic_run::bench::{self, OperatorKind, SweepSpec};
+use seismic_run::config::BackendChoice;
 use std::path::PathBuf;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum BackendChoice {
-    Cuda,
-    Hip,
-}
 
 /// Throughput report of seismic-run's GPU kernels against the same-run bandwidth ceilings.
 #[derive(Parser, Debug)]
 #[command(name = "seismic-bench", version)]
 struct Cli {
-    /// GPU backend.
+    /// GPU backend (cuda or hip).
     #[arg(long, value_enum, default_value = "cuda")]
     backend: BackendChoice,
     /// Grid sizes of the size sweep: N (a cube) or NXxNYxNZ, comma-separated
@@ -130,6 +125,8 @@ fn write(cli: &Cli, report: &bench::Report) -> Result<()> {
 #[cfg(any(feature = "cuda", feature = "hip"))]
 fn sweep(cli: &Cli, spec: &SweepSpec, budget: f64) -> Result<bench::Report> {
     use bench::sweep::{Settings, TuningMode};
+    use seismic_run::backend::gpu::GpuRuntime;
+    use seismic_run::backend::registry::{self, GpuVendor, RuntimeTask};
     let settings = Settings {
         tuning: if cli.tune {
             TuningMode::Search { budget: std::time::Duration::from_secs_f64(budget) }
@@ -143,22 +140,16 @@ fn sweep(cli: &Cli, spec: &SweepSpec, budget: f64) -> Result<bench::Report> {
         tune_reps: 10,
         ring: true,
     };
-    match cli.backend {
-        #[cfg(feature = "cuda")]
-        BackendChoice::Cuda => {
-            bench::sweep::run(|| seismic_run::backend::gpu::cuda::CudaRuntime::new(0), spec, &settings)
+    /// The sweep, on whichever runtime the registry opens.
+    struct Sweep<'a>(&'a SweepSpec, Settings);
+    impl RuntimeTask for Sweep<'_> {
+        type Output = bench::Report;
+        fn run<Rt: GpuRuntime>(self, vendor: GpuVendor, open: &mut dyn FnMut() -> Result<Rt>) -> Result<bench::Report> {
+            let settings = Settings { ring: vendor.ring, ..self.1 };
+            bench::sweep::run(open, self.0, &settings)
         }
-        #[cfg(not(feature = "cuda"))]
-        BackendChoice::Cuda => bail!("--backend cuda: this build has no CUDA backend (build with --features cuda)"),
-        #[cfg(feature = "hip")]
-        BackendChoice::Hip => {
-            use seismic_run::backend::gpu::hip;
-            let settings = Settings { ring: false, ..settings };
-            bench::sweep::run(|| hip::HipRuntime::new(0), spec, &settings)
-        }
-        #[cfg(not(feature = "hip"))]
-        BackendChoice::Hip => bail!("--backend hip: this build has no HIP backend (build with --features hip)"),
     }
+    registry::with_runtime(cli.backend, Sweep(spec, settings))
 }
 
 #[cfg(not(any(feature = "cuda", feature = "hip")))]

@@ -3,8 +3,7 @@
 //! one device); the MPI path (feature `mpi`) holds one subdomain per rank and moves the planes
 //! through host memory; the NCCL path (feature `nccl`) moves them device to device.
 
-use super::Decomposition;
-use super::run::Domain;
+use super::{Decomposition, Domain};
 use anyhow::{Result, ensure};
 
 /// Moves halo planes between the subdomains and brings results to rank 0.

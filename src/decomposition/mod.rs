@@ -15,14 +15,15 @@
 //! only on the top rank.
 
 pub mod exchange;
+pub mod gather;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 #[cfg(feature = "nccl")]
 pub mod nccl;
-pub mod run;
+pub mod stepper;
 
 pub use exchange::{Exchange, InProcess};
-pub use run::{Domain, run};
+pub use stepper::{Decomposed, run};
 
 use crate::backend::Backend;
 use crate::backend::cpu::CpuSolver;
@@ -49,6 +50,12 @@ pub struct Decomposition {
     pub halo: usize,
     /// The rank recording each receiver.
     pub receiver_rank: Vec<usize>,
+}
+
+/// One subdomain and the backend running it.
+pub struct Domain {
+    pub sub: SubDomain,
+    pub backend: Box<dyn Backend>,
 }
 
 /// One rank's part: its problem (owned and ghost planes) and where it sits in the grid.

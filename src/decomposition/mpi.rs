@@ -8,7 +8,7 @@
 //! main thread makes no MPI call while the mover works (it waits for it first), which MPI's
 //! `MPI_THREAD_SERIALIZED` level allows.
 
-use super::run::Domain;
+use super::Domain;
 use super::{Decomposition, Exchange};
 use anyhow::{Context, Result, ensure};
 use mpi::collective::SystemOperation;

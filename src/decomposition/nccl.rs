@@ -10,7 +10,7 @@
 //! NCCL refuses two ranks on one device). The host-side work (gathering results, the blow-up
 //! vote) stays with the host exchange it wraps.
 
-use super::run::Domain;
+use super::Domain;
 use super::{Decomposition, Exchange};
 use crate::backend::DeviceField;
 use crate::backend::gpu::cuda::guarded;

@@ -1,8 +1,9 @@
 //! Outputs of a run: the HDF5 result file ([`hdf5`] writes it, [`result`] reads it back; the
-//! only modules that use rust-hdf5), the files derived from it ([`segy`] traces, [`xdmf`] sidecar,
-//! [`plot`] pictures and animation), the progress bar ([`progress`]) and the safe creation and
+//! only modules that use rust-hdf5), the files derived from it ([`derived`] lists them: [`segy`]
+//! traces, [`xdmf`] sidecar, [`plot`] pictures and animation), the progress bar ([`progress`]) and the safe creation and
 //! replacement of every output file ([`safe`]).
 
+pub mod derived;
 pub mod hdf5;
 pub mod plan;
 pub mod plot;
@@ -14,19 +15,6 @@ pub mod xdmf;
 
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
-
-/// Every file that may be written beside the result file `h5`, with what makes it (for messages):
-/// the XDMF sidecar always, the SEG-Y with `segy`, the pictures and animation with `plot`.
-pub fn derived_paths(h5: &Path, segy: bool, plot: bool) -> Vec<(PathBuf, &'static str)> {
-    let mut paths = vec![(result::sibling(h5, "xdmf"), "the XDMF sidecar")];
-    if segy {
-        paths.push((result::sibling(h5, "sgy"), "the SEG-Y file (output.segy)"));
-    }
-    if plot {
-        paths.extend(plot::picture_paths(h5).map(|p| (p, "the picture (--plot)")));
-    }
-    paths
-}
 
 /// Checks, before any work, every path in `derived`: each must name a regular file or nothing
 /// ([`safe::check_replaceable`]), and none may be the result file `h5` itself (a result named

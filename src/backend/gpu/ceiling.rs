@@ -3,8 +3,8 @@
 //! fraction of the memory bound.
 
 use super::kernels::{Launch, StreamCopy, StreamFill, StreamThreeReadOneWrite};
+use super::plan::LayerPass;
 use super::runtime::{DevicePtr, GpuRuntime};
-use super::solver::LayerPass;
 use super::sources::{self, cache_dir, kernel_options, load_kernels};
 use crate::backend::tuning::Tuning;
 use anyhow::{Result, ensure};

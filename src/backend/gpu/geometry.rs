@@ -22,11 +22,10 @@ pub struct WindowRule {
 /// at 512^3. 8 planes are within 0.6 points of the best on the H100; the autotuner finds each
 /// GPU's own. From R = 6 the banded 8-plane windows lose to primed ones (H200, 512^3, R = 6 / 7 /
 /// 8: 77.6 / 67.4 / 63.0% of 3R1W against 84.5 / 75.8 / 71.2% with 40-43 planes; R = 5 91.4%
-/// against 87.6%; kernels/NOTES.md, session 27).
+/// against 87.6%).
 /// At R = 6 (16 x 8 blocks of two rows, two a multiprocessor) primed windows of at most 24 planes,
 /// which the wave model alone would not choose: H200, 512^3 89.6 -> 90.2% of 3R1W (47 planes ->
-/// 24), 1024^3 83.2 -> 86.4%; at R = 7 and 8, 24 planes lost 1.6-3.7 points (kernels/NOTES.md,
-/// session 35).
+/// 24), 1024^3 83.2 -> 86.4%; at R = 7 and 8, 24 planes lost 1.6-3.7 points.
 pub const FUSED_WINDOWS: WindowRule =
     WindowRule { shortest_banded: 8, free_priming_upto: 5, longest_primed: fused_longest_primed };
 const fn fused_longest_primed(radius: usize) -> usize {
@@ -36,14 +35,14 @@ const fn fused_longest_primed(radius: usize) -> usize {
 /// (H100, R = 4: 76.8% of copy at 12 planes, 74.9% at 8, 71.1% at 4; 1024^3 76.3 / 72.9 / 69.9);
 /// from R = 4 primed windows beat the banded 16 planes (H200, R = 4, 512^3 / 1024^3: 78.7 / 76.9%
 /// of copy against 83.2 / 85.3% with 43 / 45 planes; 512^3, R = 5 / 6 / 7 / 8: 65.9 / 54.8 / 44.6
-/// / 41.4% against 70.8 / 58.6 / 47.0 / 43.9% with 40-43; kernels/NOTES.md, session 27).
+/// / 41.4% against 70.8 / 58.6 / 47.0 / 43.9% with 40-43).
 /// Its primed windows may be as long as 256 planes (the wave model picks the
 /// length) except at R = 5: at 512^3 on an H200 forced windows of 128 / 256 planes ran R = 4 at
 /// 90.0-90.3 / 90.6% of copy against 85.2% with the 43 planes of the 48-plane limit
 /// (1024^3: 86.1 / 85.6% against 85.5%), R = 6..8 1.0-1.9 points faster, R = 5 65.1 / 49.4%
 /// against 70.7%; with the model's 256 planes, 88.7-90.8% at 512^3 (two cards), 84.5-84.7% at
-/// 1024^3 (kernels/NOTES.md, session 43). The H100 prefers the short windows at R = 4 (512^3:
-/// 87.6 / 85.8-86.2 / 81.6-82.9% with 43 / 128 / 256 planes; session 44), where `--tune` finds
+/// 1024^3. The H100 prefers the short windows at R = 4 (512^3:
+/// 87.6 / 85.8-86.2 / 81.6-82.9% with 43 / 128 / 256 planes), where `--tune` finds
 /// its own; the limit follows the H200, which issue 19's targets are on.
 pub const LAPLACIAN_WINDOWS: WindowRule =
     WindowRule { shortest_banded: 12, free_priming_upto: 3, longest_primed: laplacian_longest_primed };
@@ -60,7 +59,7 @@ const LONGEST_WINDOW: usize = 48;
 /// run at once. Blocks all take about the same time, so a launch runs in waves of `slots` blocks;
 /// the window minimises waves x (window + priming), `priming` standing for the queue's 2R planes
 /// every block loads first, among windows of `shortest` to 48 planes (ties: the shortest).
-/// Measured on an H200 (kernels/NOTES.md): filling the last wave is what counts on small grids
+/// Measured on an H200: filling the last wave is what counts on small grids
 /// (256^3: 77% of 3R1W with 6 chunks in one wave, 63-71% with 1.3-2.7 waves), while windows past
 /// ~48 planes lose on every grid (1024^3: 81.5% at 40 planes, 79.4% at 128, 77% at 342), as
 /// neighbouring blocks drift apart and stop sharing their halo rows in L2.

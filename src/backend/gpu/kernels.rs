@@ -95,9 +95,15 @@ impl Launch {
     }
 }
 
-/// A kernel's parameter struct and its launch: the field list is the kernel's parameter list.
+/// A kernel's parameter struct, its launch and its C++ signature, from one description: each
+/// field's Rust type and the C++ type of the kernel parameter it is (with `T` for the field's
+/// element type where one struct serves an f32 and an f16 kernel), and the kernels that take it
+/// with their element type. The unit test `every_kernel_takes_its_described_parameters` holds
+/// every `__global__` of kernels/ to these.
 macro_rules! kernel_params {
-    ($(#[$doc:meta])* $name:ident { $($field:ident: $ty:ty),* $(,)? }) => {
+    ($(#[$doc:meta])* $name:ident for [$($kernel:literal: $elem:literal),+ $(,)?] {
+        $($field:ident $(as $cname:ident)?: $ty:ty = $cpp:literal),* $(,)?
+    }) => {
         $(#[$doc])*
         #[derive(Clone, Copy, Debug)]
         pub struct $name {
@@ -105,8 +111,18 @@ macro_rules! kernel_params {
         }
 
         impl $name {
+            /// The kernels that take these parameters and their element type (`T`).
+            pub const KERNELS: &[(&str, &str)] = &[$(($kernel, $elem)),+];
+            /// Each parameter's name in the kernel and its C++ type.
+            pub const PARAMS: &[(&str, &str)] =
+                &[$((kernel_params!(@name $field $($cname)?), $cpp)),*];
+            /// Each field's Rust type, in the parameters' order.
+            pub const RUST_TYPES: &[&str] = &[$(stringify!($ty)),*];
+
             /// Enqueues the kernel `f` (a function of this signature) on the runtime's stream.
             pub fn launch<Rt: GpuRuntime>(&self, rt: &Rt, f: Rt::Function, l: Launch) -> Result<()> {
+                #[cfg(test)]
+                super::fake::note_params(format!("{self:?}"));
                 let $name { $($field),* } = *self;
                 // SAFETY: the fields are the kernel's parameters in number, order and type, and
                 // live until the launch has copied them.
@@ -116,211 +132,265 @@ macro_rules! kernel_params {
             }
         }
     };
+    (@name $field:ident $cname:ident) => { stringify!($cname) };
+    (@name $field:ident) => { stringify!($field) };
 }
 
 kernel_params!(
     /// `fused_step` (fused.cu and fused_ring.cu, `FUSED_STEP_PARAMS`): the leapfrog update, or
     /// out = L p when built with LAPLACIAN_ONLY.
-    FusedStep {
-        cur: DevicePtr,
-        out: DevicePtr,
-        vel: DevicePtr,
-        gx: DevicePtr,
-        gy: DevicePtr,
-        gz: DevicePtr,
-        w: StencilWeights,
-        nx: i32,
-        ny: i32,
-        nz: i32,
-        pitch: i64,
-        plane: i64,
-        window: i32,
-        layers: Layers,
+    FusedStep for ["fused_step": "float", "fused_step_ylayers": "float", "fused_step_zlayers": "float"] {
+        cur: DevicePtr = "const float*",
+        out: DevicePtr = "float*",
+        vel: DevicePtr = "const float*",
+        gx: DevicePtr = "const float*",
+        gy: DevicePtr = "const float*",
+        gz: DevicePtr = "const float*",
+        w: StencilWeights = "StencilWeights",
+        nx: i32 = "int",
+        ny: i32 = "int",
+        nz: i32 = "int",
+        pitch: i64 = "i64",
+        plane: i64 = "i64",
+        window: i32 = "int",
+        layers as L: Layers = "Layers",
     }
 );
 
 kernel_params!(
     /// `pass_x` (pass_x.cu): lap = the x part of L p.
-    PassX { cur: DevicePtr, lap: DevicePtr, w: StencilWeights, nx: i32, ny: i32, nz: i32, pitch: i64, plane: i64 }
+    PassX for ["pass_x": "float"] {
+        cur: DevicePtr = "const float*",
+        lap: DevicePtr = "float*",
+        w: StencilWeights = "StencilWeights",
+        nx: i32 = "int",
+        ny: i32 = "int",
+        nz: i32 = "int",
+        pitch: i64 = "i64",
+        plane: i64 = "i64",
+    }
 );
 
 kernel_params!(
     /// `pass_y` and `pass_z` (pass_y.cu, pass_z.cu): lap += that axis's part of L p, `window`
     /// points along the axis per block.
-    PassWindowed {
-        cur: DevicePtr,
-        lap: DevicePtr,
-        w: StencilWeights,
-        nx: i32,
-        ny: i32,
-        nz: i32,
-        pitch: i64,
-        plane: i64,
-        window: i32,
+    PassWindowed for ["pass_y": "float", "pass_z": "float"] {
+        cur: DevicePtr = "const float*",
+        lap: DevicePtr = "float*",
+        w: StencilWeights = "StencilWeights",
+        nx: i32 = "int",
+        ny: i32 = "int",
+        nz: i32 = "int",
+        pitch: i64 = "i64",
+        plane: i64 = "i64",
+        window: i32 = "int",
     }
 );
 
 kernel_params!(
     /// `update` (update.cu): the leapfrog update from a computed Laplacian.
-    Update {
-        cur: DevicePtr,
-        out: DevicePtr,
-        vel: DevicePtr,
-        lap: DevicePtr,
-        gx: DevicePtr,
-        gy: DevicePtr,
-        gz: DevicePtr,
-        nx: i32,
-        ny: i32,
-        nz: i32,
-        pitch: i64,
-        plane: i64,
+    Update for ["update": "float"] {
+        cur: DevicePtr = "const float*",
+        out: DevicePtr = "float*",
+        vel: DevicePtr = "const float*",
+        lap: DevicePtr = "const float*",
+        gx: DevicePtr = "const float*",
+        gy: DevicePtr = "const float*",
+        gz: DevicePtr = "const float*",
+        nx: i32 = "int",
+        ny: i32 = "int",
+        nz: i32 = "int",
+        pitch: i64 = "i64",
+        plane: i64 = "i64",
     }
 );
 
 kernel_params!(
     /// `cpml_x`, `cpml_y`, `cpml_z` (cpml.cu, `CPML_PARAMS`): one axis's layers as a pass of their
     /// own (layers.h's update of every layer point).
-    CpmlAxis {
-        cur: DevicePtr,
-        out: DevicePtr,
-        vel: DevicePtr,
-        layers: Layers,
-        nx: i32,
-        ny: i32,
-        nz: i32,
-        pitch: i64,
-        plane: i64,
+    CpmlAxis for ["cpml_x": "float", "cpml_y": "float", "cpml_z": "float"] {
+        cur: DevicePtr = "const float*",
+        out: DevicePtr = "float*",
+        vel: DevicePtr = "const float*",
+        layers as L: Layers = "Layers",
+        nx: i32 = "int",
+        ny: i32 = "int",
+        nz: i32 = "int",
+        pitch: i64 = "i64",
+        plane: i64 = "i64",
     }
 );
 
 kernel_params!(
     /// `free_surface` (free_surface.cu): p = 0 on z = 0, mirrored with opposite sign above.
-    FreeSurface { cur: DevicePtr, nx: i32, ny: i32, pitch: i64, plane: i64 }
+    FreeSurface for ["free_surface": "float"] {
+        cur: DevicePtr = "float*",
+        nx: i32 = "int",
+        ny: i32 = "int",
+        pitch: i64 = "i64",
+        plane: i64 = "i64",
+    }
 );
 
 kernel_params!(
     /// `inject_source` (sources.cu): field\[offsets\[t\]\] += weights\[t\] * samples\[step\], for
     /// the taps with offsets in [lo, hi).
-    InjectSource {
-        field: DevicePtr,
-        offsets: DevicePtr,
-        weights: DevicePtr,
-        ntaps: i32,
-        samples: DevicePtr,
-        nsamples: i32,
-        step: i32,
-        lo: u64,
-        hi: u64,
+    InjectSource for ["inject_source": "float"] {
+        field: DevicePtr = "float*",
+        offsets: DevicePtr = "const u64*",
+        weights: DevicePtr = "const float*",
+        ntaps: i32 = "int",
+        samples: DevicePtr = "const float*",
+        nsamples: i32 = "int",
+        step: i32 = "int",
+        lo: u64 = "u64",
+        hi: u64 = "u64",
     }
 );
 
 kernel_params!(
     /// `record_receivers` (sources.cu): traces\[r\]\[step\] = sum of the receiver's weighted taps.
-    RecordReceivers {
-        field: DevicePtr,
-        offsets: DevicePtr,
-        weights: DevicePtr,
-        first: DevicePtr,
-        nrec: i32,
-        traces: DevicePtr,
-        steps: i32,
-        step: i32,
+    RecordReceivers for ["record_receivers": "float", "record_receivers_half": "h16"] {
+        field: DevicePtr = "const T*",
+        offsets: DevicePtr = "const u64*",
+        weights: DevicePtr = "const float*",
+        first: DevicePtr = "const u32*",
+        nrec: i32 = "int",
+        traces: DevicePtr = "float*",
+        steps: i32 = "int",
+        step: i32 = "int",
     }
 );
 
 kernel_params!(
     /// `extract_section` (section.cu): an n0 x n1 plane with strides s0, s1 gathered densely.
-    ExtractSection { field: DevicePtr, out: DevicePtr, n0: i32, n1: i32, s0: i64, s1: i64 }
+    ExtractSection for ["extract_section": "float", "extract_section_half": "h16"] {
+        field: DevicePtr = "const T*",
+        out: DevicePtr = "float*",
+        n0: i32 = "int",
+        n1: i32 = "int",
+        s0: i64 = "i64",
+        s1: i64 = "i64",
+    }
 );
 
 kernel_params!(
     /// `insert_section` (section.cu): a dense n0 x n1 buffer written into a plane with strides s0, s1.
-    InsertSection { field: DevicePtr, dense: DevicePtr, n0: i32, n1: i32, s0: i64, s1: i64 }
+    InsertSection for ["insert_section": "float"] {
+        field: DevicePtr = "float*",
+        dense: DevicePtr = "const float*",
+        n0: i32 = "int",
+        n1: i32 = "int",
+        s0: i64 = "i64",
+        s1: i64 = "i64",
+    }
 );
 
 kernel_params!(
     /// `finite_check` (finite_check.cu): sets *flag when any of n values is NaN or infinite.
-    FiniteCheck { field: DevicePtr, n: u64, flag: DevicePtr }
+    FiniteCheck for ["finite_check": "float", "finite_check_half": "h16"] {
+        field: DevicePtr = "const T*",
+        n: u64 = "u64",
+        flag: DevicePtr = "u32*",
+    }
 );
 
 kernel_params!(
     /// `stream_copy`, `stream_copy_x4` (stream.cu): b = a over n float4.
-    StreamCopy { a: DevicePtr, b: DevicePtr, n: u64 }
+    StreamCopy for ["stream_copy": "float4", "stream_copy_x4": "float4"] {
+        a: DevicePtr = "const float4*",
+        b: DevicePtr = "float4*",
+        n: u64 = "u64",
+    }
 );
 
 kernel_params!(
     /// `stream_3r1w`, `stream_3r1w_x4` (stream.cu): d = a + b + c over n float4.
-    StreamThreeReadOneWrite { a: DevicePtr, b: DevicePtr, c: DevicePtr, d: DevicePtr, n: u64 }
+    StreamThreeReadOneWrite for ["stream_3r1w": "float4", "stream_3r1w_x4": "float4"] {
+        a: DevicePtr = "const float4*",
+        b: DevicePtr = "const float4*",
+        c: DevicePtr = "const float4*",
+        d: DevicePtr = "float4*",
+        n: u64 = "u64",
+    }
 );
 
 kernel_params!(
     /// `stream_fill` (stream.cu): deterministic values from `seed` over n float4.
-    StreamFill { a: DevicePtr, n: u64, seed: f32 }
+    StreamFill for ["stream_fill": "float4"] {
+        a: DevicePtr = "float4*",
+        n: u64 = "u64",
+        seed: f32 = "float",
+    }
 );
 
 kernel_params!(
     /// `fused_step_half` (fused_half.cu): the f16 step, d^{n+1} over d^n (`inc`) and p^{n+1} into `next`.
-    FusedStepHalf {
-        cur: DevicePtr,
-        inc: DevicePtr,
-        next: DevicePtr,
-        vel: DevicePtr,
-        gx: DevicePtr,
-        gy: DevicePtr,
-        gz: DevicePtr,
-        w: StencilWeights,
-        nx: i32,
-        ny: i32,
-        nz: i32,
-        pitch: i64,
-        plane: i64,
-        window: i32,
+    FusedStepHalf for ["fused_step_half": "h16"] {
+        cur: DevicePtr = "const h16*",
+        inc: DevicePtr = "h16*",
+        next: DevicePtr = "h16*",
+        vel: DevicePtr = "const h16*",
+        gx: DevicePtr = "const float*",
+        gy: DevicePtr = "const float*",
+        gz: DevicePtr = "const float*",
+        w: StencilWeights = "StencilWeights",
+        nx: i32 = "int",
+        ny: i32 = "int",
+        nz: i32 = "int",
+        pitch: i64 = "i64",
+        plane: i64 = "i64",
+        window: i32 = "int",
     }
 );
 
 kernel_params!(
     /// `cpml_x_half`, `cpml_y_half`, `cpml_z_half` (cpml.cu, `CPML_HALF_PARAMS`): one axis's layers
     /// of the f16 step, correcting d^{n+1} (`inc`) and rewriting p^{n+1} (`next`).
-    CpmlAxisHalf {
-        cur: DevicePtr,
-        inc: DevicePtr,
-        next: DevicePtr,
-        vel: DevicePtr,
-        layers: Layers,
-        nx: i32,
-        ny: i32,
-        nz: i32,
-        pitch: i64,
-        plane: i64,
+    CpmlAxisHalf for ["cpml_x_half": "h16", "cpml_y_half": "h16", "cpml_z_half": "h16"] {
+        cur: DevicePtr = "const h16*",
+        inc: DevicePtr = "h16*",
+        next: DevicePtr = "h16*",
+        vel: DevicePtr = "const h16*",
+        layers as L: Layers = "Layers",
+        nx: i32 = "int",
+        ny: i32 = "int",
+        nz: i32 = "int",
+        pitch: i64 = "i64",
+        plane: i64 = "i64",
     }
 );
 
 kernel_params!(
     /// `free_surface_half` (free_surface.cu): the mirror on an f16 p^n, and d^n = 0 on z = 0.
-    FreeSurfaceHalf { cur: DevicePtr, inc: DevicePtr, nx: i32, ny: i32, pitch: i64, plane: i64 }
+    FreeSurfaceHalf for ["free_surface_half": "h16"] {
+        cur: DevicePtr = "h16*",
+        inc: DevicePtr = "h16*",
+        nx: i32 = "int",
+        ny: i32 = "int",
+        pitch: i64 = "i64",
+        plane: i64 = "i64",
+    }
 );
 
 kernel_params!(
     /// `inject_source_half` (sources.cu): d^{n+1} += w s at the taps, then p^{n+1} = p^n + d^{n+1}.
-    InjectSourceHalf {
-        cur: DevicePtr,
-        inc: DevicePtr,
-        next: DevicePtr,
-        offsets: DevicePtr,
-        weights: DevicePtr,
-        ntaps: i32,
-        samples: DevicePtr,
-        nsamples: i32,
-        step: i32,
+    InjectSourceHalf for ["inject_source_half": "h16"] {
+        cur: DevicePtr = "const h16*",
+        inc: DevicePtr = "h16*",
+        next: DevicePtr = "h16*",
+        offsets: DevicePtr = "const u64*",
+        weights: DevicePtr = "const float*",
+        ntaps: i32 = "int",
+        samples: DevicePtr = "const float*",
+        nsamples: i32 = "int",
+        step: i32 = "int",
     }
 );
 
 /// The functions of a step's module.
 pub struct Kernels<F> {
     pub fused: F,
-    /// The fused step with the CPML layers in its pass (modules built with CPML only).
-    pub fused_layers: Option<F>,
     /// The fused step with the y layers in its pass (modules built with YLAYERS only).
     pub fused_ylayers: Option<F>,
     /// The fused step on the planes of one z layer with their z update in its pass (modules
@@ -347,7 +417,6 @@ impl<F: Copy> Kernels<F> {
         let f = |n: &str| rt.function(module, n);
         Ok(Kernels {
             fused: f("fused_step")?,
-            fused_layers: f("fused_step_layers").ok(),
             fused_ylayers: f("fused_step_ylayers").ok(),
             fused_zlayers: f("fused_step_zlayers").ok(),
             pass_x: f("pass_x")?,
@@ -392,3 +461,6 @@ impl<F: Copy> HalfKernels<F> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -8,28 +8,46 @@
 //! - [`kernels`]: one typed parameter struct and launch per kernel, the by-value structs with
 //!   their layouts asserted on both sides;
 //! - [`geometry`]: the fused kernel's z-window and block layout;
-//! - [`solver`]: [`GpuSolver`], a problem's state on the device and the step's launches;
+//! - `plan`: the step's plan without a device (which launches over which planes, rows, bands
+//!   and windows), unit-tested without a GPU;
+//! - `fields`, `taps`, `launch`, `capture`, `snapshot`, `halo`: what a solver owns on the device
+//!   (the fields; the source and receivers; the step's kernels and launches; the graph-capture
+//!   gate; the staging of snapshots; a decomposed run's halo planes and rows);
+//! - [`solver`]: [`GpuSolver`], which composes them and implements the backend;
 //! - [`ceiling`]: the device's STREAM-like bandwidth ceilings;
 //! - [`autotune`]: the launch-shape search and its per-device cache.
 //!
-//! `open_cuda` and `open_hip` open a backend for a run, with the tuned launch shape.
+//! `open_cuda` and `open_hip` open a backend for a run, with the tuned launch shape, or the one
+//! set by hand in [`TUNING_VARIABLE`](super::tuning::TUNING_VARIABLE).
 
 pub mod autotune;
+mod capture;
 pub mod ceiling;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+#[cfg(test)]
+mod fake;
+mod fields;
 pub mod geometry;
+mod halo;
 #[cfg(feature = "hip")]
 pub mod hip;
 pub mod kernels;
+mod launch;
+#[cfg(test)]
+mod launch_trace;
+mod plan;
 pub mod runtime;
+mod snapshot;
 pub mod solver;
 pub mod sources;
+mod taps;
 
-pub use super::tuning::Tuning;
+pub use super::tuning::{Tuning, TuningOverride};
 pub use ceiling::{Ceiling, ceiling_cached, measure_ceiling};
+pub use plan::LayerPass;
 pub use runtime::{DeviceBuffer, DevicePtr, GpuRuntime};
-pub use solver::{GpuSolver, LayerPass, Operator, estimate_bytes};
+pub use solver::{GpuSolver, Operator, estimate_bytes};
 pub use sources::{cache_dir, load_kernels};
 
 #[cfg(any(feature = "cuda", feature = "hip"))]
@@ -46,8 +64,9 @@ pub fn open_cuda(problem: &Problem, kernel: KernelChoice) -> Result<Box<dyn Back
 /// [`open_cuda`] on device `local_rank` modulo the devices present.
 #[cfg(feature = "cuda")]
 pub fn open_cuda_on(problem: &Problem, kernel: KernelChoice, local_rank: usize) -> Result<Box<dyn Backend>> {
+    let over = TuningOverride::from_environment()?;
     let rt = cuda::CudaRuntime::new(local_rank % cuda::device_count()?.max(1))?;
-    let (tuning, _) = autotune::tuning_for(&rt.device_name(), problem.stencil.radius, problem.shape());
+    let (tuning, _) = autotune::tuning_for(&rt.device_name(), problem.stencil.radius, problem.shape(), over.as_ref());
     Ok(Box::new(GpuSolver::new(rt, problem, kernel, tuning)?))
 }
 
@@ -60,9 +79,13 @@ pub fn open_hip(problem: &Problem, kernel: KernelChoice) -> Result<Box<dyn Backe
 /// [`open_hip`] on device `local_rank` modulo the devices present.
 #[cfg(feature = "hip")]
 pub fn open_hip_on(problem: &Problem, kernel: KernelChoice, local_rank: usize) -> Result<Box<dyn Backend>> {
+    let over = TuningOverride::from_environment()?;
     let count = hip::result::device_count().map_err(|e| anyhow::anyhow!("hipGetDeviceCount: {e}"))?;
     let rt = hip::HipRuntime::new((local_rank % count.max(1) as usize) as i32)?;
     let r = problem.stencil.radius;
-    let (tuning, _) = autotune::tuning_or(&rt.device_name(), Operator::Fused, r, problem.shape(), false);
+    let tuning = match over {
+        Some(o) => o.tuning(r, false, false),
+        None => autotune::tuning_or(&rt.device_name(), Operator::Fused, r, problem.shape(), false).0,
+    };
     Ok(Box::new(GpuSolver::new(rt, problem, kernel, tuning)?))
 }

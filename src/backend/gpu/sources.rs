@@ -2,7 +2,7 @@
 //! them, and the on-disk cache of compiled modules, keyed by source, options and architecture.
 
 use super::GpuRuntime;
-use super::solver::LayerPass;
+use super::plan::LayerPass;
 use crate::backend::tuning::Tuning;
 use anyhow::Result;
 use sha2::{Digest, Sha256};
@@ -126,8 +126,7 @@ pub fn load_kernels_all<Rt: GpuRuntime>(rt: &Rt, modules: &[(&[&str], &[String])
 /// vectors: the fused kernels store a row's last vector without the per-lane path (24-32 SASS
 /// instructions a plane of the march fewer). NVRTC spends registers on it, so it is asked for only
 /// where that was measured to pay: the step at R = 8 and the Laplacian-only operator from R = 5 (at
-/// R = 4 the step spilled, at R = 1 the Laplacian lost a block a multiprocessor; kernels/NOTES.md,
-/// session 37).
+/// R = 4 the step spilled, at R = 1 the Laplacian lost a block a multiprocessor).
 fn grid_options(shape: [usize; 3], t: &Tuning, radius: usize, laplacian_only: bool) -> Vec<String> {
     let pays = radius == 8 || (laplacian_only && radius >= 5);
     let whole = pays && shape[0].is_multiple_of(t.vec.max(1) as usize);
@@ -150,12 +149,11 @@ pub fn module_options(
     o
 }
 
-/// Compile-time parameters of a module (`layers`: with the fused kernel that computes the CPML
-/// layers, or their y layers, in its pass). SEISMIC_KERNEL_DEFS adds `-D` options for experiments
-/// (e.g. "-DDEPTH=2 -DMIN_BLOCKS=3", see kernels/fused.cu).
+/// Compile-time parameters of a module (`layers`: with the fused kernels that compute the CPML y
+/// layers, and the z layers of the tiles between them, in their pass).
 pub fn kernel_options(radius: usize, t: &Tuning, sponge: bool, laplacian_only: bool, layers: LayerPass) -> Vec<String> {
     let t = &t.effective(radius);
-    let mut o = vec![
+    vec![
         format!("-DRADIUS={radius}"),
         format!("-DBLOCK_X={}", t.block_x),
         format!("-DBLOCK_Y={}", t.block_y),
@@ -168,11 +166,6 @@ pub fn kernel_options(radius: usize, t: &Tuning, sponge: bool, laplacian_only: b
         format!("-DROWS={}", t.rows),
         format!("-DORDER={}", t.order),
         format!("-DHALO_RING={}", t.halo_ring),
-        format!("-DCPML={}", matches!(layers, LayerPass::Split | LayerPass::One) as u32),
         format!("-DYLAYERS={}", (layers == LayerPass::YLayers) as u32),
-    ];
-    if let Ok(extra) = std::env::var("SEISMIC_KERNEL_DEFS") {
-        o.extend(extra.split_whitespace().filter(|d| d.starts_with("-D")).map(String::from));
-    }
-    o
+    ]
 }

@@ -5,7 +5,7 @@
 //! back per kernel. Occupancy is estimated from those numbers (see [`waves_per_simd`]).
 
 use super::super::Tuning;
-use super::super::solver::LayerPass;
+use super::super::plan::LayerPass;
 use super::super::sources::{self, kernel_options};
 use anyhow::{Context, Result, bail, ensure};
 use rayon::prelude::*;
@@ -101,9 +101,8 @@ pub fn stream_options() -> Vec<String> {
 }
 
 /// The kernels in the order the report lists them.
-pub const KERNEL_ORDER: [&str; 19] = [
+pub const KERNEL_ORDER: [&str; 18] = [
     "fused_step",
-    "fused_step_layers",
     "pass_x",
     "pass_y",
     "pass_z",
@@ -124,10 +123,9 @@ pub const KERNEL_ORDER: [&str; 19] = [
 ];
 
 impl Variant {
-    /// The kernels its module holds, in [`KERNEL_ORDER`] (fused_step_layers only with CPML).
+    /// The kernels its module holds, in [`KERNEL_ORDER`].
     pub fn kernels(&self) -> Vec<&'static str> {
-        let cpml = self.options.iter().any(|o| o == "-DCPML=1");
-        KERNEL_ORDER.iter().copied().filter(|k| cpml || *k != "fused_step_layers").collect()
+        KERNEL_ORDER.to_vec()
     }
 }
 

@@ -16,16 +16,10 @@ use safe::{Device, DeviceBuffer, Event, Function, Module, Stream};
 use std::ffi::c_void;
 
 /// The hipRTC / hipcc flags for `arch` (a gcnArchName such as "gfx90a" or "gfx90a:sramecc+:xnack-"),
-/// before the kernels' -D options. Like the CUDA path, a*b+c is not contracted into FMAs unless
-/// SEISMIC_FMAD=1, so that results stay within rounding of the CPU reference.
+/// before the kernels' -D options. Like the CUDA path, a*b+c is not contracted into FMAs, so that
+/// results stay those of the CPU reference.
 pub fn compiler_flags(arch: &str) -> Vec<String> {
-    let fmad = std::env::var("SEISMIC_FMAD").is_ok_and(|v| v == "1");
-    vec![
-        format!("--offload-arch={arch}"),
-        "-O3".into(),
-        "-std=c++17".into(),
-        format!("-ffp-contract={}", if fmad { "fast" } else { "off" }),
-    ]
+    vec![format!("--offload-arch={arch}"), "-O3".into(), "-std=c++17".into(), "-ffp-contract=off".into()]
 }
 
 /// hipRTC of HIP 5.2 (Debian 12) aborts the whole process inside hiprtcCompileProgram
@@ -52,8 +46,8 @@ pub fn compile_for(arch: &str, source: &str, name: &str, options: &[String]) -> 
 }
 
 /// The launch shape on AMD: [`Tuning::for_radius`] (measured best on NVIDIA), except that the
-/// shared-memory ring of asynchronous copies is off (SEISMIC_STAGES can turn it on for
-/// experiments, `Tuning::from_environment`). On AMD the
+/// shared-memory ring of asynchronous copies is off (a shape set by hand can turn it on,
+/// [`TuningOverride`](crate::backend::tuning::TuningOverride)). On AMD the
 /// kernels' `cp_async16` is a plain load and store through registers, so the ring only adds LDS:
 /// at R = 4 it would take a workgroup from 17 KiB to 53 KiB of the CU's 64 KiB, one workgroup
 /// (one wave per SIMD) per CU.
@@ -207,7 +201,7 @@ impl GpuRuntime for HipRuntime {
         anyhow::ensure!(
             fixed + bytes <= limit,
             "the kernel needs {fixed} B static + {bytes} B dynamic LDS but {} allows {limit} B per workgroup \
-             (lower SEISMIC_STAGES or SEISMIC_BLOCK_Y)",
+             (lower stages or block_y in SEISMIC_TUNING)",
             self.device.name
         );
         Ok(())

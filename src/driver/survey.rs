@@ -1,29 +1,35 @@
-//! `seismic-run` on an input with `[survey]` (part of the binary; the library's `survey` module
-//! says what the shots, their inputs and their files are). The model is loaded, the problem built
-//! and the backend opened (kernels compiled, buffers allocated) once per process; each shot then
-//! moves the source and receivers, resets the fields and runs. Shots are taken dynamically by all
-//! processes of the job (`parallel::Ranks`), each writes its own result file.
+//! A run of an input with `[survey]` (the `survey` module says what the shots, their inputs and
+//! their files are). The model is loaded, the problem built and the backend opened (kernels
+//! compiled, buffers allocated) once per process; each shot then moves the source and receivers,
+//! resets the fields and runs the one time loop. Shots are taken dynamically by all processes of
+//! the job ([`Ranks`]), each writes its own result file; with `ranks_per_shot`, groups of ranks
+//! run each shot decomposed ([`super::decomposed::shot_over`]).
 
-use super::*;
-use anyhow::bail;
-use seismic_run::output::hdf5::Commit;
-use seismic_run::parallel::Ranks;
-use seismic_run::survey::{self, Shot, SurveyFiles};
+use super::{Job, SNAPSHOT_BUFFERS, report, signals};
+use crate::backend::{Backend, DeviceInfo, registry};
+use crate::config::Config;
+use crate::output::derived::{self, Derived};
+use crate::output::hdf5::{Commit, Hdf5Writer, Volumes};
+use crate::output::plan::OutputPlan;
+use crate::parallel::Ranks;
+use crate::problem::Problem;
+use crate::solver::{self, RunContext, RunError, RunResult, StepStats};
+use crate::survey::{self, Shot, SurveyFiles};
+use crate::{output, resources};
+use anyhow::{Context, Result, ensure};
+use std::path::PathBuf;
 use std::time::Instant;
 
-/// Test hook only (`tests/survey.rs`): a process that has finished this many shots kills itself
-/// with SIGKILL right after taking the next, as a lost rank or node would end.
+/// Test hook (`tests/survey.rs`, builds with the `test-hooks` feature only): a process that has
+/// finished this many shots kills itself with SIGKILL right after taking the next, as a lost rank
+/// or node would end.
+#[cfg(feature = "test-hooks")]
 const TEST_KILL_AFTER: &str = "SEISMIC_TEST_KILL_AFTER_SHOTS";
 
-pub(crate) fn run(
-    args: &RunArgs,
-    text: &str,
-    cfg: &Config,
-    input_dir: &Path,
-    out_path: &Path,
-    out_key: &str,
-    want_plot: bool,
-) -> Result<()> {
+/// Runs the survey of `job`, each shot's result file followed by `derived`.
+pub fn run(job: &Job, derived: &[Derived]) -> RunResult<()> {
+    let (text, cfg, input_dir, out_path, out_key) =
+        (job.text.as_str(), &job.cfg, job.input_dir.as_path(), job.output.as_path(), job.output_key);
     let ranks = Ranks::init()?;
     let shots = survey::shots(cfg)?;
     let files = SurveyFiles::new(out_path)?;
@@ -41,12 +47,12 @@ pub(crate) fn run(
     for s in &shots {
         let path = files.shot(s.index);
         let key = format!("{out_key} (shot {})", s.index);
-        seismic_run::config::check_output_writable(&path, &key)?;
-        output::check_derived_paths(&path, &key, &output::derived_paths(&path, cfg.output.segy, want_plot))?;
+        crate::config::check_output_writable(&path, &key)?;
+        output::check_derived_paths(&path, &key, &derived::paths(derived, &path))?;
     }
     let per_shot = cfg.survey.as_ref().map_or(1, |s| s.ranks_per_shot);
     if per_shot > 1 {
-        return grouped(&ranks, args, cfg, input_dir, &files, &shots, &inputs, want_plot);
+        return grouped(&ranks, job, &files, &shots, &inputs, derived);
     }
     let buffers = if cfg.output.snapshot_every > 0 { SNAPSHOT_BUFFERS } else { 0 };
     resources::check_host_bytes(
@@ -55,7 +61,7 @@ pub(crate) fn run(
         "the velocity model and snapshot buffers",
     )?;
 
-    let vp = seismic_run::model::load(cfg, input_dir).context("model")?;
+    let vp = crate::model::load(cfg, input_dir).context("model")?;
     let mut problem = Problem::build(&inputs[0].1, vp)?;
     for w in &problem.warnings {
         eprintln!("warning: {w}");
@@ -72,44 +78,43 @@ pub(crate) fn run(
         eprintln!("warning: {w} (all {} shots)", shots.len());
     }
     let mut backend =
-        seismic_run::backend::open_backend(&problem, cfg.run.backend, cfg.run.kernel, ranks.local_rank, &mut |n| {
-            eprintln!("notice: {n}")
-        })?;
+        registry::open(&problem, cfg.run.backend, cfg.run.kernel, ranks.local_rank, &mut |n| eprintln!("notice: {n}"))?;
     let device = backend.info();
-    if ranks.is_root() && !args.quiet {
+    if ranks.is_root() && !job.quiet {
         println!(
             "seismic-run {}: survey of {} shots, {} process(es); each shot as below",
             env!("CARGO_PKG_VERSION"),
             shots.len(),
             ranks.size
         );
-        print_header(&args_input(args), &problem, &plan, &device, &files.shot(0), file_bytes);
+        report::print_header(&job.input, &problem, &plan, &device, &files.shot(0), file_bytes);
     }
 
     // Which shots are left: all (a fresh start), or those not complete (--resume).
     if ranks.is_root() {
-        prepare(&files, &shots, &receivers, args.resume)?;
+        prepare(&files, &shots, &receivers, job.resume)?;
     }
     ranks.barrier();
-    install_signal_handlers(false)?;
+    signals::install_handlers(false)?;
 
     let label = ranks.label();
     let start = Instant::now();
     let (mut compute, mut overhead, mut ran) = (0.0, 0.0, 0usize);
+    #[cfg(feature = "test-hooks")]
     let kill_after: Option<usize> = std::env::var(TEST_KILL_AFTER).ok().and_then(|v| v.parse().ok());
     // The previous shot's file is synced and renamed, and its line printed, on its own thread
     // while this shot runs (depth 1: at most one shot is between its last step and its report).
     let mut pending: Option<std::thread::JoinHandle<Result<()>>> = None;
-    let settle = |pending: &mut Option<std::thread::JoinHandle<Result<()>>>| -> Result<()> {
+    let settle = |pending: &mut Option<std::thread::JoinHandle<Result<()>>>| -> RunResult<()> {
         match pending.take().map(|h| h.join()) {
-            Some(Ok(r)) => r,
-            Some(Err(_)) => bail!("the thread finishing a shot's files panicked"),
+            Some(Ok(r)) => Ok(r?),
+            Some(Err(_)) => Err(anyhow::anyhow!("the thread finishing a shot's files panicked").into()),
             None => Ok(()),
         }
     };
     // An error names its shot; under MPI it ends every rank, so none waits at the final barrier.
-    let fail = |e: anyhow::Error| -> anyhow::Error {
-        if ranks.size > 1 && e.downcast_ref::<solver::Interrupted>().is_none() {
+    let fail = |e: RunError| -> RunError {
+        if ranks.size > 1 && !e.is_interrupted() {
             eprintln!("error: {e:#} ({label})");
             ranks.abort(1)
         }
@@ -123,6 +128,7 @@ pub(crate) fn run(
         if !files.try_claim(s.index, &label)? {
             continue;
         }
+        #[cfg(feature = "test-hooks")]
         if kill_after == Some(ran) {
             settle(&mut pending).map_err(fail)?;
             // SAFETY: raise has no preconditions; the process ends here with a shot taken and not
@@ -130,15 +136,16 @@ pub(crate) fn run(
             unsafe { libc::raise(libc::SIGKILL) };
         }
         let (c, o, commit) = run_shot(s, shot_text, shot_cfg, &mut problem, backend.as_mut(), &files, &device)
-            .map_err(|e| fail(e.context(format!("survey shot {}", s.index))))?;
+            .run_context(|| format!("survey shot {}", s.index))
+            .map_err(fail)?;
         settle(&mut pending).map_err(fail)?;
         (compute, overhead, ran) = (compute + c, overhead + o, ran + 1);
         let rate = ran as f64 * 3600.0 / start.elapsed().as_secs_f64() * ranks.size as f64;
-        let (files, n, index, label, segy) = (files.clone(), shots.len(), s.index, label.clone(), cfg.output.segy);
+        let (files, n, index, label, derived) = (files.clone(), shots.len(), s.index, label.clone(), derived.to_vec());
         let all: Vec<usize> = shots.iter().map(|t| t.index).collect();
         pending = Some(std::thread::spawn(move || -> Result<()> {
             let written = commit.commit().with_context(|| format!("survey shot {index}"))?;
-            write_derived(&written.path, segy, want_plot).with_context(|| format!("survey shot {index}"))?;
+            derived::write_all(&derived, &written.path).with_context(|| format!("survey shot {index}"))?;
             let done = all.iter().filter(|&&i| files.shot(i).exists()).count();
             println!(
                 "shot {index} done ({label}): {c:.2} s steps, {o:.3} s reset and output; {done}/{n} shots, about \
@@ -153,7 +160,7 @@ pub(crate) fn run(
 
     if ranks.is_root() {
         let index = write_index_complete(&files, &shots, &receivers)?;
-        if !args.quiet {
+        if !job.quiet {
             let wall = start.elapsed().as_secs_f64();
             println!(
                 "survey done: {} shots complete, {ran} run by this process in {wall:.2} s ({:.0} shots/hour by all {} \
@@ -187,144 +194,133 @@ fn write_index_complete(files: &SurveyFiles, shots: &[Shot], receivers: &[Vec<[f
 
 /// `survey.ranks_per_shot = K > 1`: the processes in groups of K (consecutive ranks), each group
 /// running one shot at a time decomposed over its K ranks (z-slabs, or y-z blocks with
-/// `[run] decomposition = "yz"`), as a decomposed run runs one input; the group's first rank claims the shots (the same claims as whole-shot
-/// surveys, so `--resume` holds) and writes their files. No process loads the whole model.
-#[allow(clippy::too_many_arguments)]
+/// `[run] decomposition = "yz"`), as a decomposed run runs one input; the group's first rank
+/// claims the shots (the same claims as whole-shot surveys, so `--resume` holds) and writes their
+/// files. No process loads the whole model.
+#[cfg(not(feature = "mpi"))]
+fn grouped(_: &Ranks, _: &Job, _: &SurveyFiles, _: &[Shot], _: &[(String, Config)], _: &[Derived]) -> RunResult<()> {
+    Err(anyhow::anyhow!(
+        "survey.ranks_per_shot > 1 needs a build with `--features mpi` (and mpirun to start the processes)"
+    )
+    .into())
+}
+
+#[cfg(feature = "mpi")]
 fn grouped(
     ranks: &Ranks,
-    args: &RunArgs,
-    cfg: &Config,
-    input_dir: &Path,
+    job: &Job,
     files: &SurveyFiles,
     shots: &[Shot],
     inputs: &[(String, Config)],
-    want_plot: bool,
-) -> Result<()> {
-    #[cfg(not(feature = "mpi"))]
-    {
-        let _ = (ranks, args, cfg, input_dir, files, shots, inputs, want_plot);
-        bail!("survey.ranks_per_shot > 1 needs a build with `--features mpi` (and mpirun to start the processes)")
-    }
-    #[cfg(feature = "mpi")]
-    {
-        use mpi::topology::Color;
-        use mpi::traits::*;
-        let per_shot = cfg.survey.as_ref().map_or(1, |s| s.ranks_per_shot);
-        let world = ranks.world().context("survey.ranks_per_shot > 1 runs under mpirun (or srun)")?;
-        ensure!(
-            ranks.size.is_multiple_of(per_shot),
+    derived: &[Derived],
+) -> RunResult<()> {
+    use mpi::topology::Color;
+    use mpi::traits::*;
+    let cfg = &job.cfg;
+    let per_shot = cfg.survey.as_ref().map_or(1, |s| s.ranks_per_shot);
+    let world = ranks.world().context("survey.ranks_per_shot > 1 runs under mpirun (or srun)")?;
+    if !ranks.size.is_multiple_of(per_shot) {
+        return Err(anyhow::anyhow!(
             "survey.ranks_per_shot = {per_shot} does not divide the job's {} processes: start a multiple of it",
             ranks.size
-        );
-        // Every shot's source and receivers checked before the first runs (their taps do not
-        // depend on the model).
-        let mut receivers = Vec::with_capacity(shots.len());
-        for (s, (_, c)) in shots.iter().zip(inputs) {
-            let (_, r, _) = seismic_run::problem::shot_geometry(c, 1.0, 1)
-                .with_context(|| format!("survey shot {} at {:?} m", s.index, s.source))?;
-            receivers.push(r.iter().map(|r| r.position).collect::<Vec<_>>());
-        }
-        let group =
-            world.split_by_color(Color::with_value((ranks.rank / per_shot) as i32)).context("MPI_Comm_split")?;
-        let leader = group.rank() == 0;
-        if ranks.is_root() {
-            prepare(files, shots, &receivers, args.resume)?;
-            if !args.quiet {
-                let parts = match cfg.run.decomposition {
-                    Some(seismic_run::config::Decompose::Yz) => "y-z blocks",
-                    _ => "z-slabs",
-                };
-                println!(
-                    "seismic-run {}: survey of {} shots, {} process(es) in {} groups of {per_shot}, each shot split into \
+        )
+        .into());
+    }
+    // Every shot's source and receivers checked before the first runs (their taps do not depend
+    // on the model).
+    let mut receivers = Vec::with_capacity(shots.len());
+    for (s, (_, c)) in shots.iter().zip(inputs) {
+        let (_, r, _) = crate::problem::shot_geometry(c, 1.0, 1)
+            .with_context(|| format!("survey shot {} at {:?} m", s.index, s.source))?;
+        receivers.push(r.iter().map(|r| r.position).collect::<Vec<_>>());
+    }
+    let group = world.split_by_color(Color::with_value((ranks.rank / per_shot) as i32)).context("MPI_Comm_split")?;
+    let leader = group.rank() == 0;
+    if ranks.is_root() {
+        prepare(files, shots, &receivers, job.resume)?;
+        if !job.quiet {
+            let parts = match cfg.run.decomposition {
+                Some(crate::config::Decompose::Yz) => "y-z blocks",
+                _ => "z-slabs",
+            };
+            println!(
+                "seismic-run {}: survey of {} shots, {} process(es) in {} groups of {per_shot}, each shot split into \
                  {parts} over its group",
-                    env!("CARGO_PKG_VERSION"),
-                    shots.len(),
-                    ranks.size,
-                    ranks.size / per_shot
-                );
-            }
+                env!("CARGO_PKG_VERSION"),
+                shots.len(),
+                ranks.size,
+                ranks.size / per_shot
+            );
         }
-        ranks.barrier();
-        install_signal_handlers(false)?;
-        let label = format!("group {} of {}, {}", ranks.rank / per_shot, ranks.size / per_shot, ranks.label());
-        let quiet = RunArgs { quiet: true, ..args.clone() };
-        let start = Instant::now();
-        let (mut next, mut ran) = (0usize, 0usize);
-        loop {
-            // The leader claims the next free shot and tells its group which (none left: u64::MAX).
-            let mut pick = u64::MAX;
-            if leader && !solver::stop_requested() {
-                while next < shots.len() {
-                    next += 1;
-                    if files.try_claim(shots[next - 1].index, &label)? {
-                        pick = (next - 1) as u64;
-                        break;
-                    }
+    }
+    ranks.barrier();
+    signals::install_handlers(false)?;
+    let label = format!("group {} of {}, {}", ranks.rank / per_shot, ranks.size / per_shot, ranks.label());
+    let start = Instant::now();
+    let (mut next, mut ran) = (0usize, 0usize);
+    loop {
+        // The leader claims the next free shot and tells its group which (none left: u64::MAX).
+        let mut pick = u64::MAX;
+        if leader && !solver::stop_requested() {
+            while next < shots.len() {
+                next += 1;
+                if files.try_claim(shots[next - 1].index, &label)? {
+                    pick = (next - 1) as u64;
+                    break;
                 }
             }
-            group.process_at_rank(0).broadcast_into(&mut pick);
-            if pick == u64::MAX {
-                break;
-            }
-            let (shot, (text, shot_cfg)) = (&shots[pick as usize], &inputs[pick as usize]);
-            let t = Instant::now();
-            let on_node = (ranks.local_rank, ranks.local_size);
-            let written = decomposed::shot_over(
-                group.duplicate(),
-                on_node,
-                &quiet,
-                shot_cfg,
-                text,
-                input_dir,
-                &files.shot(shot.index),
-            )
+        }
+        group.process_at_rank(0).broadcast_into(&mut pick);
+        if pick == u64::MAX {
+            break;
+        }
+        let (shot, (text, shot_cfg)) = (&shots[pick as usize], &inputs[pick as usize]);
+        let t = Instant::now();
+        let on_node = (ranks.local_rank, ranks.local_size);
+        let path = files.shot(shot.index);
+        let written = super::decomposed::shot_over(group.duplicate(), on_node, job, shot_cfg, text, &path, true)
             .and_then(|w| match w {
-                Some(w) => write_derived(&w.path, cfg.output.segy, want_plot).map(|_| Some(w)),
+                Some(w) => derived::write_all(derived, &w.path).map(|_| Some(w)).map_err(RunError::from),
                 None => Ok(None),
             })
-            .with_context(|| format!("survey shot {}", shot.index));
-            let written = match written {
-                Ok(w) => w,
-                // A signal: every group stops its shot at the same step (the claim stays;
-                // --resume runs the shot again).
-                Err(e) if e.downcast_ref::<solver::Interrupted>().is_some() => break,
-                Err(e) => {
-                    eprintln!("error: {e:#} ({label})");
-                    ranks.abort(1)
-                }
-            };
-            ran += 1;
-            if written.is_some() && !args.quiet {
-                let done = shots.iter().filter(|s| files.shot(s.index).exists()).count();
-                println!(
-                    "shot {} done ({label}): {:.2} s; {done}/{} shots",
-                    shot.index,
-                    t.elapsed().as_secs_f64(),
-                    shots.len()
-                );
+            .run_context(|| format!("survey shot {}", shot.index));
+        let written = match written {
+            Ok(w) => w,
+            // A signal: every group stops its shot at the same step (the claim stays; --resume
+            // runs the shot again).
+            Err(e) if e.is_interrupted() => break,
+            Err(e) => {
+                eprintln!("error: {e:#} ({label})");
+                ranks.abort(1)
             }
+        };
+        ran += 1;
+        if written.is_some() && !job.quiet {
+            let done = shots.iter().filter(|s| files.shot(s.index).exists()).count();
+            println!(
+                "shot {} done ({label}): {:.2} s; {done}/{} shots",
+                shot.index,
+                t.elapsed().as_secs_f64(),
+                shots.len()
+            );
         }
-        ranks.barrier();
-        if solver::stop_requested() {
-            return Err(solver::Interrupted { steps_done: 0, steps: 0 }.into());
-        }
-        if ranks.is_root() {
-            let index = write_index_complete(files, shots, &receivers)?;
-            if !args.quiet {
-                let wall = start.elapsed().as_secs_f64();
-                println!(
-                    "survey done: {} shots complete, {ran} run by this group in {wall:.2} s; wrote {}",
-                    shots.len(),
-                    index.display()
-                );
-            }
-        }
-        Ok(())
     }
-}
-
-fn args_input(args: &RunArgs) -> PathBuf {
-    args.input.clone().unwrap_or_default()
+    ranks.barrier();
+    if solver::stop_requested() {
+        return Err(solver::Interrupted { steps_done: 0, steps: 0 }.into());
+    }
+    if ranks.is_root() {
+        let index = write_index_complete(files, shots, &receivers)?;
+        if !job.quiet {
+            let wall = start.elapsed().as_secs_f64();
+            println!(
+                "survey done: {} shots complete, {ran} run by this group in {wall:.2} s; wrote {}",
+                shots.len(),
+                index.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Before any process takes a shot: a fresh start releases every claim; a resume keeps the
@@ -364,34 +360,24 @@ fn run_shot(
     text: &str,
     cfg: &Config,
     problem: &mut Problem,
-    backend: &mut dyn seismic_run::backend::Backend,
+    backend: &mut dyn Backend,
     files: &SurveyFiles,
-    device: &seismic_run::backend::DeviceInfo,
-) -> Result<(f64, f64, Commit)> {
+    device: &DeviceInfo,
+) -> RunResult<(f64, f64, Commit)> {
     let t0 = Instant::now();
     problem.set_shot(cfg)?;
     backend.start_shot(problem)?;
     let plan = OutputPlan::from_config(cfg, problem)?;
-    let meta = RunMetadata {
-        input_toml: text.to_string(),
-        version: env!("CARGO_PKG_VERSION").into(),
-        device: device.clone(),
-        compression: cfg.output.compression,
-    };
+    let meta = super::metadata(text, device.clone(), cfg);
     let path = files.shot(shot.index);
     let mut steps = 0.0;
-    let commit = std::thread::scope(|scope| -> Result<_> {
+    let commit = std::thread::scope(|scope| -> RunResult<_> {
         let mut writer = Hdf5Writer::start(scope, &path, problem, &plan, meta, SNAPSHOT_BUFFERS, Volumes::Whole)?;
         let t = Instant::now();
         let record = solver::run(problem, backend, &plan, &mut writer, &mut |_| {})?;
         steps = t.elapsed().as_secs_f64();
-        let stats = StepStats::new(
-            &record.step_seconds,
-            problem.step_bytes(),
-            problem.full_step_bytes(),
-            problem.layout.points(),
-        );
-        writer.finish_unsynced(record, stats)
+        let stats = StepStats::of(problem, &record);
+        Ok(writer.finish_unsynced(record, stats)?)
     })?;
     Ok((steps, t0.elapsed().as_secs_f64() - steps, commit))
 }

@@ -1,25 +1,34 @@
-//! The backend-agnostic time loop: steps, snapshots, receiver traces and per-step statistics.
+//! The time loop, written once: [`drive`] steps any [`Stepper`] through `problem.steps` steps:
+//! one backend on the whole grid ([`OneDomain`], what [`run`] drives, for single runs and survey
+//! shots alike), or the subdomains of a decomposed run with their halo exchange
+//! ([`Decomposed`](crate::decomposition::Decomposed)). The loop owns the order of things (stop
+//! requests, steps, snapshots, progress, blow-up checks, the results); the stepper how each is done.
 //!
-//! [`run`] drives any [`Backend`] through `problem.steps` steps. Snapshots are copied into a
-//! buffer the [`SnapshotSink`] lends (allocated once, before the loop) and handed back to it, so
-//! the sink (the HDF5 writer thread) writes while the next steps run. The loop never asks the
-//! backend for its step times: that would synchronise a GPU every step. Progress is reported
-//! from wall-clock time, at most [`PROGRESS_INTERVAL`] apart, and device seconds per step are
-//! read once at the end. A stop request ([`request_stop`], the binary's Ctrl-C handler) ends the
-//! loop before the next step with an [`Interrupted`] error, so that the output writer discards
-//! its partial file.
+//! Snapshots are copied into a buffer the [`SnapshotSink`] lends (allocated once, before the loop)
+//! and handed back to it, so the sink (the HDF5 writer thread) writes while the next steps run.
+//! The loop never asks for step times while it runs: that would synchronise a GPU every step.
+//! Progress is reported from wall-clock time, at most [`PROGRESS_INTERVAL`] apart, and device
+//! seconds per step are read once at the end. A stop request ([`request_stop`], the binary's
+//! signal handler) ends the loop before the next step with [`RunError::Interrupted`], so that the
+//! output writer discards its partial file.
+
+mod errors;
+mod stats;
+
+pub use errors::{BlowUp, Interrupted, RunContext, RunError, RunResult};
+pub use stats::{StepStats, median};
 
 use crate::backend::Backend;
 use crate::grid::Section;
 use crate::output::plan::OutputPlan;
 use crate::problem::Problem;
-use anyhow::{Context, Result, ensure};
+use anyhow::{Context, Result, anyhow};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
-/// Asks a running [`run`] to stop before its next step; returns whether a stop was already asked.
+/// Asks a running loop to stop before its next step; returns whether a stop was already asked.
 /// Safe from a signal handler's thread.
 pub fn request_stop() -> bool {
     STOP.swap(true, Ordering::Relaxed)
@@ -30,22 +39,6 @@ pub fn stop_requested() -> bool {
     STOP.load(Ordering::Relaxed)
 }
 
-/// The error of a run stopped by [`request_stop`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Interrupted {
-    /// Steps completed before the stop.
-    pub steps_done: usize,
-    pub steps: usize,
-}
-
-impl std::fmt::Display for Interrupted {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "interrupted after {} of {} steps: no output file written", self.steps_done, self.steps)
-    }
-}
-
-impl std::error::Error for Interrupted {}
-
 /// Shortest wall-clock time between two progress reports.
 pub const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
 
@@ -53,49 +46,6 @@ pub const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
 /// progress report and after the last step. Not every report: on the CPU a check reads the field
 /// once (a few percent of a step), and a GPU check waits for the queued steps.
 pub const FINITE_CHECK_INTERVAL: Duration = Duration::from_secs(1);
-
-/// The error of a run whose wavefield became NaN or infinite.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BlowUp {
-    /// Steps done at the last check that found the field finite (0: the start).
-    pub last_finite: usize,
-    /// Steps done at the check that found it non-finite.
-    pub found: usize,
-    pub dt: f64,
-    /// dt over the CFL limit.
-    pub cfl_fraction: f64,
-}
-
-impl std::fmt::Display for BlowUp {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "the wavefield became non-finite (NaN or infinite) between step {} and step {} (t = {:.4e} to {:.4e} s); \
-             no output file written: ",
-            self.last_finite,
-            self.found,
-            self.last_finite as f64 * self.dt,
-            self.found as f64 * self.dt
-        )?;
-        if self.cfl_fraction > 1.0 {
-            write!(
-                f,
-                "dt = {:.4e} s is {:.0}% of the stability (CFL) limit, which makes the scheme blow up; lower time.dt",
-                self.dt,
-                100.0 * self.cfl_fraction
-            )
-        } else {
-            write!(
-                f,
-                "dt is {:.0}% of the stability (CFL) limit, so the likely cause is a source or model value so large \
-                 that the pressure overflows single precision (check source.amplitude and the velocities)",
-                100.0 * self.cfl_fraction
-            )
-        }
-    }
-}
-
-impl std::error::Error for BlowUp {}
 
 /// Receives snapshots while the loop goes on.
 pub trait SnapshotSink {
@@ -123,93 +73,125 @@ pub trait SnapshotSink {
 /// What a finished run hands to the outputs.
 #[derive(Clone, Debug)]
 pub struct RunRecord {
-    /// Device seconds of each step.
+    /// Device seconds of each step (a decomposed run's: the slowest rank's, exchange included).
     pub step_seconds: Vec<f64>,
     /// Receiver traces, (nreceivers, steps) row-major; sample n is p at time (n + 1) dt.
     pub traces: Vec<f32>,
     /// Wall-clock seconds of the whole loop, snapshots included.
     pub wall_seconds: f64,
-}
-
-/// Per-step rates and their summary, from the device seconds of each step.
-#[derive(Clone, Debug, PartialEq)]
-pub struct StepStats {
-    pub seconds: Vec<f64>,
-    /// Theoretical bytes of a step ([`Problem::step_bytes`]) over its seconds, GB/s (1e9): the
-    /// seeds' effective bandwidth, which counts the interior only.
-    pub effective_gbps: Vec<f64>,
-    /// The full step's bytes ([`Problem::full_step_bytes`]: the interior plus the CPML memory
-    /// variables) over its seconds, GB/s.
-    pub full_step_gbps: Vec<f64>,
-    /// Interior points over seconds, 1e9 points per second.
-    pub gpts_per_s: Vec<f64>,
-    /// Over the run: total bytes (points) over total seconds.
-    pub mean_gbps: f64,
-    pub median_gbps: f64,
-    pub mean_full_step_gbps: f64,
-    pub median_full_step_gbps: f64,
-    pub mean_gpts: f64,
-    pub median_gpts: f64,
-    /// A decomposed run's halo exchange seconds in each step (the slowest rank's; part of
-    /// `seconds`), None for a run on one domain.
+    /// A decomposed run's halo exchange seconds in each step (the slowest rank's), None for a run
+    /// on one domain.
     pub exchange_seconds: Option<Vec<f64>>,
 }
 
-impl StepStats {
-    pub fn new(seconds: &[f64], step_bytes: u64, full_step_bytes: u64, points: usize) -> StepStats {
-        let rate = |amount: f64| -> Vec<f64> { seconds.iter().map(|&s| amount / s.max(1e-12) / 1e9).collect() };
-        let effective_gbps = rate(step_bytes as f64);
-        let full_step_gbps = rate(full_step_bytes as f64);
-        let gpts_per_s = rate(points as f64);
-        let total: f64 = seconds.iter().sum::<f64>().max(1e-12);
-        let n = seconds.len() as f64;
-        StepStats {
-            mean_gbps: n * step_bytes as f64 / total / 1e9,
-            median_gbps: median(&effective_gbps),
-            mean_full_step_gbps: n * full_step_bytes as f64 / total / 1e9,
-            median_full_step_gbps: median(&full_step_gbps),
-            mean_gpts: n * points as f64 / total / 1e9,
-            median_gpts: median(&gpts_per_s),
-            seconds: seconds.to_vec(),
-            effective_gbps,
-            full_step_gbps,
-            gpts_per_s,
-            exchange_seconds: None,
-        }
+/// What the time loop steps. Every method but [`begin`](Self::begin) and
+/// [`checks_while_running`](Self::checks_while_running) is called by every rank of a decomposed
+/// run at the same step (some are collective).
+pub trait Stepper {
+    /// Called once before the first of `steps` steps.
+    fn begin(&mut self, steps: usize) -> Result<()> {
+        let _ = steps;
+        Ok(())
     }
 
-    /// With a decomposed run's exchange seconds per step.
-    pub fn with_exchange(self, exchange_seconds: &[f64]) -> StepStats {
-        StepStats { exchange_seconds: Some(exchange_seconds.to_vec()), ..self }
+    /// Whether to stop before step `n`, `asked` telling whether this process was asked to (the
+    /// ranks of a decomposed run decide together, or the others would wait for their halos).
+    fn stop_before(&mut self, n: usize, asked: bool) -> Result<bool>;
+
+    /// Time step `n`, receivers recorded.
+    fn step(&mut self, n: usize) -> Result<()>;
+
+    /// Snapshot `index` of `sections`, taken after `done` steps, into `sink` (None on the ranks
+    /// that write no output).
+    fn snapshot(
+        &mut self,
+        index: usize,
+        done: usize,
+        sections: &[Section],
+        sink: Option<&mut dyn SnapshotSink>,
+    ) -> Result<()>;
+
+    /// Whether the loop may check for a blow-up while it runs (a check across ranks would make
+    /// them wait for each other; they check after the last step only).
+    fn checks_while_running(&self) -> bool {
+        true
+    }
+
+    /// Whether the current wavefield is finite everywhere (see [`Backend::field_is_finite`]).
+    fn field_is_finite(&mut self) -> Result<bool>;
+
+    /// After the last of `steps` steps, begun at `start`: the record (None on the ranks that write
+    /// no output), its step times read now.
+    fn finish(&mut self, steps: usize, start: Instant) -> Result<Option<RunRecord>>;
+}
+
+/// One backend running the whole grid.
+pub struct OneDomain<'a>(pub &'a mut dyn Backend);
+
+impl Stepper for OneDomain<'_> {
+    fn stop_before(&mut self, _: usize, asked: bool) -> Result<bool> {
+        Ok(asked)
+    }
+
+    fn step(&mut self, n: usize) -> Result<()> {
+        self.0.step(n).with_context(|| format!("time step {n}"))
+    }
+
+    fn snapshot(
+        &mut self,
+        index: usize,
+        done: usize,
+        sections: &[Section],
+        sink: Option<&mut dyn SnapshotSink>,
+    ) -> Result<()> {
+        let sink = sink.context("a run with snapshots needs a snapshot sink")?;
+        let mut field = sink.buffer()?;
+        self.0.snapshot_sections(sections, &mut field).with_context(|| format!("snapshot after step {done}"))?;
+        sink.submit(index, done, field)
+    }
+
+    fn field_is_finite(&mut self) -> Result<bool> {
+        self.0.field_is_finite()
+    }
+
+    fn finish(&mut self, steps: usize, start: Instant) -> Result<Option<RunRecord>> {
+        // Reading the step times waits for the device: the loop is over.
+        let step_seconds = self.0.step_seconds()?;
+        let wall_seconds = start.elapsed().as_secs_f64();
+        let traces = self.0.traces(steps)?;
+        Ok(Some(RunRecord { step_seconds, traces, wall_seconds, exchange_seconds: None }))
     }
 }
 
-/// Median (mean of the two middle values for an even count); 0 for no values.
-pub fn median(values: &[f64]) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    let mut v = values.to_vec();
-    v.sort_by(|a, b| a.total_cmp(b));
-    let m = v.len() / 2;
-    if v.len() % 2 == 1 { v[m] } else { 0.5 * (v[m - 1] + v[m]) }
-}
-
-/// Runs all steps of `problem` on `backend`. `progress(steps_done)` is called at most every
-/// [`PROGRESS_INTERVAL`] and once at the end.
+/// Runs all steps of `problem` on `backend`, the whole grid. `progress(steps_done)` is called at
+/// most every [`PROGRESS_INTERVAL`] and once at the end.
 pub fn run(
     problem: &Problem,
     backend: &mut dyn Backend,
     plan: &OutputPlan,
     sink: &mut dyn SnapshotSink,
     progress: &mut dyn FnMut(usize),
-) -> Result<RunRecord> {
+) -> RunResult<RunRecord> {
+    drive(problem, &mut OneDomain(backend), plan, Some(sink), progress)?
+        .ok_or_else(|| anyhow!("one domain returned no record").into())
+}
+
+/// The time loop: all steps of `problem` on `stepper`, snapshots by `plan` into `sink`.
+/// `progress(steps_done)` is called at most every [`PROGRESS_INTERVAL`] and once at the end.
+/// The record comes back where the stepper gives one (rank 0 of a decomposed run).
+pub fn drive(
+    problem: &Problem,
+    stepper: &mut dyn Stepper,
+    plan: &OutputPlan,
+    mut sink: Option<&mut dyn SnapshotSink>,
+    progress: &mut dyn FnMut(usize),
+) -> RunResult<Option<RunRecord>> {
     let steps = problem.steps;
     let start = Instant::now();
     let mut last_report = start;
     let mut last_check = (start, 0usize);
-    let check = |backend: &mut dyn Backend, done: usize, last: &mut (Instant, usize)| -> Result<()> {
-        if !backend.field_is_finite().with_context(|| format!("blow-up check after step {done}"))? {
+    let check = |stepper: &mut dyn Stepper, done: usize, last: &mut (Instant, usize)| -> RunResult<()> {
+        if !stepper.field_is_finite().with_context(|| format!("blow-up check after step {done}"))? {
             let cfl_fraction = problem.dt / problem.dt_limit();
             return Err(BlowUp { last_finite: last.1, found: done, dt: problem.dt, cfl_fraction }.into());
         }
@@ -218,43 +200,47 @@ pub fn run(
     };
     let mut next_snapshot = plan.snapshot_steps.iter().copied().enumerate().peekable();
     let sections: Vec<Section> = plan.snapshots.iter().map(|s| s.section).collect();
+    let checks = stepper.checks_while_running();
+    stepper.begin(steps)?;
     for n in 0..steps {
-        if STOP.load(Ordering::Relaxed) {
+        if stepper.stop_before(n, stop_requested())? {
             return Err(Interrupted { steps_done: n, steps }.into());
         }
-        backend.step(n).with_context(|| format!("time step {n}"))?;
+        stepper.step(n)?;
         let done = n + 1;
         if let Some(&(index, at)) = next_snapshot.peek()
             && at == done
         {
-            let mut field = sink.buffer()?;
-            backend.snapshot_sections(&sections, &mut field).with_context(|| format!("snapshot after step {done}"))?;
-            sink.submit(index, done, field)?;
+            // A reborrow for this snapshot (the sink's own lifetime may be longer than the call's).
+            let sink = sink.as_mut().map(|s| &mut **s as &mut dyn SnapshotSink);
+            stepper.snapshot(index, done, &sections, sink)?;
             next_snapshot.next();
         }
         let now = Instant::now();
         if now.duration_since(last_report) >= PROGRESS_INTERVAL {
             progress(done);
             last_report = now;
-            if now.duration_since(last_check.0) >= FINITE_CHECK_INTERVAL {
-                check(backend, done, &mut last_check)?;
+            if checks && now.duration_since(last_check.0) >= FINITE_CHECK_INTERVAL {
+                check(stepper, done, &mut last_check)?;
             }
         }
     }
-    check(backend, steps, &mut last_check)?;
-    // Reading the step times waits for the device: the loop is over.
-    let step_seconds = backend.step_seconds()?;
-    let wall_seconds = start.elapsed().as_secs_f64();
+    check(stepper, steps, &mut last_check)?;
+    let record = stepper.finish(steps, start)?;
     progress(steps);
-    let traces = backend.traces(steps)?;
-    ensure!(
-        traces.len() == problem.receivers.len() * steps,
-        "backend returned {} trace samples for {} receivers and {steps} steps",
-        traces.len(),
-        problem.receivers.len()
-    );
-    ensure!(step_seconds.len() == steps, "backend timed {} of {steps} steps", step_seconds.len());
-    Ok(RunRecord { step_seconds, traces, wall_seconds })
+    if let Some(r) = &record {
+        let receivers = problem.receivers.len();
+        if r.traces.len() != receivers * steps {
+            let n = r.traces.len();
+            return Err(
+                anyhow!("backend returned {n} trace samples for {receivers} receivers and {steps} steps").into()
+            );
+        }
+        if r.step_seconds.len() != steps {
+            return Err(anyhow!("backend timed {} of {steps} steps", r.step_seconds.len()).into());
+        }
+    }
+    Ok(record)
 }
 
 #[cfg(test)]
@@ -348,7 +334,7 @@ mod tests {
         let mut problem = Problem::build(&Config::from_toml(text).unwrap(), vec![1500.0; 480]).unwrap();
         let mut backend = Counter { done: 0, receivers: 0, timing_reads: 0, finite_checks: 0, blow_up_at: 20 };
         let e = run(&problem, &mut backend, &plan, &mut Collect::default(), &mut |_| {}).unwrap_err();
-        let b = e.downcast_ref::<BlowUp>().expect("a BlowUp error");
+        let b = e.blow_up().expect("a BlowUp error");
         assert_eq!((b.last_finite, b.found), (0, 25));
         let msg = e.to_string();
         assert!(msg.contains("between step 0 and step 25") && msg.contains("overflows single precision"), "{msg}");

@@ -1,0 +1,192 @@
+//! `[grid]` and `[model]`: the grid's shape, spacing and origin, and the velocity model (a
+//! constant, layers, a gradient or a file), its keys checked per kind.
+
+use super::values::*;
+use anyhow::{Context, Result, ensure};
+use serde::Deserialize;
+use std::path::PathBuf;
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct GridConfig {
+    /// [nx, ny, nz] interior points.
+    #[serde(deserialize_with = "three")]
+    pub shape: [usize; 3],
+    /// [dx, dy, dz] in metres.
+    #[serde(deserialize_with = "three")]
+    pub spacing: [f64; 3],
+    /// Position of point (0, 0, 0) in metres.
+    #[serde(default, deserialize_with = "three")]
+    pub origin: [f64; 3],
+}
+
+/// `[model]`, by `kind`. Parsed through [`ModelTable`] so that wrong types and unknown keys are
+/// reported at their own line (an internally tagged enum would buffer the table and lose it).
+#[derive(Deserialize, Debug, Clone, PartialEq)]
+#[serde(try_from = "ModelTable")]
+pub enum ModelConfig {
+    Constant {
+        vp: f64,
+    },
+    /// Horizontal layers: `velocities[i]` down to `depths[i]` (m), the last one below.
+    Layered {
+        depths: Vec<f64>,
+        velocities: Vec<f64>,
+    },
+    /// A gridded model in a file. Its first sample sits at coordinate 0 of every axis, in the
+    /// grid's coordinates (origin included); 2D files (axes x and z) are extruded along y.
+    File {
+        /// Relative to the input file's directory.
+        path: PathBuf,
+        format: FileFormat,
+        /// Shape of the stored array in the axes of `axis_order` (slowest first).
+        shape: Vec<usize>,
+        /// Sample spacing (m) in the axes of `axis_order`.
+        spacing: Vec<f64>,
+        units: Units,
+        /// Storage order, slowest axis first, e.g. "zyx" (x fastest) or "xz" (2D, depth fastest).
+        axis_order: String,
+        /// Optional SHA-256 (hex) of the whole file, checked before use.
+        sha256: Option<String>,
+    },
+    /// A named data set from `models/`, resampled to the grid (2D models are extruded along y).
+    Marmousi {
+        /// Horizontal position (m) in the model where the grid's x = 0 falls.
+        x_offset: f64,
+    },
+}
+
+fn default_axis_order() -> String {
+    "zyx".into()
+}
+
+#[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelKind {
+    Constant,
+    Layered,
+    File,
+    Marmousi,
+}
+
+/// Every key any model kind takes; [`ModelConfig`] checks that the kind's keys, and only those,
+/// are given.
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct ModelTable {
+    pub kind: ModelKind,
+    pub vp: Option<f64>,
+    pub depths: Option<Vec<f64>>,
+    pub velocities: Option<Vec<f64>>,
+    pub path: Option<PathBuf>,
+    pub format: Option<FileFormat>,
+    pub shape: Option<Vec<usize>>,
+    pub spacing: Option<Vec<f64>>,
+    pub units: Option<Units>,
+    pub axis_order: Option<String>,
+    pub sha256: Option<String>,
+    pub x_offset: Option<f64>,
+}
+
+impl TryFrom<ModelTable> for ModelConfig {
+    type Error = String;
+
+    fn try_from(t: ModelTable) -> Result<ModelConfig, String> {
+        let given: Vec<&str> = [
+            ("vp", t.vp.is_some()),
+            ("depths", t.depths.is_some()),
+            ("velocities", t.velocities.is_some()),
+            ("path", t.path.is_some()),
+            ("format", t.format.is_some()),
+            ("shape", t.shape.is_some()),
+            ("spacing", t.spacing.is_some()),
+            ("units", t.units.is_some()),
+            ("axis_order", t.axis_order.is_some()),
+            ("sha256", t.sha256.is_some()),
+            ("x_offset", t.x_offset.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(k, g)| g.then_some(k))
+        .collect();
+        let (name, allowed, required): (&str, &[&str], &[&str]) = match t.kind {
+            ModelKind::Constant => ("constant", &["vp"], &["vp"]),
+            ModelKind::Layered => ("layered", &["depths", "velocities"], &["depths", "velocities"]),
+            ModelKind::File => (
+                "file",
+                &["path", "format", "shape", "spacing", "units", "axis_order", "sha256"],
+                &["path", "shape", "spacing"],
+            ),
+            ModelKind::Marmousi => ("marmousi", &["x_offset"], &[]),
+        };
+        if let Some(k) = given.iter().find(|k| !allowed.contains(k)) {
+            return Err(format!(
+                "model.{k} does not apply to kind = \"{name}\" (its keys: {})",
+                if allowed.is_empty() { "none".to_string() } else { allowed.join(", ") }
+            ));
+        }
+        if let Some(k) = required.iter().find(|k| !given.contains(k)) {
+            return Err(format!("model.{k} is required for kind = \"{name}\""));
+        }
+        Ok(match t.kind {
+            ModelKind::Constant => ModelConfig::Constant { vp: t.vp.expect("required") },
+            ModelKind::Layered => ModelConfig::Layered {
+                depths: t.depths.expect("required"),
+                velocities: t.velocities.expect("required"),
+            },
+            ModelKind::File => ModelConfig::File {
+                path: t.path.expect("required"),
+                format: t.format.unwrap_or_default(),
+                shape: t.shape.expect("required"),
+                spacing: t.spacing.expect("required"),
+                units: t.units.unwrap_or_default(),
+                axis_order: t.axis_order.unwrap_or_else(default_axis_order),
+                sha256: t.sha256,
+            },
+            ModelKind::Marmousi => ModelConfig::Marmousi { x_offset: t.x_offset.unwrap_or(0.0) },
+        })
+    }
+}
+
+#[derive(Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum FileFormat {
+    #[default]
+    RawF32,
+    Npy,
+}
+
+#[derive(Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Units {
+    #[default]
+    #[serde(rename = "m/s")]
+    MetresPerSecond,
+    #[serde(rename = "km/s")]
+    KilometresPerSecond,
+}
+
+impl GridConfig {
+    /// Shape positive, spacing and origin finite and in range; errors name `grid.shape[i]`, ...
+    pub fn validate(&self) -> Result<()> {
+        for a in 0..3 {
+            ensure!(self.shape[a] > 0, "grid.shape[{a}] must be positive, got {}", self.shape[a]);
+            ensure!(
+                self.spacing[a] > 0.0 && self.spacing[a].is_finite(),
+                "grid.spacing[{a}] must be positive and finite, got {}",
+                self.spacing[a]
+            );
+            finite_in(&format!("grid.spacing[{a}]"), self.spacing[a], MIN_SPACING, MAX_LENGTH, "a spacing in m")?;
+            ensure!(self.origin[a].is_finite(), "grid.origin[{a}] must be finite, got {}", self.origin[a]);
+            finite_in(&format!("grid.origin[{a}]"), self.origin[a], -MAX_LENGTH, MAX_LENGTH, "a coordinate in m")?;
+        }
+        self.points()?;
+        Ok(())
+    }
+
+    /// Interior points, or an error naming `grid.shape` when the count overflows.
+    pub fn points(&self) -> Result<usize> {
+        let [nx, ny, nz] = self.shape;
+        nx.checked_mul(ny)
+            .and_then(|n| n.checked_mul(nz))
+            .with_context(|| format!("grid.shape = {:?} has more points than this machine can address", self.shape))
+    }
+}

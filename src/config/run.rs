@@ -1,0 +1,187 @@
+//! `[stencil]`, `[time]`, `[boundary]` and `[run]`: the discretisation, the absorbing boundary
+//! and how the run executes (backend, kernel, precision, decomposition, halo exchange).
+
+use anyhow::Result;
+use serde::Deserialize;
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct StencilConfig {
+    pub radius: usize,
+}
+
+impl Default for StencilConfig {
+    fn default() -> Self {
+        StencilConfig { radius: 4 }
+    }
+}
+
+#[derive(Deserialize, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct TimeConfig {
+    /// Simulated time in seconds (or give `steps`).
+    pub duration: Option<f64>,
+    pub steps: Option<usize>,
+    /// Time step in seconds; default: the CFL limit times `cfl_safety`.
+    pub dt: Option<f64>,
+    #[serde(default = "default_safety")]
+    pub cfl_safety: f64,
+}
+
+fn default_safety() -> f64 {
+    0.8
+}
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct BoundaryConfig {
+    #[serde(default)]
+    pub kind: BoundaryKind,
+    /// Absorbing layer width in grid points.
+    #[serde(default = "default_width")]
+    pub width: usize,
+    /// Pressure-free top face (z = 0) instead of an absorbing one.
+    #[serde(default)]
+    pub free_surface: bool,
+}
+
+fn default_width() -> usize {
+    20
+}
+
+impl Default for BoundaryConfig {
+    fn default() -> Self {
+        BoundaryConfig { kind: BoundaryKind::Cpml, width: default_width(), free_surface: false }
+    }
+}
+
+/// The boundary's kind is the domain's own type (the input deserialises into it).
+pub use crate::boundary::BoundaryKind;
+
+#[derive(Deserialize, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RunConfig {
+    #[serde(default)]
+    pub backend: BackendChoice,
+    #[serde(default)]
+    pub kernel: KernelChoice,
+    /// "z": under mpirun, the grid split into z-slabs, one per rank; "yz": into blocks of rows of
+    /// z-slabs (build with `--features mpi`).
+    #[serde(default)]
+    pub decomposition: Option<Decompose>,
+    /// How a decomposed run's halo planes move between GPU ranks.
+    #[serde(default)]
+    pub halo_exchange: HaloExchange,
+    /// Whether a decomposed run moves the halo planes while the rest of the step is computed (the
+    /// planes next to each cut computed first): true, false, or "auto" (the default: true, except
+    /// for GPU ranks that share a GPU, where the exchange is slower overlapped).
+    #[serde(default)]
+    pub halo_overlap: HaloOverlap,
+    #[serde(default)]
+    pub precision: Precision,
+}
+
+/// `[run] halo_overlap`: true, false or "auto".
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum HaloOverlap {
+    #[default]
+    Auto,
+    On,
+    Off,
+}
+
+impl<'de> Deserialize<'de> for HaloOverlap {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Flag(bool),
+            Word(String),
+        }
+        match Raw::deserialize(d).map_err(|_| serde::de::Error::custom("expected true, false or \"auto\""))? {
+            Raw::Flag(true) => Ok(HaloOverlap::On),
+            Raw::Flag(false) => Ok(HaloOverlap::Off),
+            Raw::Word(w) if w == "auto" => Ok(HaloOverlap::Auto),
+            Raw::Word(w) => Err(serde::de::Error::custom(format!("\"{w}\": expected true, false or \"auto\""))),
+        }
+    }
+}
+
+/// The path of a decomposed run's halo planes.
+#[derive(Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum HaloExchange {
+    /// NCCL where it can run (CUDA ranks, one GPU each, a build with `--features nccl`), the host
+    /// otherwise.
+    #[default]
+    Auto,
+    /// Device to device through NCCL on the solvers' streams (an error where it cannot run).
+    Nccl,
+    /// Through host memory and MPI: every backend, several ranks on one GPU.
+    Host,
+}
+
+#[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Decompose {
+    /// Slabs along z.
+    Z,
+    /// Blocks of y-rows within z-slabs (the CPU backend), the split of the ranks chosen to move
+    /// the fewest halo points.
+    Yz,
+}
+
+impl Decompose {
+    /// The key's value as written in the input.
+    pub fn name(self) -> &'static str {
+        match self {
+            Decompose::Z => "z",
+            Decompose::Yz => "yz",
+        }
+    }
+}
+
+/// How the wavefields and c^2 dt^2 are stored: f32, or f16 (arithmetic stays f32; values are
+/// scaled into f16's range, see `Problem::field_scale`).
+#[derive(Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    #[default]
+    F32,
+    F16,
+}
+
+impl Precision {
+    /// Bytes of one stored value of a wavefield or of c^2 dt^2.
+    pub fn bytes(self) -> u64 {
+        match self {
+            Precision::F32 => 4,
+            Precision::F16 => 2,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::F16 => "f16",
+        }
+    }
+}
+
+#[derive(Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendChoice {
+    #[default]
+    Auto,
+    Cpu,
+    Cuda,
+    Hip,
+}
+
+#[derive(Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum KernelChoice {
+    #[default]
+    Fused,
+    ThreePass,
+}

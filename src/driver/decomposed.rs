@@ -1,0 +1,204 @@
+//! `[run] decomposition = "z"` (or "yz"): this process is one rank of an mpirun, running its
+//! z-slab (or y-z block) of one run through the one time loop
+//! ([`Decomposed`](crate::decomposition::Decomposed)); rank 0 writes the result file. A survey
+//! with `ranks_per_shot` runs each shot this way over a group of ranks ([`shot_over`]).
+
+use super::Job;
+#[cfg(feature = "mpi")]
+use super::{SNAPSHOT_BUFFERS, report, signals};
+#[cfg(feature = "mpi")]
+use crate::config::{BackendChoice, Config, Decompose, Precision};
+use crate::output::derived::Derived;
+#[cfg(feature = "mpi")]
+use crate::output::hdf5::Written;
+#[cfg(feature = "mpi")]
+use crate::solver::RunError;
+use crate::solver::RunResult;
+
+/// Runs `job` as this rank's part (the derived files are not written: `seismic-run export` makes
+/// them from the result file).
+#[cfg(not(feature = "mpi"))]
+pub fn run(job: &Job, _: &[Derived]) -> RunResult<()> {
+    let kind = job.cfg.run.decomposition.map_or("z", |k| k.name());
+    Err(anyhow::anyhow!(
+        "run.decomposition = \"{kind}\" needs a build with `--features mpi` (and mpirun to start the ranks)"
+    )
+    .into())
+}
+
+/// Runs `job` as this rank's part (the derived files are not written: `seismic-run export` makes
+/// them from the result file).
+#[cfg(feature = "mpi")]
+pub fn run(job: &Job, _: &[Derived]) -> RunResult<()> {
+    use anyhow::Context;
+    use mpi::traits::Communicator;
+    // Serialized: the overlapping halo exchange calls MPI from a thread of its own.
+    let (universe, _) = mpi::initialize_with_threading(mpi::Threading::Serialized)
+        .context("MPI could not be initialised (run under mpirun)")?;
+    let world = universe.world();
+    let node = world.split_shared(0);
+    let on_node = (node.rank() as usize, node.size() as usize);
+    signals::install_handlers(false)?;
+    let result = shot_over(universe.world(), on_node, job, &job.cfg, &job.text, &job.output, job.quiet).map(|_| ());
+    match result {
+        // The other ranks would wait for this one's halos for ever: end them all (a stop by
+        // signal is every rank's at the same step: each ends by itself).
+        Err(e) if world.size() > 1 && !e.is_interrupted() => {
+            eprintln!("error: rank {} of {}: {e:#}", world.rank(), world.size());
+            world.abort(1)
+        }
+        r => r,
+    }
+}
+
+/// One shot of `cfg` (its input `text`) over the ranks of `comm` (every rank calls it), each rank
+/// sampling and running its z-slab; rank 0 of `comm` writes `out_path` and gets what it wrote.
+/// `on_node`: this process's rank among its node's processes and their number (the GPU it takes,
+/// its share of the host's memory). `quiet`: no header, progress or summary.
+#[cfg(feature = "mpi")]
+pub fn shot_over(
+    comm: mpi::topology::SimpleCommunicator,
+    on_node: (usize, usize),
+    job: &Job,
+    cfg: &Config,
+    text: &str,
+    out_path: &std::path::Path,
+    quiet: bool,
+) -> RunResult<Option<Written>> {
+    use crate::backend::registry;
+    use crate::decomposition::{self, Decomposition, Domain, Exchange, mpi::MpiExchange};
+    use crate::output::hdf5::{Hdf5Writer, Volumes};
+    use crate::output::plan::OutputPlan;
+    use crate::output::progress::Progress;
+    use crate::problem::Problem;
+    use crate::solver::StepStats;
+    use crate::{model, resources};
+    use anyhow::{Context, anyhow};
+    let mut host = MpiExchange::new(comm);
+    let (rank, ranks) = (host.rank(), host.size());
+    let kind = cfg.run.decomposition.unwrap_or(Decompose::Z);
+    let key = format!("run.decomposition = \"{}\"", kind.name());
+    if cfg.run.precision != Precision::F32 {
+        return Err(anyhow!("{key} runs in f32 only: drop run.precision = \"f16\" (or --precision f16)").into());
+    }
+    if cfg.run.backend == BackendChoice::Auto {
+        return Err(anyhow!("{key} needs run.backend set: \"cpu\", \"cuda\" or \"hip\" (every rank the same)").into());
+    }
+    // y-z blocks: rows x slabs, the split moving the fewest halo points.
+    let shape = cfg.grid.shape;
+    let (py, pz) = match kind {
+        Decompose::Z => (1, ranks),
+        Decompose::Yz => Decomposition::block_counts(shape, ranks, 2 * cfg.stencil.radius),
+    };
+    // The model, this rank's planes only: first its slab's share of an even split, for the whole
+    // model's velocity range (the time step and the boundary depend on it) and the
+    // decomposition's halo; then the planes it holds, ghost planes included.
+    let nz = shape[2];
+    let share = Decomposition::even_planes(nz, pz)?[rank / py].clone();
+    let part = model::sample_planes(cfg, &job.input_dir, share.clone()).context("model")?;
+    if rank == 0 {
+        for w in &part.warnings {
+            eprintln!("warning: {w}");
+        }
+    }
+    let [lo, hi] = crate::problem::velocity_range(&part.vp);
+    let range = [-host.max(-lo as f64)? as f32, host.max(hi as f64)? as f32];
+    let skeleton = Problem::build_part(cfg, part.vp, share.start, range)?;
+    let d = Decomposition::even_blocks(&skeleton, pz, py)?;
+    drop(skeleton);
+    let held = d.planes_held(rank);
+    let part = model::sample_planes(cfg, &job.input_dir, held.clone()).context("model")?;
+    let mut problem = Problem::build_part(cfg, part.vp, held.start, range)?;
+    let sub = d.subdomain(&problem, rank)?;
+    // The subdomain has its own copy; the model file gets the owned block from it.
+    problem.vp = Vec::new();
+    problem.vp_first = 0;
+    if rank == 0 {
+        for w in &problem.warnings {
+            eprintln!("warning: {w}");
+        }
+    }
+    if cfg.run.backend != BackendChoice::Cpu {
+        d.check_gpu(&problem)?;
+    }
+    let (node_rank, node_size) = on_node;
+    if cfg.run.backend == BackendChoice::Cpu
+        && let Some(avail) = resources::available_host_memory()
+    {
+        // The ranks of one host share its memory.
+        sub.check_fits(&d, problem.shape(), avail / node_size.max(1) as u64)?;
+    }
+    let plan = OutputPlan::from_config(cfg, &problem)?;
+    // GPUs: the node-local rank picks the device (modulo the devices present; several ranks may
+    // share one), whose free memory the backend checks the slab against. The CPU solver of a
+    // subdomain keeps the whole grid's CPML layers.
+    let backend = match cfg.run.backend {
+        BackendChoice::Cpu => sub.cpu_backend()?,
+        gpu => registry::open_gpu(&sub.problem, gpu, cfg.run.kernel, node_rank)?,
+    };
+    let device = backend.info();
+    let (mut exchange, path) = super::halo::halo_exchange(cfg, host, node_size, backend.as_ref(), d.blocks())?;
+    let exchange = exchange.as_mut();
+    let quiet = quiet || rank != 0;
+    if !quiet {
+        let file_bytes = resources::output_file_bytes(&problem, &plan, text.len());
+        report::print_header(&job.input, &problem, &plan, &device, out_path, file_bytes);
+        let planes: Vec<usize> = d.slabs.iter().map(|s| s.1 - s.0).collect();
+        let blocks = if d.blocks() {
+            let rows: Vec<usize> = d.rows.iter().map(|r| r.1 - r.0).collect();
+            format!("{ranks} y-z blocks: {} z-slabs of {planes:?} planes x {} row blocks of {rows:?} rows", pz, py)
+        } else {
+            format!("{ranks} z-slabs of {planes:?} planes")
+        };
+        println!(
+            "  ranks     {blocks}, {} halo planes per cut ({:.2} MB each way), {path}",
+            d.halo,
+            d.halo_bytes_per_cut(&problem) as f64 / 2e6
+        );
+    }
+    // This rank's owned block of the model, (planes, rows, nx).
+    let l = sub.problem.layout;
+    let mut owned_vp = Vec::new();
+    for z in sub.owned_local()..sub.owned.1 - sub.first {
+        let at = z * l.ny * l.nx;
+        let rows = sub.owned_rows_local()..sub.owned_rows.1 - sub.first_row;
+        owned_vp.extend_from_slice(&sub.problem.vp[at + rows.start * l.nx..at + rows.end * l.nx]);
+    }
+    let mut domains = vec![Domain { sub, backend }];
+    let mut bar = Progress::new(problem.steps, problem.layout.points(), quiet);
+    if rank != 0 {
+        exchange.stream_to_root(vec![owned_vp], &mut |_, _| Ok(()))?;
+        decomposition::run(&problem, &d, &mut domains, exchange, &plan, None, &mut |_| {})?;
+        return Ok(None);
+    }
+    let meta = super::metadata(text, device, cfg);
+    let (record, written) = std::thread::scope(|scope| -> RunResult<_> {
+        let mut writer = Hdf5Writer::start(scope, out_path, &problem, &plan, meta, SNAPSHOT_BUFFERS, Volumes::Slabs)?;
+        // /model/vp from each rank's owned planes, one rank at a time.
+        let mut join = decomposition::gather::SlabJoin::new(&d, problem.layout.nx);
+        exchange.stream_to_root(vec![owned_vp], &mut |r, values| match join.push(r, values)? {
+            Some((first, planes)) => writer.model_planes(first, planes),
+            None => Ok(()),
+        })?;
+        let record = decomposition::run(&problem, &d, &mut domains, exchange, &plan, Some(&mut writer), &mut |done| {
+            bar.update(done)
+        });
+        bar.finish();
+        let record = record?.ok_or_else(|| RunError::from(anyhow!("rank 0 gathers the result")))?;
+        let written = writer.finish(record.clone(), StepStats::of(&problem, &record))?;
+        Ok((record, written))
+    })?;
+    if !quiet {
+        let n = problem.steps.max(1) as f64;
+        let exchange_seconds = record.exchange_seconds.as_deref().unwrap_or_default();
+        println!(
+            "done: {} steps on {ranks} ranks in {:.2} s wall; per step {:.3} ms, of which the halo exchange {:.3} ms",
+            problem.steps,
+            record.wall_seconds,
+            1e3 * record.step_seconds.iter().sum::<f64>() / n,
+            1e3 * exchange_seconds.iter().sum::<f64>() / n
+        );
+        println!("  wrote {}", written.path.display());
+    }
+    Ok(Some(written))
+}

@@ -1,0 +1,58 @@
+//! What a run prints before its first step: the grid, time, boundary, backend and output.
+
+use crate::backend::DeviceInfo;
+use crate::output::plan::OutputPlan;
+use crate::problem::Problem;
+use std::path::Path;
+
+/// The header of a run of `problem` from `input` on `device` into `out` (about `file_bytes`).
+pub fn print_header(
+    input: &Path,
+    problem: &Problem,
+    plan: &OutputPlan,
+    device: &DeviceInfo,
+    out: &Path,
+    file_bytes: f64,
+) {
+    let [nx, ny, nz] = problem.shape();
+    let [dx, dy, dz] = problem.spacing;
+    let b = &problem.boundary;
+    println!("seismic-run {}: {}", env!("CARGO_PKG_VERSION"), input.display());
+    println!(
+        "  grid      {nx} x {ny} x {nz} = {:.2} M points, spacing {dx} x {dy} x {dz} m, stencil radius {}",
+        problem.layout.points() as f64 / 1e6,
+        problem.stencil.radius
+    );
+    println!(
+        "  time      dt = {:.4e} s ({:.0}% of the CFL limit), {} steps, {:.3} s",
+        problem.dt,
+        100.0 * problem.dt / problem.dt_limit(),
+        problem.steps,
+        problem.dt * problem.steps as f64
+    );
+    println!(
+        "  boundary  {}, {} points{}",
+        format!("{:?}", b.kind).to_lowercase(),
+        b.width,
+        if b.free_surface { ", free surface at z = 0" } else { "" }
+    );
+    println!(
+        "  backend   {}: {}, kernel {}, {} storage",
+        device.backend,
+        device.name,
+        device.kernel,
+        problem.precision.name()
+    );
+    println!(
+        "  output    {} (about {:.3} GiB: {} receivers, {} snapshots of {})",
+        out.display(),
+        file_bytes / (1u64 << 30) as f64,
+        problem.receivers.len(),
+        plan.snapshot_steps.len(),
+        if plan.snapshots.is_empty() {
+            "nothing".to_string()
+        } else {
+            plan.snapshots.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+        }
+    );
+}

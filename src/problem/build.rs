@@ -1,0 +1,166 @@
+//! [`Problem::build`]: the discrete problem from a parsed configuration and the sampled velocity,
+//! every value checked and every error naming the key at fault.
+
+use super::{MANY_STEPS, MAX_STEPS, MIN_POINTS_PER_WAVELENGTH, Problem, shot_geometry, velocity_range};
+use crate::boundary::{Boundary, BoundaryKind};
+use crate::config::Config;
+use crate::grid::Layout;
+use crate::numerics::{Ricker, Stencil, stencil::MAX_RADIUS};
+use anyhow::{Result, bail, ensure};
+use rayon::prelude::*;
+
+impl Problem {
+    /// Builds the discrete problem from a parsed configuration and the velocity already sampled on
+    /// the grid (dense, (nz, ny, nx), m/s). Every error names the configuration key at fault.
+    pub fn build(cfg: &Config, vp: Vec<f32>) -> Result<Problem> {
+        let range = velocity_range(&vp);
+        Self::build_planes(cfg, vp, None, range)
+    }
+
+    /// [`Problem::build`] from z-planes `first_plane..` of the model only (`vp`, dense (planes,
+    /// ny, nx)), `range` the lowest and highest velocity of the whole model (the time step and
+    /// the boundary come from it): one rank's part of a decomposed run, which never holds the
+    /// whole model. The same problem as the whole model's, restricted to those planes.
+    pub fn build_part(cfg: &Config, vp: Vec<f32>, first_plane: usize, range: [f32; 2]) -> Result<Problem> {
+        Self::build_planes(cfg, vp, Some(first_plane), range)
+    }
+
+    /// `part`: the first z-plane of `vp`, or None for the whole model.
+    fn build_planes(cfg: &Config, vp: Vec<f32>, part: Option<usize>, range: [f32; 2]) -> Result<Problem> {
+        cfg.check_values()?;
+        let shape = cfg.grid.shape;
+        let spacing = cfg.grid.spacing;
+        let origin = cfg.grid.origin;
+        for a in 0..3 {
+            ensure!(shape[a] > 0, "grid.shape[{a}] must be positive, got {}", shape[a]);
+            ensure!(
+                spacing[a] > 0.0 && spacing[a].is_finite(),
+                "grid.spacing[{a}] must be positive, got {}",
+                spacing[a]
+            );
+        }
+        let radius = cfg.stencil.radius;
+        ensure!((1..=MAX_RADIUS).contains(&radius), "stencil.radius must be in 1..={MAX_RADIUS}, got {radius}");
+        let plane = shape[0] * shape[1];
+        let fits = match part {
+            None => vp.len() == plane * shape[2],
+            Some(first) => vp.len().is_multiple_of(plane) && first + vp.len() / plane.max(1) <= shape[2],
+        };
+        ensure!(
+            fits,
+            "model: {} velocities for {} of a grid of {} points",
+            vp.len(),
+            part.map_or("all z-planes".to_string(), |first| format!("z-planes from {first} on")),
+            shape.iter().product::<usize>()
+        );
+        let first_plane = part.unwrap_or(0);
+        let max_v = crate::config::MAX_VELOCITY;
+        // NaN fails both comparisons; a chunk is searched only where its branch-free scan found one.
+        let bad = |v: f32| !(v > 0.0 && v as f64 <= max_v);
+        let first_bad = vp.par_chunks(1 << 16).find_map_first(|c| {
+            let any = c.iter().fold(false, |any, &v| any | bad(v));
+            any.then(|| c.iter().find(|&&v| bad(v))).flatten()
+        });
+        if let Some(bad) = first_bad {
+            bail!("model: velocities must be finite, positive and at most {max_v:e} m/s, found {bad:e}");
+        }
+        let stencil = Stencil::new(radius);
+        let layout = Layout::new(shape, radius);
+        let [vmin, vmax] = range.map(|v| v as f64);
+
+        let limit = stencil.cfl_limit(spacing, vmax);
+        let t = &cfg.time;
+        ensure!(t.cfl_safety > 0.0 && t.cfl_safety <= 1.0, "time.cfl_safety must be in (0, 1], got {}", t.cfl_safety);
+        let dt = match t.dt {
+            Some(dt) => {
+                ensure!(dt > 0.0, "time.dt must be positive, got {dt}");
+                ensure!(
+                    dt <= limit,
+                    "time.dt = {dt:e} s is above the stability (CFL) limit {limit:e} s for radius {radius}, \
+                     spacing {spacing:?} m and maximum velocity {vmax} m/s"
+                );
+                dt
+            }
+            None => limit * t.cfl_safety,
+        };
+        let mut warnings = Vec::new();
+        let steps = match (t.steps, t.duration) {
+            (Some(_), Some(_)) => bail!("time: give either `steps` or `duration`, not both"),
+            (Some(n), None) => n,
+            (None, Some(d)) => {
+                ensure!(d > 0.0, "time.duration must be positive, got {d}");
+                let n = (d / dt).ceil();
+                ensure!(
+                    n <= MAX_STEPS as f64,
+                    "time.duration = {d:e} s at dt = {dt:e} s is {n:.3e} steps, more than the {MAX_STEPS:e} a run \
+                     may take: shorten the duration or coarsen the grid (a larger spacing or a lower maximum \
+                     velocity allows a larger dt)"
+                );
+                n as usize
+            }
+            (None, None) => bail!("time: give `steps` or `duration`"),
+        };
+        ensure!(steps > 0, "time.steps must be positive");
+        ensure!(
+            steps <= MAX_STEPS,
+            "time.steps (or --steps) = {steps} is more than the {MAX_STEPS:e} steps a run may take"
+        );
+        let nrec = cfg.receiver_count()?;
+        crate::resources::check_run_host_bytes(cfg, steps, nrec)?;
+        if steps > MANY_STEPS {
+            warnings.push(format!(
+                "{steps} time steps (dt = {dt:.3e} s, limited by the CFL condition for vmax {vmax} m/s and spacing \
+                 {spacing:?} m): this run will take long"
+            ));
+        }
+
+        let src = &cfg.source;
+        ensure!(src.frequency > 0.0, "source.frequency must be positive, got {}", src.frequency);
+        let wavelet = Ricker::new(src.frequency, src.amplitude, src.delay);
+        let (source, receivers, shot_warnings) = shot_geometry(cfg, dt, steps)?;
+        warnings.extend(shot_warnings);
+
+        let b = &cfg.boundary;
+        let kind = b.kind;
+        if kind != BoundaryKind::None {
+            for a in 0..3 {
+                ensure!(
+                    b.width.saturating_mul(2) < shape[a],
+                    "boundary.width = {} needs more than {} points along {} (grid.shape[{a}] = {})",
+                    b.width,
+                    b.width.saturating_mul(2),
+                    ["x", "y", "z"][a],
+                    shape[a]
+                );
+            }
+        }
+        let boundary = Boundary::new(kind, b.width, b.free_surface, shape, spacing, vmax, src.frequency, dt);
+
+        let hmax = spacing.iter().cloned().fold(0.0, f64::max);
+        let ppw = vmin / wavelet.max_frequency() / hmax;
+        if ppw < MIN_POINTS_PER_WAVELENGTH {
+            warnings.push(format!(
+                "only {ppw:.1} grid points per minimum wavelength (vmin {vmin} m/s at {:.1} Hz, spacing {hmax} m): \
+                 expect numerical dispersion below about {MIN_POINTS_PER_WAVELENGTH}",
+                wavelet.max_frequency()
+            ));
+        }
+        let precision = cfg.run.precision;
+        Ok(Problem {
+            layout,
+            spacing,
+            origin,
+            stencil,
+            dt,
+            steps,
+            vp,
+            vp_first: first_plane,
+            vp_range: range,
+            boundary,
+            source,
+            receivers,
+            warnings,
+            precision,
+        })
+    }
+}

@@ -1,0 +1,264 @@
+//! A run, discretised: everything a backend needs, computed once on the host.
+//!
+//! Backends never look at the configuration. They get the padded layout, the stencil, dt, the
+//! velocity, the boundary profiles, the source taps and wavelet samples, and the receiver taps, and
+//! each applies them in the same order every step (see `backend::Backend::step`).
+//!
+//! This module owns the [`Problem`] and what it holds per step; `build` makes one from the
+//! configuration (every check of its values), `positioning` puts points between grid nodes on
+//! the grid (nearest, trilinear, windowed sinc) and `shot` places the source and receivers.
+
+mod build;
+mod positioning;
+mod shot;
+
+pub use positioning::{DEFAULT_SINC_HALF_WIDTH, MAX_SINC_HALF_WIDTH, Positioning, Tap, sinc, trilinear};
+pub use shot::{PointSource, Receiver, shot_geometry};
+
+use crate::boundary::{Boundary, cpml_step_bytes};
+use crate::config::{Config, Precision};
+use crate::grid::Layout;
+use crate::numerics::{Ricker, Stencil};
+use anyhow::{Result, ensure};
+use rayon::prelude::*;
+
+#[derive(Clone, Debug)]
+pub struct Problem {
+    pub layout: Layout,
+    pub spacing: [f64; 3],
+    pub origin: [f64; 3],
+    pub stencil: Stencil,
+    pub dt: f64,
+    pub steps: usize,
+    /// Velocity, dense (planes, ny, nx), m/s: every z-plane of the grid, or from `vp_first` on
+    /// (a problem built from one rank's part of the model, [`Problem::build_part`]).
+    pub vp: Vec<f32>,
+    /// The grid z-plane `vp` starts at.
+    pub vp_first: usize,
+    /// The lowest and highest velocity of the whole model, m/s.
+    pub vp_range: [f32; 2],
+    pub boundary: Boundary,
+    pub source: PointSource,
+    pub receivers: Vec<Receiver>,
+    /// Things the user should know (dispersion, ...); the CLI prints them.
+    pub warnings: Vec<String>,
+    /// Storage of the wavefields and c^2 dt^2 (`run.precision`).
+    pub precision: Precision,
+}
+
+/// Points per minimum wavelength under which numerical dispersion shows.
+pub const MIN_POINTS_PER_WAVELENGTH: f64 = 5.0;
+
+/// Most time steps a run may take (about a day at a million points per step on a CPU, a week of
+/// the largest GPU grids): beyond it the input is almost certainly wrong.
+pub const MAX_STEPS: usize = 100_000_000;
+/// Step counts above this are said in a warning.
+pub const MANY_STEPS: usize = 100_000;
+
+impl Problem {
+    /// A homogeneous problem with no boundary, source or receivers, for benchmarks of the interior:
+    /// 10 m spacing, 2000 m/s, dt at half the CFL limit.
+    pub fn homogeneous_interior(shape: [usize; 3], radius: usize) -> Problem {
+        let stencil = Stencil::new(radius);
+        let spacing = [10.0; 3];
+        let v = 2000.0f32;
+        let dt = 0.5 * stencil.cfl_limit(spacing, v as f64);
+        let points: usize = shape.iter().product();
+        Problem {
+            layout: Layout::new(shape, radius),
+            spacing,
+            origin: [0.0; 3],
+            stencil,
+            dt,
+            steps: 1,
+            vp: vec![v; points],
+            vp_first: 0,
+            vp_range: [v, v],
+            boundary: Boundary::none(shape),
+            source: PointSource {
+                position: [0.0; 3],
+                wavelet: Ricker::new(10.0, 1.0, None),
+                injection: Positioning::Nearest,
+                taps: vec![],
+                samples: vec![],
+            },
+            receivers: vec![],
+            warnings: vec![],
+            precision: Precision::F32,
+        }
+    }
+
+    pub fn shape(&self) -> [usize; 3] {
+        [self.layout.nx, self.layout.ny, self.layout.nz]
+    }
+
+    pub fn vmax(&self) -> f64 {
+        self.vp_range[1] as f64
+    }
+
+    pub fn vmin(&self) -> f64 {
+        self.vp_range[0] as f64
+    }
+
+    /// The exact CFL limit of this discretisation.
+    pub fn dt_limit(&self) -> f64 {
+        self.stencil.cfl_limit(self.spacing, self.vmax())
+    }
+
+    /// Theoretical bytes one time step must move (the seeds' effective-bandwidth numerator): p^n
+    /// read once with the stencil's face halos, p^{n-1} and c^2 dt^2 read once, p^{n+1} written
+    /// once; f32. In f16 (2 bytes a value) the second time level is the increment d^n, read and
+    /// written, besides p^{n+1}: five fields instead of four. Boundary-layer work is not counted,
+    /// so GB/s computed from it is a lower bound.
+    pub fn step_bytes(&self) -> u64 {
+        let f32_bytes = step_bytes(self.shape(), self.stencil.radius, true);
+        match self.precision {
+            Precision::F32 => f32_bytes,
+            Precision::F16 => step_bytes_f16(self.shape(), self.stencil.radius),
+        }
+    }
+
+    /// The bytes a full step must move at the least: [`step_bytes`](Self::step_bytes) plus what
+    /// the boundary adds ([`Boundary::step_bytes`]: for CPML, each layer point's two memory
+    /// variables per axis, psi and zeta, f32 in either precision). Sources, receivers and the free
+    /// surface are not counted.
+    pub fn full_step_bytes(&self) -> u64 {
+        self.step_bytes() + self.boundary.step_bytes(self.shape())
+    }
+
+    /// The factor the wavefield is stored multiplied by: 1 in f32; in f16 the power of two that
+    /// brings the largest value the source adds to one point in one step to about 1, so that the
+    /// field near the source (tens to thousands of such steps accumulated) stays below f16's
+    /// largest value (65504) and the far field stays above its smallest normal value (6.1e-5).
+    /// A power of two, so scaling is exact and divides back out of traces and snapshots exactly.
+    pub fn field_scale(&self) -> f64 {
+        if self.precision == Precision::F32 {
+            return 1.0;
+        }
+        let smax = self.source.samples.iter().fold(0.0f64, |m, s| m.max(s.abs()));
+        let peak =
+            self.source.taps.iter().map(|t| (t.weight * self.vel2dt2_at(t.point) * smax).abs()).fold(0.0f64, f64::max);
+        if peak > 0.0 && peak.is_finite() { (-peak.log2().round()).exp2() } else { 1.0 }
+    }
+
+    /// c^2 dt^2 per point of `vp`, dense: the factor of the Laplacian in the update.
+    pub fn vel2dt2(&self) -> Vec<f64> {
+        self.vp.iter().map(|&v| self.c2dt2(v)).collect()
+    }
+
+    /// [`Self::vel2dt2`] converted by `of` into the interior rows of `field`, a field of `layout`
+    /// (halo and padding left as they are), in parallel over the planes: no dense copy.
+    pub fn vel2dt2_into<T: Send>(&self, layout: &Layout, field: &mut [T], of: impl Fn(f64) -> T + Sync) {
+        assert_eq!(layout.points(), self.vp.len(), "a field of the planes the problem holds");
+        assert!(field.len() >= layout.len() - layout.slack(), "a field of {} elements for {layout:?}", field.len());
+        let start = layout.halo * layout.plane;
+        self.vel2dt2_planes_into(layout, 0, &mut field[start..start + layout.nz * layout.plane], of);
+    }
+
+    /// [`Self::vel2dt2_into`] for the planes `first..` of the problem's planes that `planes` holds
+    /// (whole planes of `layout`, from each one's first halo row), in parallel over them.
+    pub fn vel2dt2_planes_into<T: Send>(
+        &self,
+        layout: &Layout,
+        first: usize,
+        planes: &mut [T],
+        of: impl Fn(f64) -> T + Sync,
+    ) {
+        let (nx, ny) = (layout.nx, layout.ny);
+        assert!(
+            planes.len().is_multiple_of(layout.plane)
+                && (first + planes.len() / layout.plane) * nx * ny <= self.vp.len()
+        );
+        // Row iy's offset within its plane, the plane starting at its first halo row.
+        let plane_start = layout.halo * layout.plane;
+        planes.par_chunks_mut(layout.plane).enumerate().for_each(|(k, plane)| {
+            let vp = &self.vp[(first + k) * nx * ny..][..nx * ny];
+            for (iy, v) in vp.chunks_exact(nx).enumerate() {
+                let row = layout.row(iy, 0) - plane_start;
+                for (d, &v) in plane[row..row + nx].iter_mut().zip(v) {
+                    *d = of(self.c2dt2(v));
+                }
+            }
+        });
+    }
+
+    /// c^2 dt^2 at one grid point, as [`Self::vel2dt2`] computes it.
+    pub fn vel2dt2_at(&self, [x, y, z]: [usize; 3]) -> f64 {
+        let [nx, ny, _] = self.shape();
+        self.c2dt2(self.vp[((z - self.vp_first) * ny + y) * nx + x])
+    }
+
+    /// c^2 dt^2 of one velocity: the one expression every copy of it is made with (same bits).
+    fn c2dt2(&self, v: f32) -> f64 {
+        (v as f64) * (v as f64) * (self.dt * self.dt)
+    }
+
+    /// Position (m) of grid point (ix, iy, iz).
+    pub fn coordinate(&self, p: [usize; 3]) -> [f64; 3] {
+        std::array::from_fn(|a| self.origin[a] + p[a] as f64 * self.spacing[a])
+    }
+}
+
+/// The lowest and highest of the velocities `vp` (m/s; NaNs skipped): one parallel pass, as a
+/// model of 288 M points takes seconds in one thread.
+pub fn velocity_range(vp: &[f32]) -> [f32; 2] {
+    // Sixteen running minima and maxima a chunk, so that the loop vectorises (one pair of them is a
+    // chain of dependent comparisons); like f32::min and max, a NaN never wins.
+    const LANES: usize = 16;
+    let chunk_range = |c: &[f32]| {
+        let (mut lo, mut hi) = ([f32::INFINITY; LANES], [0.0f32; LANES]);
+        let mut lanes = c.chunks_exact(LANES);
+        for v in &mut lanes {
+            for k in 0..LANES {
+                lo[k] = if v[k] < lo[k] { v[k] } else { lo[k] };
+                hi[k] = if v[k] > hi[k] { v[k] } else { hi[k] };
+            }
+        }
+        let fold = |[lo, hi]: [f32; 2], &v: &f32| [lo.min(v), hi.max(v)];
+        let lanes_range = lo.iter().zip(&hi).fold([f32::INFINITY, 0.0f32], |[a, b], (&l, &h)| [a.min(l), b.max(h)]);
+        lanes.remainder().iter().fold(lanes_range, fold)
+    };
+    vp.par_chunks(1 << 16).map(chunk_range).reduce(|| [f32::INFINITY, 0.0f32], |[a, b], [c, d]| [a.min(c), b.max(d)])
+}
+
+impl Problem {
+    /// This problem for another shot of a survey: the source and receivers of `cfg` (same grid,
+    /// model, time and boundary), everything else kept (the model is not copied). Returns the
+    /// warnings the new positions raise.
+    pub fn set_shot(&mut self, cfg: &Config) -> Result<Vec<String>> {
+        ensure!(
+            cfg.grid.shape == self.shape() && cfg.grid.spacing == self.spacing && cfg.grid.origin == self.origin,
+            "a shot must use the survey's grid"
+        );
+        let (source, receivers, warnings) = shot_geometry(cfg, self.dt, self.steps)?;
+        (self.source, self.receivers) = (source, receivers);
+        Ok(warnings)
+    }
+}
+
+/// Theoretical bytes of one stencil application on an f32 grid: the input with its face halos
+/// (2R planes on each face, no edges or corners: a star stencil reads none) and the output; with
+/// `leapfrog`, also p^{n-1} and c^2 dt^2 read once.
+pub fn step_bytes(shape: [usize; 3], radius: usize, leapfrog: bool) -> u64 {
+    let [nx, ny, nz] = shape.map(|n| n as u64);
+    let r = radius as u64;
+    let points = nx * ny * nz;
+    let halo = 2 * r * (nx * ny + ny * nz + nx * nz);
+    let fields = if leapfrog { 4 } else { 2 };
+    4 * (fields * points + halo)
+}
+
+/// The f16 step's bytes (2 a value): p^n with its face halos, d^n and c^2 dt^2 read, d^{n+1} and
+/// p^{n+1} written: five fields where the f32 leapfrog has four.
+pub fn step_bytes_f16(shape: [usize; 3], radius: usize) -> u64 {
+    (step_bytes(shape, radius, true) + 4 * shape.iter().map(|&n| n as u64).product::<u64>()) / 2
+}
+
+/// [`step_bytes`] of the leapfrog plus the CPML memory variables' bytes of layers of
+/// `cpml_width` points ([`cpml_step_bytes`]).
+pub fn full_step_bytes(shape: [usize; 3], radius: usize, cpml_width: usize, free_surface: bool) -> u64 {
+    step_bytes(shape, radius, true) + cpml_step_bytes(shape, cpml_width, free_surface)
+}
+
+#[cfg(test)]
+mod tests;
