@@ -1,4 +1,4 @@
-// fused_half.cu: the fused step with f16 storage (`run.precision = "f16"`, README "Precision").
+// fused_half.cu: the fused step with f16 storage (`run.precision = "f16"`, docs/numerics.md, "f16 storage").
 // p^n, the increment d^n = p^n - p^{n-1} and c^2 dt^2 are stored as f16 and every operation is
 // f32, in the CPU reference's order (src/backend/cpu_half.rs), so both give the same bits. A step
 // reads p^n (with its face halos), d^n and c^2 dt^2, and writes d^{n+1} over d^n and

@@ -12,7 +12,7 @@
 //! phi_i = b_i psi_i^{n-1} and a point's whole update reads only phi of its neighbours, a of its
 //! neighbours and p^n: no neighbour's new psi is needed (one pass computes it). The product rule
 //! with the profile's exact derivative, a d2p/dx2 + a' dp/dx, reflects as little but is not
-//! self-adjoint: it grew without bound in long runs at 0.9 of the CFL limit (kernels/NOTES.md).
+//! self-adjoint: it grew without bound in long runs at 0.9 of the CFL limit (docs/design/boundary-layers.md).
 //! phi and zeta are non-zero only inside the layers, so they are stored per axis in
 //! two slabs of `width` points (one per face); phi is double-buffered (neighbours read the old
 //! one). The interior update knows nothing of them: the boundary adds its correction afterwards.

@@ -4,7 +4,7 @@
 //! L p^n) - p^n (d^n + c^2 dt^2 L p^n without a sponge), adds the CPML corrections and the source
 //! to it, and sets p^{n+1} = p^n + d^{n+1}. An f16 rounding of p^{n-1} acts like a velocity error
 //! of 2^-12 p / dt, amplified by 1 / (w dt) over an oscillation; a rounding of d^n or p^{n+1} is
-//! not amplified (README "Precision" has the measurements: 10 to 50 times less error).
+//! not amplified (docs/numerics.md, "f16 storage" has the measurements: 10 to 50 times less error).
 //!
 //! Every stored value is rounded to the nearest f16 (ties to even) where a kernel would store it:
 //! d^{n+1} after the interior update, after each axis's CPML correction (y, then z, then x: [`CPML_AXIS_ORDER`]) and
@@ -46,10 +46,10 @@ impl Default for HalfStorage {
     }
 }
 
-/// Whether the f16 mode stores d^n (else p^{n-1}; README "Precision" has the measurements).
+/// Whether the f16 mode stores d^n (else p^{n-1}; docs/numerics.md, "f16 storage" has the measurements).
 pub const INCREMENT: bool = true;
 
-/// Whether c^2 dt^2 is stored in f16 in the f16 mode (README "Precision" has the measurements).
+/// Whether c^2 dt^2 is stored in f16 in the f16 mode (docs/numerics.md, "f16 storage" has the measurements).
 pub const VEL_F16: bool = true;
 
 struct CpmlState {

@@ -1,5 +1,5 @@
 //! `[grid]` and `[model]`: the grid's shape, spacing and origin, and the velocity model (a
-//! constant, layers, a gradient or a file), its keys checked per kind.
+//! constant, layers, a file or the Marmousi model), its keys checked per kind.
 
 use super::values::*;
 use anyhow::{Context, Result, ensure};

@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The binary under test: cargo's build, else (test executables copied elsewhere, as
-/// ../shared/tools/gpu-stage stages them in .gpu/tests beside .gpu/bin) `../bin/seismic-run`
+/// The binary under test: cargo's build, else (test executables copied elsewhere, as a
+/// GPU machine's staging directory holds them in tests/ beside bin/) `../bin/seismic-run`
 /// next to this test executable.
 pub fn seismic_run() -> Command {
     let built = Path::new(env!("CARGO_BIN_EXE_seismic-run"));

@@ -69,7 +69,7 @@ fn l2_bytes() -> usize {
 /// Row ranges that split 0..ny so that 2R + 1 planes of one range take about [`tile_bytes`] (the
 /// z-neighbours a row reads then come from L2), none thinner than the CPML layer `width`. Any
 /// split computes the same bits (a layer row reads only p^n and the previous step's psi); the
-/// floor is a speed choice: thinner tiles run slower on marmousi.toml (bench/HISTORY.md).
+/// floor is a speed choice: thinner tiles run slower on marmousi.toml (docs/design/cpu.md).
 pub(super) fn y_tiles(layout: &Layout, width: usize, elem: usize) -> Vec<(usize, usize)> {
     let window = (2 * layout.halo + 1) * layout.pitch * elem;
     y_split(layout.ny, width, tile_bytes() / window)

@@ -20,7 +20,7 @@ pub(super) const TAIL: usize = 8;
 /// Rows ahead of the sweep that the interior's memory streams are prefetched, each chunk's lines
 /// with the chunk. On an AVX-512 Xeon (2 threads): 200^3 with a sponge 0.86x the time (1 and 2
 /// rows alike, 4 less). A whole row's prefetches at once, at the row's start, were 1.17x the time
-/// with CPML on marmousi.toml; spread over the chunks they gain there too (kernels/NOTES.md).
+/// with CPML on marmousi.toml; spread over the chunks they gain there too (docs/design/cpu.md).
 pub(super) const PREFETCH_ROWS: usize = 2;
 
 /// Points of an x layer computed together: one AVX2 vector of f32. With whole chunks only (the
