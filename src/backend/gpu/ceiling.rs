@@ -7,6 +7,7 @@ use super::plan::LayerPass;
 use super::runtime::{DevicePtr, GpuRuntime};
 use super::sources::{self, cache_dir, kernel_options, load_kernels};
 use crate::backend::tuning::Tuning;
+use crate::boundary::BoundaryKind;
 use anyhow::{Result, ensure};
 use serde::{Deserialize, Serialize};
 
@@ -41,7 +42,7 @@ pub fn measure_ceiling<Rt: GpuRuntime>(rt: &Rt, array_bytes: usize, reps: usize)
     let m = load_kernels(
         rt,
         &[sources::STREAM],
-        &kernel_options(1, &Tuning::for_radius(1), false, false, LayerPass::After),
+        &kernel_options(1, &Tuning::for_radius(1), BoundaryKind::None.kernel_defines(), false, LayerPass::After),
     )?;
     let copy = [rt.function(&m, "stream_copy")?, rt.function(&m, "stream_copy_x4")?];
     let triad = [rt.function(&m, "stream_3r1w")?, rt.function(&m, "stream_3r1w_x4")?];

@@ -103,12 +103,12 @@ impl<Rt: GpuRuntime> StepLaunches<Rt> {
         half: bool,
     ) -> Result<(Self, Option<HalfKernels<Rt::Function>>, Option<YModule<Rt>>)> {
         let (shape, r) = (problem.shape(), problem.stencil.radius);
-        let sponge = problem.boundary.kind == BoundaryKind::Sponge;
-        let defines = KernelDefines::new(r, &tuning, sponge, false, LayerPass::After).on_grid(shape);
+        let boundary = problem.boundary.kernel_defines();
+        let defines = KernelDefines::new(r, &tuning, boundary, false, LayerPass::After).on_grid(shape);
         let options = KernelDefines { half, ..defines }.options();
         let (half_parts, step_parts) = (sources::half_step(&tuning), sources::step(&tuning));
         let parts: &[&str] = if half { &half_parts } else { &step_parts };
-        let y_options = y_tuning.map(|t| module_options(shape, r, &t, sponge, false, LayerPass::YLayers));
+        let y_options = y_tuning.map(|t| module_options(shape, r, &t, boundary, false, LayerPass::YLayers));
         let mut modules: Vec<(&[&str], &[String])> = vec![(parts, &options)];
         if let Some(o) = &y_options {
             modules.push((&[sources::FUSED], o));
@@ -244,7 +244,8 @@ impl<Rt: GpuRuntime> StepLaunches<Rt> {
             return Ok(());
         }
         let t = self.geometry.tuning.for_laplacian(self.radius);
-        let options = module_options(self.shape(), self.radius, &t, false, true, LayerPass::After);
+        let none = BoundaryKind::None.kernel_defines(); // the operator alone, without the boundary
+        let options = module_options(self.shape(), self.radius, &t, none, true, LayerPass::After);
         let m = sources::load_kernels(rt, &[sources::fused(&t)], &options)?;
         let f = rt.function(&m, "fused_step")?;
         let shared = t.dynamic_shared_bytes(self.radius, true);

@@ -4,6 +4,7 @@
 use super::GpuRuntime;
 use super::plan::LayerPass;
 use crate::backend::tuning::Tuning;
+use crate::boundary::BoundaryDefines;
 use anyhow::Result;
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;
@@ -132,8 +133,8 @@ pub struct KernelDefines {
     pub block_x: u32,
     pub block_y: u32,
     pub vec: u32,
-    /// The update multiplied by the sponge factors.
-    pub sponge: bool,
+    /// The boundary's own defines ([`crate::boundary::Boundary::kernel_defines`]).
+    pub boundary: BoundaryDefines,
     /// The fused kernel writes out = L p (the operator benchmark).
     pub laplacian_only: bool,
     pub stages: u32,
@@ -155,14 +156,14 @@ impl KernelDefines {
     /// The defines of a module in the launch shape `t` (made effective at `radius`; `layers`:
     /// with the fused kernels that compute the CPML y layers, and the z layers of the tiles
     /// between them, in their pass).
-    pub fn new(radius: usize, t: &Tuning, sponge: bool, laplacian_only: bool, layers: LayerPass) -> Self {
+    pub fn new(radius: usize, t: &Tuning, boundary: BoundaryDefines, laplacian_only: bool, layers: LayerPass) -> Self {
         let t = t.effective(radius);
         KernelDefines {
             radius,
             block_x: t.block_x,
             block_y: t.block_y,
             vec: t.vec,
-            sponge,
+            boundary,
             laplacian_only,
             stages: t.stages,
             min_blocks: t.min_blocks,
@@ -194,7 +195,9 @@ impl KernelDefines {
             format!("-DBLOCK_X={}", self.block_x),
             format!("-DBLOCK_Y={}", self.block_y),
             format!("-DVEC={}", self.vec),
-            format!("-DSPONGE={}", flag(self.sponge)),
+        ];
+        o.extend(self.boundary.options());
+        o.extend([
             format!("-DLAPLACIAN_ONLY={}", flag(self.laplacian_only)),
             format!("-DSTAGES={}", self.stages),
             format!("-DMIN_BLOCKS={}", self.min_blocks),
@@ -203,7 +206,7 @@ impl KernelDefines {
             format!("-DORDER={}", self.order),
             format!("-DHALO_RING={}", self.halo_ring),
             format!("-DYLAYERS={}", flag(self.ylayers)),
-        ];
+        ]);
         if let Some(whole) = self.whole_rows {
             o.push(format!("-DWHOLE_ROWS={}", flag(whole)));
         }
@@ -220,16 +223,22 @@ pub fn module_options(
     shape: [usize; 3],
     radius: usize,
     t: &Tuning,
-    sponge: bool,
+    boundary: BoundaryDefines,
     laplacian_only: bool,
     layers: LayerPass,
 ) -> Vec<String> {
-    KernelDefines::new(radius, t, sponge, laplacian_only, layers).on_grid(shape).options()
+    KernelDefines::new(radius, t, boundary, laplacian_only, layers).on_grid(shape).options()
 }
 
 /// Compile-time parameters of a module without the grid's own ([`KernelDefines::new`]).
-pub fn kernel_options(radius: usize, t: &Tuning, sponge: bool, laplacian_only: bool, layers: LayerPass) -> Vec<String> {
-    KernelDefines::new(radius, t, sponge, laplacian_only, layers).options()
+pub fn kernel_options(
+    radius: usize,
+    t: &Tuning,
+    boundary: BoundaryDefines,
+    laplacian_only: bool,
+    layers: LayerPass,
+) -> Vec<String> {
+    KernelDefines::new(radius, t, boundary, laplacian_only, layers).options()
 }
 
 #[cfg(test)]
@@ -237,6 +246,7 @@ mod tests {
     use super::{KernelDefines, PRELUDE};
     use crate::backend::gpu::LayerPass;
     use crate::backend::tuning::Tuning;
+    use crate::boundary::BoundaryKind;
 
     /// The defines prelude.h's `#if !defined(...) ... #error` asks the host for.
     fn required() -> Vec<String> {
@@ -251,8 +261,9 @@ mod tests {
         assert!(need.len() >= 13 && need.contains(&"YLAYERS".to_string()), "{need:?}");
         let t = Tuning::for_radius(4);
         for d in [
-            KernelDefines::new(4, &t, false, false, LayerPass::After),
-            KernelDefines::new(4, &t, true, true, LayerPass::YLayers).on_grid([64, 64, 64]),
+            KernelDefines::new(4, &t, BoundaryKind::Cpml.kernel_defines(), false, LayerPass::After),
+            KernelDefines::new(4, &t, BoundaryKind::Sponge.kernel_defines(), true, LayerPass::YLayers)
+                .on_grid([64, 64, 64]),
         ] {
             let set: Vec<String> =
                 d.options().iter().map(|o| o[2..o.find('=').expect("-DNAME=value")].to_string()).collect();
@@ -267,7 +278,8 @@ mod tests {
         let t = Tuning::for_radius(8);
         let d = KernelDefines {
             half: true,
-            ..KernelDefines::new(8, &t, true, false, LayerPass::YLayers).on_grid([64, 8, 8])
+            ..KernelDefines::new(8, &t, BoundaryKind::Sponge.kernel_defines(), false, LayerPass::YLayers)
+                .on_grid([64, 8, 8])
         };
         let o = d.options();
         assert_eq!(o[0], "-DRADIUS=8");

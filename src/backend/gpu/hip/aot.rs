@@ -7,6 +7,7 @@
 use super::super::Tuning;
 use super::super::plan::LayerPass;
 use super::super::sources::{self, kernel_options};
+use crate::boundary::{BoundaryDefines, BoundaryKind};
 use anyhow::{Context, Result, bail, ensure};
 use rayon::prelude::*;
 use std::fmt::Write as _;
@@ -22,7 +23,8 @@ pub const REPORT_ARCHS: [&str; 2] = ["gfx90a", "gfx940"];
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Variant {
     pub radius: usize,
-    /// Label of the options that are not the radius ("none" or "sponge").
+    /// Label of the options that are not the radius: the boundary's ([`BoundaryDefines::label`]),
+    /// after "f16" for the f16 step.
     pub flavour: String,
     /// -D options exactly as the run-time compilation gets them.
     pub options: Vec<String>,
@@ -36,19 +38,19 @@ pub fn step_source() -> String {
 }
 
 /// Every variant of the step module a run can compile: R = 1..8, with the default launch shape on
-/// AMD ([`super::tuning`]), once without and once with the sponge factor (CPML runs after the
-/// interior, from the first). Each holds the fused kernel, the three passes and update, CPML, free
+/// AMD ([`super::tuning`]), once per boundary variant ([`BoundaryDefines::VARIANTS`]: CPML runs
+/// after the interior, from the variant without the sponge factor). Each holds the fused kernel, the three passes and update, CPML, free
 /// surface, source/receiver and stream kernels. fused_step_layers, the in-pass layer experiment,
 /// is CUDA-only and never built for AMD.
 pub fn step_variants() -> Vec<Variant> {
     let mut v = Vec::new();
     for radius in 1..=8 {
-        for (flavour, sponge) in [("none", false), ("sponge", true)] {
+        for boundary in BoundaryDefines::VARIANTS {
             let tuning = super::tuning(radius);
             v.push(Variant {
                 radius,
-                flavour: flavour.to_string(),
-                options: kernel_options(radius, &tuning, sponge, false, LayerPass::After),
+                flavour: boundary.label().to_string(),
+                options: kernel_options(radius, &tuning, boundary, false, LayerPass::After),
                 fused_dynamic_lds: tuning.dynamic_shared_bytes(radius, false),
             });
         }
@@ -62,16 +64,20 @@ pub fn half_step_source() -> String {
     sources::assemble(&sources::half_step(&super::tuning(4)))
 }
 
-/// The f16 step's module variants, R = 1..8 without and with the sponge: the options a run hands
+/// The f16 step's module variants, R = 1..8 for each boundary variant: the options a run hands
 /// the compiler (the AMD launch shape made the f16 kernel's, plus -DHALF=1).
 pub fn half_step_variants() -> Vec<Variant> {
     let mut v = Vec::new();
     for radius in 1..=8 {
-        for (flavour, sponge) in [("f16", false), ("f16 sponge", true)] {
+        for boundary in BoundaryDefines::VARIANTS {
             let tuning = super::tuning(radius).for_half(radius).effective(radius);
-            let mut options = kernel_options(radius, &tuning, sponge, false, LayerPass::After);
+            let mut options = kernel_options(radius, &tuning, boundary, false, LayerPass::After);
             options.push("-DHALF=1".into());
-            v.push(Variant { radius, flavour: flavour.to_string(), options, fused_dynamic_lds: 0 });
+            let flavour = match boundary.label() {
+                "none" => "f16".to_string(),
+                label => format!("f16 {label}"),
+            };
+            v.push(Variant { radius, flavour, options, fused_dynamic_lds: 0 });
         }
     }
     v
@@ -92,12 +98,12 @@ pub const HALF_KERNELS: [&str; 9] = [
 
 /// The -D options of the fused kernel's Laplacian-only build (the operator benchmark).
 pub fn laplacian_options(radius: usize) -> Vec<String> {
-    kernel_options(radius, &super::tuning(radius), false, true, LayerPass::After)
+    kernel_options(radius, &super::tuning(radius), BoundaryKind::None.kernel_defines(), true, LayerPass::After)
 }
 
 /// The -D options of the STREAM ceiling module, as `measure_ceiling` compiles it.
 pub fn stream_options() -> Vec<String> {
-    kernel_options(1, &Tuning::for_radius(1), false, false, LayerPass::After)
+    kernel_options(1, &Tuning::for_radius(1), BoundaryKind::None.kernel_defines(), false, LayerPass::After)
 }
 
 /// The kernels in the order the report lists them.
