@@ -28,6 +28,9 @@ impl<T> TypedPtr<T> {
     }
 }
 
+// A kernel reads a typed pointer parameter as the 8-byte address it is.
+const _: () = assert!(size_of::<TypedPtr<half::f16>>() == 8 && align_of::<TypedPtr<f32>>() == align_of::<DevicePtr>());
+
 impl<T> Clone for TypedPtr<T> {
     fn clone(&self) -> Self {
         *self

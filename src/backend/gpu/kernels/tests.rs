@@ -159,6 +159,9 @@ fn every_kernel_takes_its_described_parameters() {
 fn rust_fields_pass_as_their_cpp_parameters_only() {
     assert!(passes_as("DevicePtr", "const h16*") && passes_as("i32", "int") && passes_as("Layers", "Layers"));
     assert!(!passes_as("i64", "int") && !passes_as("i32", "i64") && !passes_as("DevicePtr", "u64"));
+    assert!(passes_as("TypedPtr<f16>", "const h16*") && passes_as("TypedPtr<f32>", "float*"));
+    assert!(!passes_as("TypedPtr<f32>", "const h16*") && !passes_as("TypedPtr<f16>", "float*"));
+    assert!(!passes_as("TypedPtr<u64>", "u64") && !passes_as("TypedPtr<i32>", "int*"));
 }
 
 #[test]
