@@ -1,12 +1,14 @@
 //! The kernels as typed calls. Each kernel has one parameter struct here whose fields are the
-//! kernel's parameters, in its order and with its types (device pointers as [`DevicePtr`], `int` as
-//! `i32`, `i64`/`u64` as themselves), and whose `launch` is the one place that kernel is enqueued;
+//! kernel's parameters, in its order and with its types (device pointers as [`DevicePtr`], or as
+//! [`TypedPtr`] of their element type, `int` as `i32`, `i64`/`u64` as themselves), and whose
+//! `launch` is the one place that kernel is enqueued;
 //! the structs passed by value ([`StencilWeights`], [`AxisWeights`], [`Layers`]) have their sizes,
 //! alignments and field offsets asserted here and their sizes and alignments in kernels/ (NVRTC has
 //! no offsetof; the same fields in the same order then lie at the same offsets). [`Kernels`] holds a step's functions.
 
-use super::runtime::{DevicePtr, GpuRuntime};
+use super::runtime::{DevicePtr, GpuRuntime, TypedPtr};
 use anyhow::Result;
+use half::f16;
 use std::ffi::c_void;
 use std::mem::{align_of, offset_of, size_of};
 
@@ -327,13 +329,13 @@ kernel_params!(
 kernel_params!(
     /// `fused_step_half` (fused_half.cu): the f16 step, d^{n+1} over d^n (`inc`) and p^{n+1} into `next`.
     FusedStepHalf for ["fused_step_half": "h16"] {
-        cur: DevicePtr = "const h16*",
-        inc: DevicePtr = "h16*",
-        next: DevicePtr = "h16*",
-        vel: DevicePtr = "const h16*",
-        gx: DevicePtr = "const float*",
-        gy: DevicePtr = "const float*",
-        gz: DevicePtr = "const float*",
+        cur: TypedPtr<f16> = "const h16*",
+        inc: TypedPtr<f16> = "h16*",
+        next: TypedPtr<f16> = "h16*",
+        vel: TypedPtr<f16> = "const h16*",
+        gx: TypedPtr<f32> = "const float*",
+        gy: TypedPtr<f32> = "const float*",
+        gz: TypedPtr<f32> = "const float*",
         w: StencilWeights = "StencilWeights",
         nx: i32 = "int",
         ny: i32 = "int",
@@ -348,10 +350,10 @@ kernel_params!(
     /// `cpml_x_half`, `cpml_y_half`, `cpml_z_half` (cpml.cu, `CPML_HALF_PARAMS`): one axis's layers
     /// of the f16 step, correcting d^{n+1} (`inc`) and rewriting p^{n+1} (`next`).
     CpmlAxisHalf for ["cpml_x_half": "h16", "cpml_y_half": "h16", "cpml_z_half": "h16"] {
-        cur: DevicePtr = "const h16*",
-        inc: DevicePtr = "h16*",
-        next: DevicePtr = "h16*",
-        vel: DevicePtr = "const h16*",
+        cur: TypedPtr<f16> = "const h16*",
+        inc: TypedPtr<f16> = "h16*",
+        next: TypedPtr<f16> = "h16*",
+        vel: TypedPtr<f16> = "const h16*",
         layers as L: Layers = "Layers",
         nx: i32 = "int",
         ny: i32 = "int",
@@ -364,8 +366,8 @@ kernel_params!(
 kernel_params!(
     /// `free_surface_half` (free_surface.cu): the mirror on an f16 p^n, and d^n = 0 on z = 0.
     FreeSurfaceHalf for ["free_surface_half": "h16"] {
-        cur: DevicePtr = "h16*",
-        inc: DevicePtr = "h16*",
+        cur: TypedPtr<f16> = "h16*",
+        inc: TypedPtr<f16> = "h16*",
         nx: i32 = "int",
         ny: i32 = "int",
         pitch: i64 = "i64",
@@ -376,13 +378,13 @@ kernel_params!(
 kernel_params!(
     /// `inject_source_half` (sources.cu): d^{n+1} += w s at the taps, then p^{n+1} = p^n + d^{n+1}.
     InjectSourceHalf for ["inject_source_half": "h16"] {
-        cur: DevicePtr = "const h16*",
-        inc: DevicePtr = "h16*",
-        next: DevicePtr = "h16*",
-        offsets: DevicePtr = "const u64*",
-        weights: DevicePtr = "const float*",
+        cur: TypedPtr<f16> = "const h16*",
+        inc: TypedPtr<f16> = "h16*",
+        next: TypedPtr<f16> = "h16*",
+        offsets: TypedPtr<u64> = "const u64*",
+        weights: TypedPtr<f32> = "const float*",
         ntaps: i32 = "int",
-        samples: DevicePtr = "const float*",
+        samples: TypedPtr<f32> = "const float*",
         nsamples: i32 = "int",
         step: i32 = "int",
     }

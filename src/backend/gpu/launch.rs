@@ -14,7 +14,7 @@ use super::plan::{
     LayerPass, Operator, X_PLANES, Y_PASS_LONGEST, Y_PASS_PRIMING, gap_in_interior_shape, march_segments, overlap,
     x_layers_by_rows, y_mode_band, y_mode_tiles, z_layer_planes, z_layer_window,
 };
-use super::runtime::{DevicePtr, GpuRuntime};
+use super::runtime::{DevicePtr, GpuRuntime, TypedPtr};
 use super::sources::{self, KernelDefines, load_kernels_all, module_options};
 use crate::backend::tuning::Tuning;
 use crate::boundary::BoundaryKind;
@@ -404,8 +404,9 @@ impl<Rt: GpuRuntime> StepLaunches<Rt> {
             ensure!(op == Operator::Fused, "the f16 step has the fused kernel only");
             let block = [t.block_x, t.block_y, 1];
             let l = Launch { grid: self.geometry.fused_grid(window), block, shared: t.half_ring_bytes() };
-            let (inc, window) = (d.origin(h.inc.ptr()), window as i32);
-            let args = FusedStepHalf { cur, inc, next: out, vel, gx, gy, gz, w, nx, ny, nz, pitch, plane, window };
+            let [cur, inc, next, vel] = [cur, d.origin(h.inc.ptr()), out, vel].map(TypedPtr::new);
+            let ([gx, gy, gz], window) = ([gx, gy, gz].map(TypedPtr::new), window as i32);
+            let args = FusedStepHalf { cur, inc, next, vel, gx, gy, gz, w, nx, ny, nz, pitch, plane, window };
             return args.launch(rt, h.f.fused, l);
         }
         match op {
@@ -569,7 +570,8 @@ impl<Rt: GpuRuntime> StepLaunches<Rt> {
                 let l = Launch { grid, block: [128, 1, 1], shared: 0 };
                 match half {
                     Some((f, inc)) => {
-                        let args = CpmlAxisHalf { cur, inc, next: out, vel, layers, nx, ny, nz, pitch, plane };
+                        let [cur, inc, next, vel] = [cur, inc, out, vel].map(TypedPtr::new);
+                        let args = CpmlAxisHalf { cur, inc, next, vel, layers, nx, ny, nz, pitch, plane };
                         args.launch(rt, f.cpml[a.axis], l)?
                     }
                     None => {
@@ -593,7 +595,7 @@ impl<Rt: GpuRuntime> StepLaunches<Rt> {
         let cur = d.origin(d.cur.ptr());
         match &d.half {
             Some(h) => {
-                let inc = d.origin(h.inc.ptr());
+                let [cur, inc] = [cur, d.origin(h.inc.ptr())].map(TypedPtr::new);
                 FreeSurfaceHalf { cur, inc, nx, ny, pitch, plane }.launch(rt, h.f.free_surface, l)
             }
             None => FreeSurface { cur, nx, ny, pitch, plane }.launch(rt, self.f.free_surface, l),

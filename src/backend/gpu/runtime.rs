@@ -4,10 +4,46 @@
 
 use anyhow::Result;
 use std::ffi::c_void;
+use std::marker::PhantomData;
 use std::rc::Rc;
 
 /// A device address.
 pub type DevicePtr = u64;
+
+/// A device address of elements of type `T` (`f32`, [`half::f16`], `u64`, ...): what a kernel's
+/// `T*` parameter receives. It is passed as the 64-bit address itself, and its `Debug` is the
+/// address's, so a launch's bytes and record are those of the untyped [`DevicePtr`].
+#[repr(transparent)]
+pub struct TypedPtr<T>(DevicePtr, PhantomData<fn() -> T>);
+
+impl<T> TypedPtr<T> {
+    /// The address `addr`, holding elements of type `T`.
+    pub fn new(addr: DevicePtr) -> Self {
+        TypedPtr(addr, PhantomData)
+    }
+
+    /// The untyped address.
+    pub fn addr(self) -> DevicePtr {
+        self.0
+    }
+}
+
+// A kernel reads a typed pointer parameter as the 8-byte address it is.
+const _: () = assert!(size_of::<TypedPtr<half::f16>>() == 8 && align_of::<TypedPtr<f32>>() == align_of::<DevicePtr>());
+
+impl<T> Clone for TypedPtr<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for TypedPtr<T> {}
+
+impl<T> std::fmt::Debug for TypedPtr<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&self.0, f)
+    }
+}
 
 /// What a GPU vendor's runtime provides to [`GpuSolver`](super::GpuSolver). All work goes to one
 /// in-order stream.

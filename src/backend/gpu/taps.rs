@@ -4,7 +4,7 @@
 
 use super::fields::Fields;
 use super::kernels::{InjectSource, InjectSourceHalf, Kernels, Launch, RecordReceivers};
-use super::runtime::{DeviceBuffer, DevicePtr, GpuRuntime, as_bytes_mut};
+use super::runtime::{DeviceBuffer, DevicePtr, GpuRuntime, TypedPtr, as_bytes_mut};
 use crate::grid::Layout;
 use crate::problem::{Problem, Receiver, Tap};
 use anyhow::Result;
@@ -124,7 +124,8 @@ impl<Rt: GpuRuntime> Taps<Rt> {
         let l = Launch::linear((s.taps as u32).div_ceil(32), 32);
         match &d.half {
             Some(h) => {
-                let (cur, inc, next) = (d.cur.ptr(), h.inc.ptr(), d.prev.ptr());
+                let [cur, inc, next] = [d.cur.ptr(), h.inc.ptr(), d.prev.ptr()].map(TypedPtr::new);
+                let (offsets, [weights, samples]) = (TypedPtr::new(offsets), [weights, samples].map(TypedPtr::new));
                 let args = InjectSourceHalf { cur, inc, next, offsets, weights, ntaps, samples, nsamples, step };
                 args.launch(rt, h.f.inject, l)
             }

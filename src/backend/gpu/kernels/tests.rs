@@ -46,8 +46,18 @@ fn described() -> BTreeMap<String, Params> {
 }
 
 /// Whether a field of Rust type `rust` is passed as a C++ parameter of type `cpp` (same size and
-/// meaning: device pointers as 64-bit addresses, `int` as `i32`, by-value structs as themselves).
+/// meaning: device pointers as 64-bit addresses, a typed one to its own element type, `int` as
+/// `i32`, by-value structs as themselves).
 fn passes_as(rust: &str, cpp: &str) -> bool {
+    if let Some(elem) = rust.strip_prefix("TypedPtr<").and_then(|r| r.strip_suffix('>')) {
+        let cpp_elem = match elem.trim() {
+            "f32" => "float",
+            "f16" => "h16",
+            "u64" => "u64",
+            _ => return false,
+        };
+        return cpp.trim_start_matches("const ") == format!("{cpp_elem}*");
+    }
     match rust {
         "DevicePtr" => cpp.ends_with('*'),
         "i32" => cpp == "int",
@@ -149,6 +159,9 @@ fn every_kernel_takes_its_described_parameters() {
 fn rust_fields_pass_as_their_cpp_parameters_only() {
     assert!(passes_as("DevicePtr", "const h16*") && passes_as("i32", "int") && passes_as("Layers", "Layers"));
     assert!(!passes_as("i64", "int") && !passes_as("i32", "i64") && !passes_as("DevicePtr", "u64"));
+    assert!(passes_as("TypedPtr<f16>", "const h16*") && passes_as("TypedPtr<f32>", "float*"));
+    assert!(!passes_as("TypedPtr<f32>", "const h16*") && !passes_as("TypedPtr<f16>", "float*"));
+    assert!(!passes_as("TypedPtr<u64>", "u64") && !passes_as("TypedPtr<i32>", "int*"));
 }
 
 #[test]
