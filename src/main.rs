@@ -94,7 +94,7 @@ struct RunArgs {
     #[arg(long, short)]
     quiet: bool,
     /// GPU: use the default launch shapes, not the autotuner's cached winners for this GPU (see
-    /// seismic-bench --tune). Same as SEISMIC_NO_TUNING=1.
+    /// seismic-bench --tune).
     #[arg(long)]
     no_tuning: bool,
     /// A survey: keep the shots whose result files are complete and run the others (without it,
