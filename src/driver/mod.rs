@@ -43,8 +43,8 @@ pub struct Job {
     pub plot: bool,
     /// No header, progress bar or summary.
     pub quiet: bool,
-    /// A survey: keep the complete shots.
-    pub resume: bool,
+    /// A survey: keep the complete shots computed from this input (`--resume`, `--resume=strict`).
+    pub resume: Option<crate::survey::ResumeMode>,
     /// When the invocation began (the summary's whole-run time).
     pub started: Instant,
 }
@@ -56,6 +56,7 @@ fn metadata(text: &str, device: crate::backend::DeviceInfo, cfg: &Config) -> Run
         version: env!("CARGO_PKG_VERSION").into(),
         device,
         compression: cfg.output.compression,
+        provenance: None,
     }
 }
 
@@ -80,7 +81,7 @@ pub fn run(job: &Job) -> RunResult<()> {
     if cfg.survey.is_some() {
         return survey::run(job, &derived);
     }
-    if job.resume {
+    if job.resume.is_some() {
         let e = anyhow::anyhow!("--resume continues a survey, and {} has no [survey]", job.input.display());
         return Err(RunError::Failed(e));
     }
