@@ -117,11 +117,12 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e @ RunError::Interrupted { .. }) => {
-            // The shell's convention: 128 + the signal (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP).
-            let (sig, name) = signals::received();
-            eprintln!("{e:#} ({name})");
-            ExitCode::from((128 + sig) as u8)
+        Err(e) if e.is_interrupted() => {
+            // The shell's convention: 128 + the signal (130 for SIGINT, 143 for SIGTERM, 129 for
+            // SIGHUP), also on the ranks another rank's signal stopped; 1 where a rank failed.
+            let (cause, why) = signals::received();
+            eprintln!("{e:#} ({why})");
+            ExitCode::from(cause.exit_status())
         }
         Err(e) => {
             eprintln!("error: {e:#}");

@@ -2,13 +2,23 @@
 //! ([`BlowUp`]), or any other failure; [`RunError`] carries one of them from the time loop through
 //! the drivers to the command line, which picks the exit status by variant.
 
-/// The error of a run stopped by [`request_stop`](super::request_stop).
+/// The error of a run stopped by [`request_stop`](super::request_stop) (`steps` 0: stopped
+/// outside a time loop, e.g. between a survey's shots).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("interrupted after {steps_done} of {steps} steps: no output file written")]
+#[error("{}", self.describe())]
 pub struct Interrupted {
     /// Steps completed before the stop.
     pub steps_done: usize,
     pub steps: usize,
+}
+
+impl Interrupted {
+    fn describe(&self) -> String {
+        match self.steps {
+            0 => "stopped".into(),
+            n => format!("interrupted after {} of {n} steps: no output file written", self.steps_done),
+        }
+    }
 }
 
 /// The error of a run whose wavefield became NaN or infinite.
@@ -75,9 +85,14 @@ impl RunError {
         }
     }
 
-    /// Whether a stop request ended the run.
+    /// Whether a stop request ended the run (also where a phase outside the time loop, e.g. the
+    /// pictures, stopped with an [`Interrupted`] error under its context).
     pub fn is_interrupted(&self) -> bool {
-        matches!(self, RunError::Interrupted { .. })
+        match self {
+            RunError::Interrupted { .. } => true,
+            RunError::Failed(e) => e.chain().any(|c| c.is::<Interrupted>()),
+            RunError::BlowUp { .. } => false,
+        }
     }
 
     /// The blow-up that ended the run, if that is what did.
