@@ -14,6 +14,15 @@
 use crate::solver::RunResult;
 use anyhow::{Result, bail};
 
+/// This process's rank in the job, once [`Ranks::init`] has found it.
+static JOB_RANK: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+
+/// This process's rank among all of the job's (a decomposed shot's stop vote names the rank that
+/// was signalled by it, not by its rank in the shot's group); None before [`Ranks::init`].
+pub fn job_rank() -> Option<usize> {
+    JOB_RANK.get().copied()
+}
+
 /// How long the stopping ranks wait for each other before each ends alone.
 pub const AGREEMENT: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -49,6 +58,7 @@ impl Ranks {
             };
             let world = universe.world();
             let local = world.split_shared(world.rank());
+            let _ = JOB_RANK.set(world.rank() as usize);
             return Ok(Ranks {
                 rank: world.rank() as usize,
                 size: world.size() as usize,

@@ -3,8 +3,9 @@
 //! naming why, and no temporary file left. One process: SIGTERM during the animation, SIGQUIT
 //! and SIGUSR1 during the time loop. With the `mpi` feature, surveys under `mpirun -np 2` and
 //! `-np 3`: SIGTERM to one rank, to every rank, to mpirun while a rank waits at the final
-//! barrier, an error in rank 0's preparation, SIGKILL of one rank then `--resume`; and a
-//! decomposed run stopped by SIGHUP to one rank.
+//! barrier, an error in rank 0's preparation, SIGKILL of one rank then `--resume`; SIGTERM to
+//! one rank of a survey in groups of 2 ranks (`-np 4`); and a decomposed run stopped by SIGHUP
+//! to one rank.
 
 mod process;
 
@@ -228,6 +229,27 @@ fn sigterm_to_every_rank_of_three_stops_the_survey() {
         assert!(err.contains(&format!("rank {r} of 3")), "rank {r} says why it stopped: {err}");
     }
     assert!(!err.contains("SIGINT"), "{err}");
+    assert_eq!(partial_files(&dir), Vec::<String>::new(), "{err}");
+}
+
+/// SIGTERM to one rank of a survey of 4 ranks in groups of 2 (each shot decomposed over its
+/// group): its group stops at the same step, the other group by its message; every rank names
+/// the signalled rank by its rank in the job, the job exits 143, no temporary file is left.
+#[cfg(feature = "mpi")]
+#[test]
+fn sigterm_to_one_rank_of_a_group_stops_every_group() {
+    let dir = dir_with("groups", "s.toml", &survey_input(4, 6000));
+    let run = Run::start(&dir, 4, &["s.toml", "--ranks-per-shot", "2"]);
+    let pids = run.ranks(4);
+    wait_until("both groups in a shot", || partial_files(&dir).len() >= 2);
+    signal(pids[3], libc::SIGTERM);
+    let (status, err) = run.end(&pids);
+    assert_eq!(status.code(), Some(143), "{err}");
+    assert!(err.contains("rank 3 of 4") && err.contains("(SIGTERM)"), "{err}");
+    for r in 0..3 {
+        let line = err.lines().find(|l| l.starts_with(&format!("rank {r} of 4"))).unwrap_or_default();
+        assert!(line.ends_with("(stopping: rank 3 received SIGTERM)"), "rank {r}: {err}");
+    }
     assert_eq!(partial_files(&dir), Vec::<String>::new(), "{err}");
 }
 

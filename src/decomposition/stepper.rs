@@ -106,7 +106,8 @@ impl Stepper for Decomposed<'_> {
         }
         // Each rank votes its stop's cause (0: none); the largest wins, so that every rank stops
         // naming the same signal and rank.
-        let rank = self.exchange.local_ranks(self.decomposition).start;
+        // The rank in the whole job (a survey group's shot runs over a part of it).
+        let rank = crate::parallel::job_rank().unwrap_or(self.exchange.local_ranks(self.decomposition).start);
         let mine = match (asked, solver::stop_cause()) {
             (false, _) => 0,
             (true, Some(cause)) => cause.from_rank(rank).code(),

@@ -60,7 +60,8 @@ fn likely_cause(dt: f64, cfl_fraction: f64) -> String {
 /// theirs in the [`anyhow::Error`].
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    /// Stopped by a signal: the command exits with 128 + the signal.
+    /// Stopped by a signal, here or on another rank, or by another rank's failure: the command
+    /// exits by the stop's cause ([`StopCause::exit_status`](super::StopCause::exit_status)).
     #[error("{context}{stop}")]
     Interrupted { stop: Interrupted, context: String },
     /// The wavefield became non-finite.
