@@ -120,17 +120,25 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e @ RunError::Interrupted { .. }) => {
-            // The shell's convention: 128 + the signal (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP).
-            let (sig, name) = signals::received();
-            eprintln!("{e:#} ({name})");
-            ExitCode::from((128 + sig) as u8)
+        Err(e) if e.is_interrupted() => {
+            // The shell's convention: 128 + the signal (130 for SIGINT, 143 for SIGTERM, 129 for
+            // SIGHUP), also on the ranks another rank's signal stopped; 1 where a rank failed.
+            let (cause, why) = signals::received();
+            last_line(format!("{e:#} ({why})"));
+            ExitCode::from(cause.exit_status())
         }
         Err(e) => {
-            eprintln!("error: {e:#}");
+            last_line(format!("error: {e:#}"));
             ExitCode::FAILURE
         }
     }
+}
+
+/// Prints the line saying why the command failed or stopped on stderr in one write, so that the
+/// lines of the ranks of one job, sharing their stderr, do not interleave.
+fn last_line(line: String) {
+    use std::io::Write as _;
+    let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
 }
 
 fn fetch_model(args: &FetchArgs) -> Result<()> {

@@ -101,7 +101,23 @@ impl Stepper for Decomposed<'_> {
     }
 
     fn stop_before(&mut self, n: usize, asked: bool) -> Result<bool> {
-        Ok(n.is_multiple_of(STOP_VOTE_EVERY) && n > 0 && !self.exchange.all(!asked)?)
+        if n == 0 || !n.is_multiple_of(STOP_VOTE_EVERY) {
+            return Ok(false);
+        }
+        // Each rank votes its stop's cause (0: none); the largest wins, so that every rank stops
+        // naming the same signal and rank.
+        // The rank in the whole job (a survey group's shot runs over a part of it).
+        let rank = crate::parallel::job_rank().unwrap_or(self.exchange.local_ranks(self.decomposition).start);
+        let mine = match (asked, solver::stop_cause()) {
+            (false, _) => 0,
+            (true, Some(cause)) => cause.from_rank(rank).code(),
+            (true, None) => solver::StopCause::RankSignal { rank, signal: libc::SIGINT }.code(),
+        };
+        let vote = self.exchange.max(mine as f64)? as i64;
+        if vote > 0 && !asked {
+            solver::stop_for(solver::StopCause::from_code(vote).expect("a positive vote"));
+        }
+        Ok(vote > 0)
     }
 
     fn step(&mut self, n: usize) -> Result<()> {

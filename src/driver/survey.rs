@@ -13,7 +13,7 @@ use crate::output::hdf5::{Commit, Hdf5Writer, RunMetadata, Volumes};
 use crate::output::plan::OutputPlan;
 use crate::parallel::Ranks;
 use crate::problem::Problem;
-use crate::solver::{self, RunContext, RunError, RunResult, StepStats};
+use crate::solver::{self, RunContext, RunResult, StepStats};
 use crate::survey::{self, ClaimState, ResumeMode, Shot, ShotFile, SurveyFiles, provenance};
 use crate::{output, resources};
 use anyhow::{Context, Result, bail, ensure};
@@ -26,11 +26,22 @@ use std::time::Instant;
 #[cfg(feature = "test-hooks")]
 const TEST_KILL_AFTER: &str = "SEISMIC_TEST_KILL_AFTER_SHOTS";
 
-/// Runs the survey of `job`, each shot's result file followed by `derived`.
+/// Runs the survey of `job`, each shot's result file followed by `derived`. Under MPI, a rank
+/// that stops (a signal, an error) stops every rank within seconds ([`Ranks::finish`]), each
+/// naming why.
 pub fn run(job: &Job, derived: &[Derived]) -> RunResult<()> {
+    let ranks = Ranks::init()?;
+    // Before the model is read: a signal in any phase stops the survey.
+    signals::install_handlers(false)?;
+    let result = shots(&ranks, job, derived);
+    ranks.finish(&result);
+    if ranks.size > 1 { result.map_err(|e| e.context(ranks.label())) } else { result }
+}
+
+/// This process's part of the survey.
+fn shots(ranks: &Ranks, job: &Job, derived: &[Derived]) -> RunResult<()> {
     let (text, cfg, input_dir, out_path, out_key) =
         (job.text.as_str(), &job.cfg, job.input_dir.as_path(), job.output.as_path(), job.output_key);
-    let ranks = Ranks::init()?;
     let shots = survey::shots(cfg)?;
     let files = SurveyFiles::new(out_path)?;
     let inputs: Vec<(String, Config)> = shots
@@ -55,7 +66,7 @@ pub fn run(job: &Job, derived: &[Derived]) -> RunResult<()> {
     }
     let per_shot = cfg.survey.as_ref().map_or(1, |s| s.ranks_per_shot);
     if per_shot > 1 {
-        return grouped(&ranks, job, &files, &shots, &inputs, &digests, derived);
+        return grouped(ranks, job, &files, &shots, &inputs, &digests, derived);
     }
     let buffers = if cfg.output.snapshot_every > 0 { SNAPSHOT_BUFFERS } else { 0 };
     resources::check_host_bytes(
@@ -95,10 +106,10 @@ pub fn run(job: &Job, derived: &[Derived]) -> RunResult<()> {
 
     // Which shots are left: all (a fresh start), or those not complete (--resume).
     if ranks.is_root() {
-        prepare(&files, &shots, &receivers, &digests, job.resume)?;
+        let live = prepare(&files, &shots, &receivers, &digests, job.resume)?;
+        remove_stale_temporaries(&files, &shots, &live, derived, job.resume.is_some())?;
     }
-    ranks.barrier();
-    signals::install_handlers(false)?;
+    ranks.barrier()?;
 
     let label = ranks.label();
     let start = Instant::now();
@@ -115,33 +126,30 @@ pub fn run(job: &Job, derived: &[Derived]) -> RunResult<()> {
             None => Ok(()),
         }
     };
-    // An error names its shot; under MPI it ends every rank, so none waits at the final barrier.
-    let fail = |e: RunError| -> RunError {
-        if ranks.size > 1 && !e.is_interrupted() {
-            eprintln!("error: {e:#} ({label})");
-            ranks.abort(1)
-        }
-        e
-    };
+    // An error names its shot; under MPI, `run` tells the other ranks (none waits at the final
+    // barrier for this one).
     for (s, (shot_text, shot_cfg)) in shots.iter().zip(&inputs) {
-        if solver::stop_requested() {
-            settle(&mut pending).map_err(fail)?;
-            return Err(solver::Interrupted { steps_done: 0, steps: problem.steps }.into());
+        if ranks.stop_requested() {
+            settle(&mut pending)?;
+            return Err(solver::Interrupted { steps_done: 0, steps: 0 }.into());
         }
         let digest = digests[s.index].clone();
         let Some(claim) = files.try_claim(s.index, &label, &digest)? else { continue };
         #[cfg(feature = "test-hooks")]
         if kill_after == Some(ran) {
-            settle(&mut pending).map_err(fail)?;
+            settle(&mut pending)?;
             // SAFETY: raise has no preconditions; the process ends here with a shot taken and not
             // finished, as a killed rank or a lost node leaves it.
             unsafe { libc::raise(libc::SIGKILL) };
         }
         let shot = ShotRun { shot: s, text: shot_text, cfg: shot_cfg, digest: &digest };
-        let (c, o, commit) = run_shot(&shot, &mut problem, backend.as_mut(), &files, &device)
-            .run_context(|| format!("survey shot {}", s.index))
-            .map_err(fail)?;
-        settle(&mut pending).map_err(fail)?;
+        let shot = run_shot(&shot, &mut problem, backend.as_mut(), &files, &device)
+            .run_context(|| format!("survey shot {}", s.index));
+        // The previous shot's files are finished (or removed) before this one's error ends the
+        // process: a thread left running would leave its temporary file behind.
+        let settled = settle(&mut pending);
+        let (c, o, commit) = shot?;
+        settled?;
         (compute, overhead, ran) = (compute + c, overhead + o, ran + 1);
         let rate = ran as f64 * 3600.0 / start.elapsed().as_secs_f64() * ranks.size as f64;
         let (files, n, index, label, derived) = (files.clone(), shots.len(), s.index, label.clone(), derived.to_vec());
@@ -160,8 +168,8 @@ pub fn run(job: &Job, derived: &[Derived]) -> RunResult<()> {
             Ok(())
         }));
     }
-    settle(&mut pending).map_err(fail)?;
-    ranks.barrier();
+    settle(&mut pending)?;
+    ranks.barrier()?;
 
     if ranks.is_root() {
         let index = write_index_complete(&files, &shots, &receivers, &digests)?;
@@ -272,7 +280,8 @@ fn grouped(
     let group = world.split_by_color(Color::with_value((ranks.rank / per_shot) as i32)).context("MPI_Comm_split")?;
     let leader = group.rank() == 0;
     if ranks.is_root() {
-        prepare(files, shots, &receivers, digests, job.resume)?;
+        let live = prepare(files, shots, &receivers, digests, job.resume)?;
+        remove_stale_temporaries(files, shots, &live, derived, job.resume.is_some())?;
         if !job.quiet {
             let parts = match cfg.run.decomposition {
                 Some(crate::config::Decompose::Yz) => "y-z blocks",
@@ -288,29 +297,34 @@ fn grouped(
             );
         }
     }
-    ranks.barrier();
-    signals::install_handlers(false)?;
+    ranks.barrier()?;
     let label = format!("group {} of {}, {}", ranks.rank / per_shot, ranks.size / per_shot, ranks.label());
     let start = Instant::now();
     let (mut next, mut ran) = (0usize, 0usize);
+    // What the leader tells its group besides a shot: none left, or its claim failed.
+    const NONE_LEFT: u64 = u64::MAX;
+    const LEADER_FAILED: u64 = u64::MAX - 1;
     loop {
-        // The leader claims the next free shot and tells its group which (none left: u64::MAX).
-        let mut pick = u64::MAX;
-        let mut claim = None;
-        if leader && !solver::stop_requested() {
-            while next < shots.len() {
-                next += 1;
-                claim = files.try_claim(shots[next - 1].index, &label, &digests[next - 1])?;
-                if claim.is_some() {
-                    pick = (next - 1) as u64;
-                    break;
-                }
-            }
+        // The leader claims the next free shot and tells its group which.
+        let mut claimed = Ok(None);
+        if leader && !ranks.stop_requested() {
+            claimed = claim_next(files, shots, digests, &mut next, &label);
         }
+        let mut pick = match &claimed {
+            Ok(Some((i, _))) => *i,
+            Ok(None) => NONE_LEFT,
+            Err(_) => LEADER_FAILED,
+        };
         group.process_at_rank(0).broadcast_into(&mut pick);
-        if pick == u64::MAX {
+        if pick == LEADER_FAILED {
+            claimed?;
+            solver::stop_for(solver::StopCause::RankFailed { rank: ranks.rank - group.rank() as usize });
+            return Err(solver::Interrupted { steps_done: 0, steps: 0 }.into());
+        }
+        if pick == NONE_LEFT {
             break;
         }
+        let claim = claimed.ok().flatten().map(|(_, c)| c);
         let (shot, (text, shot_cfg)) = (&shots[pick as usize], &inputs[pick as usize]);
         let t = Instant::now();
         let on_node = (ranks.local_rank, ranks.local_size);
@@ -319,7 +333,7 @@ fn grouped(
         let out = super::decomposed::ShotOutput { path: &path, derived, provenance: Some(digest) };
         let written = super::decomposed::shot_over(group.duplicate(), on_node, job, shot_cfg, text, &out, true)
             .and_then(|w| match (w, claim) {
-                (Some(w), Some(c)) => c.done(digest).map(|_| Some(w)).map_err(RunError::from),
+                (Some(w), Some(c)) => c.done(digest).map(|_| Some(w)).map_err(solver::RunError::from),
                 (w, _) => Ok(w),
             })
             .run_context(|| format!("survey shot {}", shot.index));
@@ -344,7 +358,7 @@ fn grouped(
             );
         }
     }
-    ranks.barrier();
+    ranks.barrier()?;
     if solver::stop_requested() {
         return Err(solver::Interrupted { steps_done: 0, steps: 0 }.into());
     }
@@ -362,21 +376,39 @@ fn grouped(
     Ok(())
 }
 
+/// The next shot from `*next` on that no process has claimed, claimed for `label` with its
+/// provenance digest (None when none is left), as `grouped`'s leader hands it to its group.
+#[cfg(feature = "mpi")]
+fn claim_next(
+    files: &SurveyFiles,
+    shots: &[Shot],
+    digests: &[String],
+    next: &mut usize,
+    label: &str,
+) -> Result<Option<(u64, crate::survey::Claim)>> {
+    while *next < shots.len() {
+        *next += 1;
+        if let Some(claim) = files.try_claim(shots[*next - 1].index, label, &digests[*next - 1])? {
+            return Ok(Some(((*next - 1) as u64, claim)));
+        }
+    }
+    Ok(None)
+}
+
 /// Before any process takes a shot. A fresh start releases every claim no process holds. A
 /// resume reads every shot's file back against its checksums: a complete one computed from this
 /// input is marked done, so that no process runs it again; one computed from another input runs
 /// again (`--resume=strict`: refused, before anything runs), as does a damaged, missing or
-/// unfinished one. A shot another process holds now is left to it.
+/// unfinished one. A shot another process holds now is left to it; returns those shots.
 fn prepare(
     files: &SurveyFiles,
     shots: &[Shot],
     receivers: &[Vec<[f64; 3]>],
     digests: &[String],
     resume: Option<ResumeMode>,
-) -> Result<()> {
+) -> Result<Vec<usize>> {
     let Some(mode) = resume else {
-        files.release(shots.iter().map(|s| s.index))?;
-        return Ok(());
+        return files.release(shots.iter().map(|s| s.index));
     };
     let (mut complete, mut elsewhere, mut changed, mut lost, mut rerun) =
         (0, Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -425,7 +457,7 @@ fn prepare(
             "resume: shots {lost:?} had been started but not finished (a run stopped or a rank lost); running them again"
         );
     }
-    Ok(())
+    Ok(elsewhere)
 }
 
 /// A shot to run: its input text and configuration, and its provenance digest.
@@ -434,6 +466,32 @@ struct ShotRun<'a> {
     text: &'a str,
     cfg: &'a Config,
     digest: &'a str,
+}
+
+/// On `--resume`: the temporary files that killed processes left (each shot's result file, the
+/// files derived from it, the index), which nothing removed when they ended. The shots in `live`
+/// are being run by another process now: their temporary files are its, and so may the index's be.
+fn remove_stale_temporaries(
+    files: &SurveyFiles,
+    shots: &[Shot],
+    live: &[usize],
+    derived: &[Derived],
+    resume: bool,
+) -> Result<()> {
+    if !resume {
+        return Ok(());
+    }
+    let mut dests = if live.is_empty() { vec![files.index()] } else { Vec::new() };
+    for s in shots.iter().filter(|s| !live.contains(&s.index)) {
+        let path = files.shot(s.index);
+        dests.extend(derived::paths(derived, &path).into_iter().map(|(p, _)| p));
+        dests.push(path);
+    }
+    let removed = output::safe::remove_stale(&dests)?;
+    if !removed.is_empty() {
+        eprintln!("resume: removed {} temporary file(s) that a stopped run left", removed.len());
+    }
+    Ok(())
 }
 
 /// Runs one shot into its file, all but the sync and rename (the returned [`Commit`]): seconds in

@@ -299,6 +299,7 @@ pub fn draw_all(r: &ResultFile) -> Result<Vec<PathBuf>> {
             let mut clip = f32::MIN_POSITIVE;
             let mut last = Vec::new();
             for k in 0..n {
+                check_stop()?;
                 last = r.xz_frame(&series, iy, k)?;
                 clip = clip.max(clip_level(&last, SNAPSHOT_CLIP));
             }
@@ -306,6 +307,7 @@ pub fn draw_all(r: &ResultFile) -> Result<Vec<PathBuf>> {
             snapshot_figure(&view, &last, clip_level(&last, SNAPSHOT_CLIP), r.snapshot_times[n - 1])?.save_png(&png)?;
             out.push(png);
             let frames = (0..n).map(|k| {
+                check_stop()?;
                 let field = r.xz_frame(&series, iy, k)?;
                 snapshot_figure(&view, &field, clip, r.snapshot_times[k])
             });
@@ -315,12 +317,22 @@ pub fn draw_all(r: &ResultFile) -> Result<Vec<PathBuf>> {
         _ => eprintln!("notice: no xz or volume snapshot to picture (set [output] snapshot_every)"),
     }
     if !r.receivers.is_empty() {
+        check_stop()?;
         let traces = r.traces()?;
         let [_, _, png] = picture_paths(&r.path);
         gather_figure(&name, &traces, r.receivers.len(), r.steps, r.trace_t0, r.dt)?.save_png(&png)?;
         out.push(png);
     }
     Ok(out)
+}
+
+/// Errors with [`Interrupted`](crate::solver::Interrupted) once a stop is asked (a signal): the
+/// pictures and the animation take long enough to be stopped between frames.
+fn check_stop() -> Result<()> {
+    if crate::solver::stop_requested() {
+        return Err(crate::solver::Interrupted { steps_done: 0, steps: 0 }.into());
+    }
+    Ok(())
 }
 
 /// Writes the frames as a looping animated GIF through [`safe::TempFile`].

@@ -37,6 +37,36 @@ fn forget_pending(path: &Path) {
     PENDING.lock().unwrap_or_else(|e| e.into_inner()).retain(|p| p != path);
 }
 
+/// Removes the temporary files that processes killed before their commit left beside `dests`
+/// (`.<name>.<random>.partial*`), listing each directory once; returns those removed. Only for
+/// destinations no running process writes (a survey's `--resume`).
+pub fn remove_stale(dests: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut by_dir: std::collections::BTreeMap<PathBuf, std::collections::HashSet<String>> = Default::default();
+    for d in dests {
+        if let Some(name) = d.file_name() {
+            by_dir.entry(parent_dir(d)).or_default().insert(name.to_string_lossy().into_owned());
+        }
+    }
+    let mut removed = Vec::new();
+    for (dir, names) in by_dir {
+        let entries = std::fs::read_dir(&dir).with_context(|| format!("cannot list {}", dir.display()))?;
+        for entry in entries {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            // ".<dest name>.<16 hex digits>.partial<suffix>"
+            let Some((stem, _)) = name.strip_prefix('.').and_then(|n| n.split_once(".partial")) else { continue };
+            let Some((dest, random)) = stem.rsplit_once('.') else { continue };
+            let ours = random.len() == 16 && random.bytes().all(|b| b.is_ascii_hexdigit()) && names.contains(dest);
+            if ours && entry.file_type()?.is_file() {
+                std::fs::remove_file(entry.path())
+                    .with_context(|| format!("cannot remove {}", entry.path().display()))?;
+                removed.push(entry.path());
+            }
+        }
+    }
+    Ok(removed)
+}
+
 /// What kind of thing `meta` describes, for messages.
 fn kind_of(meta: &Metadata) -> &'static str {
     let t = meta.file_type();
@@ -331,6 +361,27 @@ mod tests {
         assert_eq!(b.commit().unwrap(), dest);
         assert!(!pb.exists());
         assert_eq!(std::fs::read(&dest).unwrap(), b"data");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn stale_temporaries_of_the_destinations_are_removed_and_nothing_else() {
+        let dir = scratch("stale");
+        let (dest, other) = (dir.join("s_shot00002.h5"), dir.join("other.h5"));
+        let stale = TempFile::create(&dest, "").unwrap();
+        let stale_gif = TempFile::create(&dir.join("s_shot00002.gif"), ".gif").unwrap();
+        let kept = TempFile::create(&other, "").unwrap();
+        let paths = [stale.path().to_path_buf(), stale_gif.path().to_path_buf(), kept.path().to_path_buf()];
+        // As a killed process leaves them: on disk, never dropped.
+        std::mem::forget((stale, stale_gif, kept));
+        std::fs::write(dir.join(".s_shot00002.h5.notes"), b"x").unwrap();
+        let mut removed = remove_stale(&[dest, dir.join("s_shot00002.gif")]).unwrap();
+        removed.sort();
+        let mut want = paths[..2].to_vec();
+        want.sort();
+        assert_eq!(removed, want);
+        assert!(!paths[0].exists() && !paths[1].exists() && paths[2].exists());
+        assert!(dir.join(".s_shot00002.h5.notes").exists());
         std::fs::remove_dir_all(&dir).ok();
     }
 

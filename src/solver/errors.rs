@@ -2,13 +2,23 @@
 //! ([`BlowUp`]), or any other failure; [`RunError`] carries one of them from the time loop through
 //! the drivers to the command line, which picks the exit status by variant.
 
-/// The error of a run stopped by [`request_stop`](super::request_stop).
+/// The error of a run stopped by [`request_stop`](super::request_stop) (`steps` 0: stopped
+/// outside a time loop, e.g. between a survey's shots).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("interrupted after {steps_done} of {steps} steps: no output file written")]
+#[error("{}", self.describe())]
 pub struct Interrupted {
     /// Steps completed before the stop.
     pub steps_done: usize,
     pub steps: usize,
+}
+
+impl Interrupted {
+    fn describe(&self) -> String {
+        match self.steps {
+            0 => "stopped".into(),
+            n => format!("interrupted after {} of {n} steps: no output file written", self.steps_done),
+        }
+    }
 }
 
 /// The error of a run whose wavefield became NaN or infinite.
@@ -50,7 +60,8 @@ fn likely_cause(dt: f64, cfl_fraction: f64) -> String {
 /// theirs in the [`anyhow::Error`].
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    /// Stopped by a signal: the command exits with 128 + the signal.
+    /// Stopped by a signal, here or on another rank, or by another rank's failure: the command
+    /// exits by the stop's cause ([`StopCause::exit_status`](super::StopCause::exit_status)).
     #[error("{context}{stop}")]
     Interrupted { stop: Interrupted, context: String },
     /// The wavefield became non-finite.
@@ -75,9 +86,14 @@ impl RunError {
         }
     }
 
-    /// Whether a stop request ended the run.
+    /// Whether a stop request ended the run (also where a phase outside the time loop, e.g. the
+    /// pictures, stopped with an [`Interrupted`] error under its context).
     pub fn is_interrupted(&self) -> bool {
-        matches!(self, RunError::Interrupted { .. })
+        match self {
+            RunError::Interrupted { .. } => true,
+            RunError::Failed(e) => e.chain().any(|c| c.is::<Interrupted>()),
+            RunError::BlowUp { .. } => false,
+        }
     }
 
     /// The blow-up that ended the run, if that is what did.

@@ -9,8 +9,9 @@
 //! The loop never asks for step times while it runs: that would synchronise a GPU every step.
 //! Progress is reported from wall-clock time, at most [`PROGRESS_INTERVAL`] apart, and device
 //! seconds per step are read once at the end. A stop request ([`request_stop`], the binary's
-//! signal handler) ends the loop before the next step with [`RunError::Interrupted`], so that the
-//! output writer discards its partial file.
+//! signal handler, or another rank's stop found by [`check_other_processes`] at a progress report)
+//! ends the loop before the next step with [`RunError::Interrupted`], so that the output writer
+//! discards its partial file; [`stop_cause`] says why.
 
 mod errors;
 mod stats;
@@ -23,10 +24,64 @@ use crate::grid::Section;
 use crate::output::plan::OutputPlan;
 use crate::problem::Problem;
 use anyhow::{Context, Result, anyhow};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 static STOP: AtomicBool = AtomicBool::new(false);
+/// Why the stop was asked ([`StopCause::code`]), 0 while no cause is recorded.
+static CAUSE: AtomicI64 = AtomicI64::new(0);
+/// The check for stops asked by the job's other processes, made at each progress report.
+static OTHERS: OnceLock<fn() -> Option<StopCause>> = OnceLock::new();
+
+/// Why a run stops early.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopCause {
+    /// This process received the signal.
+    Signal(i32),
+    /// Rank `rank` of the job received the signal.
+    RankSignal { rank: usize, signal: i32 },
+    /// Rank `rank` of the job failed.
+    RankFailed { rank: usize },
+}
+
+impl StopCause {
+    /// The cause as one positive number (a vote between ranks takes the largest).
+    pub fn code(self) -> i64 {
+        match self {
+            StopCause::Signal(s) => i64::from(s & 0xff),
+            StopCause::RankSignal { rank, signal } => ((rank as i64 + 1) << 8) | i64::from(signal & 0xff),
+            StopCause::RankFailed { rank } => (rank as i64 + 1) << 8,
+        }
+    }
+
+    /// The cause of [`code`](Self::code) (None for 0).
+    pub fn from_code(code: i64) -> Option<StopCause> {
+        let (rank, signal) = ((code >> 8) - 1, (code & 0xff) as i32);
+        match (code > 0, rank) {
+            (false, _) => None,
+            (true, r) if r < 0 => Some(StopCause::Signal(signal)),
+            (true, r) if signal == 0 => Some(StopCause::RankFailed { rank: r as usize }),
+            (true, r) => Some(StopCause::RankSignal { rank: r as usize, signal }),
+        }
+    }
+
+    /// The cause as another process sees it: this process's signal becomes rank `rank`'s.
+    pub fn from_rank(self, rank: usize) -> StopCause {
+        match self {
+            StopCause::Signal(signal) => StopCause::RankSignal { rank, signal },
+            other => other,
+        }
+    }
+
+    /// The exit status it gives: 128 + the signal (the shell's convention), 1 for a failed rank.
+    pub fn exit_status(self) -> u8 {
+        match self {
+            StopCause::Signal(s) | StopCause::RankSignal { signal: s, .. } => (128 + s.clamp(1, 127)) as u8,
+            StopCause::RankFailed { .. } => 1,
+        }
+    }
+}
 
 /// Asks a running loop to stop before its next step; returns whether a stop was already asked.
 /// Safe from a signal handler's thread.
@@ -34,9 +89,36 @@ pub fn request_stop() -> bool {
     STOP.swap(true, Ordering::Relaxed)
 }
 
+/// [`request_stop`] for `cause`, which is recorded unless a cause already is (the first stays).
+pub fn stop_for(cause: StopCause) -> bool {
+    let _ = CAUSE.compare_exchange(0, cause.code(), Ordering::Relaxed, Ordering::Relaxed);
+    request_stop()
+}
+
+/// Why the stop was asked, where [`stop_for`] recorded it.
+pub fn stop_cause() -> Option<StopCause> {
+    StopCause::from_code(CAUSE.load(Ordering::Relaxed))
+}
+
 /// Whether [`request_stop`] has been called (a survey checks it between shots).
 pub fn stop_requested() -> bool {
     STOP.load(Ordering::Relaxed)
+}
+
+/// Sets the check for stops asked by the job's other processes (a survey's ranks): the loop calls
+/// it at each progress report, on the host, and stops for the cause it returns. The first set
+/// stays.
+pub fn watch_other_processes(check: fn() -> Option<StopCause>) {
+    let _ = OTHERS.set(check);
+}
+
+/// Stops for what [`watch_other_processes`]'s check finds.
+pub fn check_other_processes() {
+    if let Some(check) = OTHERS.get()
+        && let Some(cause) = check()
+    {
+        stop_for(cause);
+    }
 }
 
 /// Shortest wall-clock time between two progress reports.
@@ -218,6 +300,8 @@ pub fn drive(
         }
         let now = Instant::now();
         if now.duration_since(last_report) >= PROGRESS_INTERVAL {
+            // Host-side only: the other processes' stops are read where progress is.
+            check_other_processes();
             progress(done);
             last_report = now;
             if checks && now.duration_since(last_check.0) >= FINITE_CHECK_INTERVAL {
