@@ -56,6 +56,7 @@ fn metadata(text: &str, device: crate::backend::DeviceInfo, cfg: &Config) -> Run
         version: env!("CARGO_PKG_VERSION").into(),
         device,
         compression: cfg.output.compression,
+        shot: cfg.shot_number,
     }
 }
 

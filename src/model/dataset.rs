@@ -5,7 +5,8 @@
 //! any directory). The data file itself is never part of the repository: it is looked for under
 //! `$SEISMIC_DATA_DIR`, then `./data`, then `../shared/models` (relative to the current directory,
 //! so a fresh clone next to `../shared` finds the project's copy), and its size and SHA-256 are
-//! checked before use. [`fetch`] downloads it with curl.
+//! checked before use. [`fetch`] downloads it with curl; a run whose data set is missing fetches
+//! it on first use ([`Descriptor::locate_or_fetch`]).
 
 use super::file::{FileSpec, sha256_of};
 use super::volume::VelocityVolume;
@@ -122,14 +123,38 @@ impl Descriptor {
         bail!("model data set {:?}: file {} not found; looked at:{list}\n{}", self.name, self.file, self.how_to_get())
     }
 
-    /// Locates the file among `dirs`, checks size and SHA-256, and reads it (m/s).
+    /// As [`Self::locate`], and where the file is in none of `dirs` but the directory [`fetch`]
+    /// fills by default ([`default_fetch_dir`]) is among them, downloads it there first (a one-line
+    /// notice on stderr): a fresh machine with network runs a named model as it is. Without
+    /// network the error lists the paths tried, how to get the file, and why the download failed.
+    pub fn locate_or_fetch(&self, dirs: &[PathBuf]) -> Result<PathBuf> {
+        let missing = match self.locate(dirs) {
+            Ok(path) => return Ok(path),
+            Err(e) => e,
+        };
+        let into = default_fetch_dir();
+        if !dirs.contains(&into) {
+            return Err(missing);
+        }
+        eprintln!(
+            "notice: model data set {:?} not found; downloading {} ({:.1} MB) into {} and checking its SHA-256",
+            self.name,
+            self.url,
+            self.bytes as f64 / 1e6,
+            into.display()
+        );
+        fetch_from(self, &self.url, &into).map_err(|e| anyhow::anyhow!("{missing:#}\nDownloading it failed: {e:#}"))
+    }
+
+    /// Locates the file among `dirs` (fetching it where [`Self::locate_or_fetch`] does), checks
+    /// size and SHA-256, and reads it (m/s).
     pub fn load(&self, dirs: &[PathBuf]) -> Result<VelocityVolume> {
         self.load_planes(dirs, None)
     }
 
     /// As [`Self::load`], keeping only the model's z-indices `held_z` (see [`FileSpec::read_planes`]).
     pub fn load_planes(&self, dirs: &[PathBuf], held_z: Option<std::ops::Range<usize>>) -> Result<VelocityVolume> {
-        let path = self.locate(dirs)?;
+        let path = self.locate_or_fetch(dirs)?;
         self.check_file(&path)?;
         self.spec(&path).read_planes(held_z)
     }

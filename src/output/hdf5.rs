@@ -14,7 +14,8 @@
 //! - /snapshots/pressure (nsnap, nz, ny, nx) or /snapshots/pressure_xz (nsnap, nz, nx) and
 //!   friends, /snapshots/step, /snapshots/time;
 //! - /receivers/pressure (nreceivers, nt), /receivers/position (nreceivers, 3), /receivers/taps
-//!   (nreceivers), attributes dt, t0, interpolation;
+//!   (nreceivers), attributes dt, t0, interpolation (and, for a survey's shot, shot and
+//!   first_trace: its SEG-Y numbering);
 //! - /source (attributes: position, frequency, amplitude, delay, wavelet, taps, injection and, for
 //!   sinc, sinc_half_width);
 //! - /stats/step, /stats/seconds, /stats/effective_gbps, /stats/gpts_per_s with summary attributes
@@ -42,6 +43,8 @@ pub struct RunMetadata {
     /// Deflate level (1-9, after the shuffle filter) for the snapshot datasets; 0 stores them
     /// uncompressed.
     pub compression: u32,
+    /// A survey shot's SEG-Y numbering (attributes shot and first_trace of /receivers/pressure).
+    pub shot: Option<crate::config::ShotNumber>,
 }
 
 /// Bytes a compressed snapshot chunk aims at: whole rows of one snapshot, about 1 MiB.
@@ -485,6 +488,11 @@ fn write_file(
         pressure.write_raw(&record.traces).map_err(h5)?;
         attr_f64(&pressure, "dt", problem.dt)?;
         attr_f64(&pressure, "t0", problem.dt)?;
+        if let Some(n) = meta.shot {
+            for (name, v) in [("shot", n.shot), ("first_trace", n.first_trace)] {
+                pressure.new_attr::<u64>().shape(()).create(name).map_err(h5)?.write_numeric(&v).map_err(h5)?;
+            }
+        }
         let positions: Vec<f64> = problem.receivers.iter().flat_map(|r| r.position).collect();
         let pos = rec.new_dataset::<f64>().shape([nrec, 3]).create("position").map_err(h5)?;
         pos.write_raw(&positions).map_err(h5)?;
