@@ -85,3 +85,22 @@ fn segy_geometry_from_headers_matches_the_input_when_both_are_given() {
     let e = Config::from_toml(text).unwrap_err().to_string();
     assert!(e.contains("model.shape is required"), "{e}");
 }
+
+/// `seismic-run fetch-model marmousi --segy`: the data set written as a SEG-Y model reads back,
+/// through its headers alone, as the same velocities as `kind = "marmousi"`.
+#[test]
+fn marmousi_written_as_segy_samples_as_the_named_model() {
+    let d = model::descriptor("marmousi").unwrap();
+    let dir = std::env::temp_dir().join(format!("seismic-run-segy-marmousi-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("marmousi.sgy");
+    d.write_segy(&model::data_dirs(), &out).unwrap_or_else(|e| panic!("{e:#}"));
+    let grid = "shape = [120, 2, 50]\nspacing = [40.0, 40.0, 20.0]\norigin = [3000.0, 0.0, 0.0]";
+    let line = ([3100.0, 20.0, 10.0], [3500.0, 20.0, 10.0]);
+    let named = input(grid, "kind = \"marmousi\"", [3300.0, 20.0, 100.0], line);
+    let segy = input(grid, "kind = \"file\"\npath = \"marmousi.sgy\"\nformat = \"segy\"", [3300.0, 20.0, 100.0], line);
+    let want = model::sample(&named, Path::new(".")).unwrap();
+    let got = model::sample(&segy, &dir).unwrap_or_else(|e| panic!("{e:#}"));
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(got, want);
+}

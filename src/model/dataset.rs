@@ -128,12 +128,16 @@ impl Descriptor {
     /// notice on stderr): a fresh machine with network runs a named model as it is. Without
     /// network the error lists the paths tried, how to get the file, and why the download failed.
     pub fn locate_or_fetch(&self, dirs: &[PathBuf]) -> Result<PathBuf> {
+        self.locate_or_fetch_into(dirs, &default_fetch_dir())
+    }
+
+    /// As [`Self::locate_or_fetch`], downloading into `into` (fetched only where it is among `dirs`).
+    pub fn locate_or_fetch_into(&self, dirs: &[PathBuf], into: &Path) -> Result<PathBuf> {
         let missing = match self.locate(dirs) {
             Ok(path) => return Ok(path),
             Err(e) => e,
         };
-        let into = default_fetch_dir();
-        if !dirs.contains(&into) {
+        if !dirs.iter().any(|d| d == into) {
             return Err(missing);
         }
         eprintln!(
@@ -143,7 +147,7 @@ impl Descriptor {
             self.bytes as f64 / 1e6,
             into.display()
         );
-        fetch_from(self, &self.url, &into).map_err(|e| anyhow::anyhow!("{missing:#}\nDownloading it failed: {e:#}"))
+        fetch_from(self, &self.url, into).map_err(|e| anyhow::anyhow!("{missing:#}\nDownloading it failed: {e:#}"))
     }
 
     /// Locates the file among `dirs` (fetching it where [`Self::locate_or_fetch`] does), checks
@@ -157,6 +161,26 @@ impl Descriptor {
         let path = self.locate_or_fetch(dirs)?;
         self.check_file(&path)?;
         self.spec(&path).read_planes(held_z)
+    }
+
+    /// Writes the data set (located among `dirs`, fetched where [`Self::locate_or_fetch`] does) as
+    /// a SEG-Y model to `out` ([`super::segy::write_model`]: m/s, IEEE floats, rev 1), as the public
+    /// models ship: `format = "segy"` reads it back to the same velocities.
+    pub fn write_segy(&self, dirs: &[PathBuf], out: &Path) -> Result<()> {
+        let v = self.load(dirs)?;
+        let text = vec![
+            format!("{}: {}", self.name, self.description),
+            "P-wave velocity, m/s; one trace per x, samples down in depth".to_string(),
+            format!(
+                "x spacing {} m (cdp x, scalar -100); depth step {} m = sample interval in mm",
+                v.spacing[0], v.spacing[2]
+            ),
+            format!("from {} (written by seismic-run fetch-model --segy)", self.url),
+        ];
+        let mut bytes = Vec::new();
+        super::segy::write_model(&v, &text, &mut bytes)?;
+        crate::output::safe::write_file(out, &bytes).with_context(|| format!("writing {}", out.display()))?;
+        Ok(())
     }
 
     /// The data set's z-axis: samples and spacing (m).
