@@ -29,7 +29,8 @@ struct Cli {
 enum Command {
     /// Run an input file (the default command).
     Run(RunArgs),
-    /// Download a named velocity model (e.g. marmousi) and check its SHA-256.
+    /// Download a named velocity model (e.g. marmousi) and check its SHA-256; with --segy, also
+    /// write it as a SEG-Y model.
     FetchModel(FetchArgs),
     /// Write files derived from an existing result file: the SEG-Y of its receiver traces (the
     /// default), its XDMF sidecar, its pictures.
@@ -44,6 +45,10 @@ struct FetchArgs {
     /// Folder to put it in (default: $SEISMIC_DATA_DIR when set, else ./data).
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
+    /// Also write the model as a SEG-Y file (m/s, as the public models ship; `format = "segy"`
+    /// reads it).
+    #[arg(long, value_name = "OUT.sgy")]
+    segy: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -145,6 +150,12 @@ fn fetch_model(args: &FetchArgs) -> Result<()> {
     let dir = args.dir.clone().unwrap_or_else(seismic_run::model::default_fetch_dir);
     let path = seismic_run::model::fetch(&args.name, &dir)?;
     println!("{}", path.display());
+    if let Some(out) = &args.segy {
+        seismic_run::config::check_output_writable(out, "--segy")?;
+        let d = seismic_run::model::descriptor(&args.name)?;
+        d.write_segy(&[dir], out)?;
+        println!("{}", out.display());
+    }
     Ok(())
 }
 

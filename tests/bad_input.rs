@@ -384,6 +384,7 @@ fn a_blow_up_stops_the_run_and_leaves_no_result_file() {
         device: DeviceInfo { backend: "cpu", name: "test".into(), kernel: "rayon".into() },
         compression: 0,
         provenance: None,
+        shot: None,
     };
     let e = std::thread::scope(|scope| {
         let mut writer = Hdf5Writer::start(scope, &out, &problem, &plan, meta, 2, Volumes::Whole).unwrap();

@@ -361,3 +361,26 @@ fn a_part_of_a_model_file_holds_only_the_z_samples_its_planes_need() {
         assert!(format!("{err}").contains("were read"), "{err}");
     }
 }
+
+/// A run's missing data set is downloaded into the fetch directory when that directory is searched
+/// (a notice says so), and only then; offline, the error still lists every path tried and says how
+/// to get the file, then why the download failed.
+#[test]
+fn a_missing_data_set_is_fetched_on_first_use_into_the_searched_fetch_directory() {
+    let dir = scratch("first-use");
+    let (elsewhere, into) = (dir.join("elsewhere"), dir.join("data"));
+    let mut d = model::descriptor("marmousi").unwrap();
+    d.url = format!("file://{}", std::fs::canonicalize(marmousi_file()).unwrap().display());
+    let e = d.locate_or_fetch_into(std::slice::from_ref(&elsewhere), &into).unwrap_err().to_string();
+    assert!(e.contains("not found") && !into.exists(), "not searched, so not fetched: {e}");
+    let dirs = [elsewhere.clone(), into.clone()];
+    let path = d.locate_or_fetch_into(&dirs, &into).unwrap();
+    assert_eq!(path, into.join("marmousi/vp_marmousi_bi"));
+    d.check_file(&path).unwrap();
+    d.url = "file:///nonexistent/vp_marmousi_bi".into();
+    let offline = dir.join("offline");
+    let e = format!("{:#}", d.locate_or_fetch_into(std::slice::from_ref(&offline), &offline).unwrap_err());
+    for part in ["looked at", "seismic-run fetch-model marmousi", "Downloading it failed", "No network here?"] {
+        assert!(e.contains(part), "{part:?} missing from: {e}");
+    }
+}

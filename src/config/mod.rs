@@ -46,6 +46,25 @@ pub struct Config {
     pub run: RunConfig,
     /// Many shots over the same model (absent: one shot, at `[source] position`).
     pub survey: Option<SurveyConfig>,
+    /// A survey shot's place in the survey, set by the survey driver (never read from the input):
+    /// its SEG-Y numbering.
+    #[serde(skip)]
+    pub shot_number: Option<ShotNumber>,
+}
+
+/// A shot's numbering in its SEG-Y file: field record and source point `shot` (1-based), trace
+/// sequence numbers within the line from `first_trace` (continuing across a survey's files).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShotNumber {
+    pub shot: u64,
+    pub first_trace: u64,
+}
+
+impl Default for ShotNumber {
+    /// A single run: shot 1, traces from 1.
+    fn default() -> ShotNumber {
+        ShotNumber { shot: 1, first_trace: 1 }
+    }
 }
 
 impl Config {

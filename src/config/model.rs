@@ -34,7 +34,8 @@ pub enum ModelConfig {
         velocities: Vec<f64>,
     },
     /// A gridded model in a file. Its first sample sits at coordinate 0 of every axis, in the
-    /// grid's coordinates (origin included); 2D files (axes x and z) are extruded along y.
+    /// grid's coordinates (origin included); 2D files (axes x and z) are extruded along y. A
+    /// SEG-Y file may leave `shape`, `spacing` and `axis_order` empty: its headers give them.
     File {
         /// Relative to the input file's directory.
         path: PathBuf,
@@ -111,6 +112,10 @@ impl TryFrom<ModelTable> for ModelConfig {
         let (name, allowed, required): (&str, &[&str], &[&str]) = match t.kind {
             ModelKind::Constant => ("constant", &["vp"], &["vp"]),
             ModelKind::Layered => ("layered", &["depths", "velocities"], &["depths", "velocities"]),
+            // A SEG-Y file's headers can give its shape and spacing; other files cannot.
+            ModelKind::File if t.format == Some(FileFormat::Segy) => {
+                ("file", &["path", "format", "shape", "spacing", "units", "axis_order", "sha256"], &["path"])
+            }
             ModelKind::File => (
                 "file",
                 &["path", "format", "shape", "spacing", "units", "axis_order", "sha256"],
@@ -136,10 +141,15 @@ impl TryFrom<ModelTable> for ModelConfig {
             ModelKind::File => ModelConfig::File {
                 path: t.path.expect("required"),
                 format: t.format.unwrap_or_default(),
-                shape: t.shape.expect("required"),
-                spacing: t.spacing.expect("required"),
+                // Empty for a SEG-Y file that leaves them to its headers.
+                shape: t.shape.unwrap_or_default(),
+                spacing: t.spacing.unwrap_or_default(),
                 units: t.units.unwrap_or_default(),
-                axis_order: t.axis_order.unwrap_or_else(default_axis_order),
+                axis_order: match (t.axis_order, t.format) {
+                    (Some(a), _) => a,
+                    (None, Some(FileFormat::Segy)) => String::new(),
+                    (None, _) => default_axis_order(),
+                },
                 sha256: t.sha256,
             },
             ModelKind::Marmousi => ModelConfig::Marmousi { x_offset: t.x_offset.unwrap_or(0.0) },
@@ -153,6 +163,8 @@ pub enum FileFormat {
     #[default]
     RawF32,
     Npy,
+    /// SEG-Y, one trace per horizontal grid point (`model::segy`).
+    Segy,
 }
 
 #[derive(Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -58,6 +58,7 @@ fn metadata(text: &str, device: crate::backend::DeviceInfo, cfg: &Config) -> Run
         device,
         compression: cfg.output.compression,
         provenance: None,
+        shot: cfg.shot_number,
     }
 }
 

@@ -44,6 +44,8 @@ fn shots(ranks: &Ranks, job: &Job, derived: &[Derived]) -> RunResult<()> {
         (job.text.as_str(), &job.cfg, job.input_dir.as_path(), job.output.as_path(), job.output_key);
     let shots = survey::shots(cfg)?;
     let files = SurveyFiles::new(out_path)?;
+    // Each shot's SEG-Y numbering: shot 1, 2, ... and trace numbers continuing from the last shot's.
+    let mut first_trace = 1u64;
     let inputs: Vec<(String, Config)> = shots
         .iter()
         .map(|s| {
@@ -51,6 +53,8 @@ fn shots(ranks: &Ranks, job: &Job, derived: &[Derived]) -> RunResult<()> {
             let mut c = Config::from_toml(&t)?;
             // The command line's overrides (--steps, --backend, --kernel) hold for every shot.
             (c.time, c.run) = (cfg.time.clone(), cfg.run.clone());
+            c.shot_number = Some(crate::config::ShotNumber { shot: s.index as u64 + 1, first_trace });
+            first_trace += c.receivers.iter().map(|r| r.count()).sum::<Result<usize>>()? as u64;
             Ok((t, c))
         })
         .collect::<Result<_>>()

@@ -5,7 +5,8 @@
 //! any directory). The data file itself is never part of the repository: it is looked for under
 //! `$SEISMIC_DATA_DIR`, then `./data`, then `../shared/models` (relative to the current directory,
 //! so a fresh clone next to `../shared` finds the project's copy), and its size and SHA-256 are
-//! checked before use. [`fetch`] downloads it with curl.
+//! checked before use. [`fetch`] downloads it with curl; a run whose data set is missing fetches
+//! it on first use ([`Descriptor::locate_or_fetch`]).
 
 use super::file::{FileSpec, sha256_of};
 use super::volume::VelocityVolume;
@@ -122,16 +123,64 @@ impl Descriptor {
         bail!("model data set {:?}: file {} not found; looked at:{list}\n{}", self.name, self.file, self.how_to_get())
     }
 
-    /// Locates the file among `dirs`, checks size and SHA-256, and reads it (m/s).
+    /// As [`Self::locate`], and where the file is in none of `dirs` but the directory [`fetch`]
+    /// fills by default ([`default_fetch_dir`]) is among them, downloads it there first (a one-line
+    /// notice on stderr): a fresh machine with network runs a named model as it is. Without
+    /// network the error lists the paths tried, how to get the file, and why the download failed.
+    pub fn locate_or_fetch(&self, dirs: &[PathBuf]) -> Result<PathBuf> {
+        self.locate_or_fetch_into(dirs, &default_fetch_dir())
+    }
+
+    /// As [`Self::locate_or_fetch`], downloading into `into` (fetched only where it is among `dirs`).
+    pub fn locate_or_fetch_into(&self, dirs: &[PathBuf], into: &Path) -> Result<PathBuf> {
+        let missing = match self.locate(dirs) {
+            Ok(path) => return Ok(path),
+            Err(e) => e,
+        };
+        if !dirs.iter().any(|d| d == into) {
+            return Err(missing);
+        }
+        eprintln!(
+            "notice: model data set {:?} not found; downloading {} ({:.1} MB) into {} and checking its SHA-256",
+            self.name,
+            self.url,
+            self.bytes as f64 / 1e6,
+            into.display()
+        );
+        fetch_from(self, &self.url, into).map_err(|e| anyhow::anyhow!("{missing:#}\nDownloading it failed: {e:#}"))
+    }
+
+    /// Locates the file among `dirs` (fetching it where [`Self::locate_or_fetch`] does), checks
+    /// size and SHA-256, and reads it (m/s).
     pub fn load(&self, dirs: &[PathBuf]) -> Result<VelocityVolume> {
         self.load_planes(dirs, None)
     }
 
     /// As [`Self::load`], keeping only the model's z-indices `held_z` (see [`FileSpec::read_planes`]).
     pub fn load_planes(&self, dirs: &[PathBuf], held_z: Option<std::ops::Range<usize>>) -> Result<VelocityVolume> {
-        let path = self.locate(dirs)?;
+        let path = self.locate_or_fetch(dirs)?;
         self.check_file(&path)?;
         self.spec(&path).read_planes(held_z)
+    }
+
+    /// Writes the data set (located among `dirs`, fetched where [`Self::locate_or_fetch`] does) as
+    /// a SEG-Y model to `out` ([`super::segy::write_model`]: m/s, IEEE floats, rev 1), as the public
+    /// models ship: `format = "segy"` reads it back to the same velocities.
+    pub fn write_segy(&self, dirs: &[PathBuf], out: &Path) -> Result<()> {
+        let v = self.load(dirs)?;
+        let text = vec![
+            format!("{}: {}", self.name, self.description),
+            "P-wave velocity, m/s; one trace per x, samples down in depth".to_string(),
+            format!(
+                "x spacing {} m (cdp x, scalar -100); depth step {} m = sample interval in mm",
+                v.spacing[0], v.spacing[2]
+            ),
+            format!("from {} (written by seismic-run fetch-model --segy)", self.url),
+        ];
+        let mut bytes = Vec::new();
+        super::segy::write_model(&v, &text, &mut bytes)?;
+        crate::output::safe::write_file(out, &bytes).with_context(|| format!("writing {}", out.display()))?;
+        Ok(())
     }
 
     /// The data set's z-axis: samples and spacing (m).

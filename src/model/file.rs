@@ -1,4 +1,5 @@
-//! Gridded velocity files: raw little-endian f32 or `.npy`, any axis order, m/s or km/s.
+//! Gridded velocity files: raw little-endian f32 or `.npy`, any axis order, m/s or km/s; SEG-Y
+//! files are read by [`super::segy`] through the same [`FileSpec`].
 //!
 //! Everything about the file is checked before it is used, and each error names the file (and the
 //! configuration key where one is at fault): shape and spacing against the axis order, the byte
@@ -85,8 +86,12 @@ impl FileSpec<'_> {
         self.read_planes(None)
     }
 
-    /// The model's z-axis: its number of samples and their spacing (m), from the description.
+    /// The model's z-axis: its number of samples and their spacing (m), from the description (a
+    /// SEG-Y file's from its headers where the description leaves them out).
     pub fn z_axis(&self) -> Result<(usize, f64)> {
+        if self.format == FileFormat::Segy {
+            return super::segy::z_axis(self);
+        }
         let axes = self.validate()?;
         let k = axes.iter().position(|&a| a == 2).expect("axis orders hold z");
         Ok((self.shape[k], self.spacing[k]))
@@ -96,6 +101,9 @@ impl FileSpec<'_> {
     /// decomposed run holds its part of the model, not the whole. The file is streamed, so every
     /// value is still checked and the SHA-256 taken over the whole file, with the same errors.
     pub fn read_planes(&self, held_z: Option<Range<usize>>) -> Result<VelocityVolume> {
+        if self.format == FileFormat::Segy {
+            return super::segy::read_planes(self, held_z);
+        }
         let axes = self.validate()?;
         let file = self.path.display();
         let open = || match File::open(self.path) {
@@ -132,6 +140,7 @@ impl FileSpec<'_> {
                 );
                 0
             }
+            FileFormat::Segy => unreachable!("SEG-Y files are read by model::segy"),
             FileFormat::Npy => {
                 let mut head = Vec::with_capacity(npy::HEADER_BYTES);
                 (&mut f)

@@ -5,7 +5,7 @@
 //! - `layered`: horizontal layers, `velocities[i]` from the previous depth down to `depths[i]`
 //!   (a point exactly at `depths[i]` belongs to the layer below), `velocities` one longer than
 //!   `depths`; depth is the grid's z coordinate (origin included);
-//! - `file`: a gridded model in a file ([`file`](mod@file)), its first sample at coordinate 0 of
+//! - `file`: a gridded model in a file ([`file`](mod@file); SEG-Y: [`segy`]), its first sample at coordinate 0 of
 //!   each axis in the grid's coordinates, resampled trilinearly (bilinearly for 2D files, extruded
 //!   along y);
 //! - `marmousi`: the named data set ([`dataset`]); the grid's x coordinate plus `x_offset` is the
@@ -17,6 +17,7 @@
 pub mod dataset;
 pub mod file;
 pub mod npy;
+pub mod segy;
 pub mod volume;
 
 pub use dataset::{Descriptor, data_dirs, default_fetch_dir, descriptor, descriptors, fetch};

@@ -21,7 +21,7 @@ pub trait DerivedFile {
     fn paths(&self, h5: &Path) -> Vec<(PathBuf, &'static str)>;
 
     /// Writes them from `result`; returns the paths written. `notice` gets one line where a file
-    /// cannot hold everything (e.g. SEG-Y's 16-bit sample count).
+    /// cannot hold everything (e.g. SEG-Y traces resampled onto whole microseconds).
     fn write(&self, result: &ResultFile, notice: &mut dyn FnMut(&str)) -> Result<Vec<PathBuf>>;
 }
 
@@ -31,7 +31,7 @@ pub struct Xdmf {
     pub what: &'static str,
 }
 
-/// The receiver traces as SEG-Y rev 2, at `path` (default `<stem>.sgy`).
+/// The receiver traces as SEG-Y (rev 1; rev 2 where counts need it), at `path` (default `<stem>.sgy`).
 pub struct Segy {
     pub path: Option<PathBuf>,
     pub what: &'static str,
@@ -65,7 +65,7 @@ impl DerivedFile for Segy {
 
     fn write(&self, result: &ResultFile, notice: &mut dyn FnMut(&str)) -> Result<Vec<PathBuf>> {
         let path = self.path(&result.path);
-        if let Some(n) = segy::write(result, &path)? {
+        for n in segy::write(result, &path)? {
             notice(&n);
         }
         Ok(vec![path])

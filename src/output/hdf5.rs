@@ -15,7 +15,8 @@
 //! - /snapshots/pressure (nsnap, nz, ny, nx) or /snapshots/pressure_xz (nsnap, nz, nx) and
 //!   friends, /snapshots/step, /snapshots/time;
 //! - /receivers/pressure (nreceivers, nt), /receivers/position (nreceivers, 3), /receivers/taps
-//!   (nreceivers), attributes dt, t0, interpolation;
+//!   (nreceivers), attributes dt, t0, interpolation (and, for a survey's shot, shot and
+//!   first_trace: its SEG-Y numbering);
 //! - /source (attributes: position, frequency, amplitude, delay, wavelet, taps, injection and, for
 //!   sinc, sinc_half_width);
 //! - /stats/step, /stats/seconds, /stats/effective_gbps, /stats/gpts_per_s with summary attributes
@@ -47,6 +48,8 @@ pub struct RunMetadata {
     /// The digest of everything that determines the file (a survey shot's, `survey::provenance`),
     /// stored as the root attribute `provenance`.
     pub provenance: Option<String>,
+    /// A survey shot's SEG-Y numbering (attributes shot and first_trace of /receivers/pressure).
+    pub shot: Option<crate::config::ShotNumber>,
 }
 
 /// Bytes a compressed snapshot chunk aims at: whole rows of one snapshot, about 1 MiB.
@@ -533,6 +536,11 @@ fn write_file(
         sums.push(checksum::whole("receivers/pressure", bytes_of(&record.traces)));
         attr_f64(&pressure, "dt", problem.dt)?;
         attr_f64(&pressure, "t0", problem.dt)?;
+        if let Some(n) = meta.shot {
+            for (name, v) in [("shot", n.shot), ("first_trace", n.first_trace)] {
+                pressure.new_attr::<u64>().shape(()).create(name).map_err(h5)?.write_numeric(&v).map_err(h5)?;
+            }
+        }
         let positions: Vec<f64> = problem.receivers.iter().flat_map(|r| r.position).collect();
         let pos = rec.new_dataset::<f64>().shape([nrec, 3]).create("position").map_err(h5)?;
         pos.write_raw(&positions).map_err(h5)?;

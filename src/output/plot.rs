@@ -1,8 +1,8 @@
 //! Pictures of a result file (`--plot`, `seismic-run export --plot`), drawn from the file itself:
 //! - `<stem>.snapshot.png`: the last snapshot's xz-plane over the velocity model, at the grid's
 //!   true aspect, axes x and z in metres;
-//! - `<stem>.gather.png`: the shot gather, receiver number across and time (s) down, with a
-//!   linear time gain;
+//! - `<stem>.gather.png`: the shot gather, receiver position across (x, offset or distance along
+//!   the receivers, in metres: [`gather_axis`]) and time (s) down, with a linear time gain;
 //! - `<stem>.snapshots.gif`: every xz snapshot in turn (an animated GIF, looping).
 //!
 //! Each has a title (the result file, the section, the time) and a colour bar with its clip (red
@@ -232,16 +232,57 @@ fn snapshot_figure(v: &SnapshotView, field: &[f32], clip: f32, time: f64) -> Res
     Ok(fig)
 }
 
-/// The shot gather picture of `traces` ((nreceivers, samples) row-major; sample j at t0 + j dt).
-fn gather_figure(name: &str, traces: &[f32], receivers: usize, samples: usize, t0: f64, dt: f64) -> Result<Figure> {
+/// The gather picture's horizontal axis: each receiver's position along it (m) and its label.
+/// Receiver x where that runs one way along the receivers (a line across x), else the signed
+/// offset (as SEG-Y's bytes 37-40: negative where x < source x) where that does, else the distance
+/// walked from the first receiver through each in turn.
+pub fn gather_axis(source: [f64; 3], receivers: &[[f64; 3]]) -> (Vec<f64>, &'static str) {
+    let monotonic = |h: &[f64]| h.windows(2).all(|w| w[1] > w[0]) || h.windows(2).all(|w| w[1] < w[0]);
+    let x: Vec<f64> = receivers.iter().map(|r| r[0]).collect();
+    if receivers.len() > 1 && monotonic(&x) {
+        return (x, "receiver x (m)");
+    }
+    let offset: Vec<f64> = receivers
+        .iter()
+        .map(|r| {
+            let (dx, dy) = (r[0] - source[0], r[1] - source[1]);
+            dx.hypot(dy).copysign(if dx < 0.0 { -1.0 } else { 1.0 })
+        })
+        .collect();
+    if receivers.len() > 1 && monotonic(&offset) {
+        return (offset, "offset (m)");
+    }
+    let mut walked = vec![0.0];
+    for w in receivers.windows(2) {
+        let d = ((w[1][0] - w[0][0]).powi(2) + (w[1][1] - w[0][1]).powi(2) + (w[1][2] - w[0][2]).powi(2)).sqrt();
+        walked.push(walked[walked.len() - 1] + d);
+    }
+    (walked, "distance along the receivers (m)")
+}
+
+/// The shot gather picture of `traces` ((nreceivers, samples) row-major; sample j at t0 + j dt),
+/// receiver `i` at `axis.0[i]` across.
+fn gather_figure(name: &str, traces: &[f32], axis: (&[f64], &str), samples: usize, t0: f64, dt: f64) -> Result<Figure> {
     let (pw, ph) = GATHER_SIZE;
+    let receivers = axis.0.len();
     let mut fig = Figure::new(pw, ph);
     // A gain growing linearly with time makes up for geometrical spreading, so that late
     // reflections show beside the direct wave.
     let gained: Vec<f32> = traces.iter().enumerate().map(|(i, &v)| v * ((i % samples) + 1) as f32).collect();
     let clip = clip_level(&gained, GATHER_CLIP);
+    // Receivers sorted along the axis; each pixel column shows the nearest one. The axis reaches
+    // half a receiver spacing (or 1 m for one receiver) beyond the end receivers.
+    let mut order: Vec<usize> = (0..receivers).collect();
+    order.sort_by(|&a, &b| axis.0[a].total_cmp(&axis.0[b]));
+    let h: Vec<f64> = order.iter().map(|&i| axis.0[i]).collect();
+    let pad = if receivers > 1 { 0.5 * (h[receivers - 1] - h[0]) / (receivers - 1) as f64 } else { 0.0 };
+    let pad = if pad > 0.0 { pad } else { 1.0 };
+    let xs = (h[0] - pad, h[receivers - 1] + pad);
     fig.paint(|u, v| {
-        let r = ((u * receivers as f64) as usize).min(receivers - 1);
+        let at = xs.0 + u * (xs.1 - xs.0);
+        let k = h.partition_point(|&x| x < at);
+        let k = if k == 0 || (k < receivers && h[k] - at < at - h[k - 1]) { k.min(receivers - 1) } else { k - 1 };
+        let r = order[k];
         let t = ((v * samples as f64) as usize).min(samples - 1);
         to_rgb(diverging(gained[r * samples + t] / clip))
     });
@@ -251,9 +292,9 @@ fn gather_figure(name: &str, traces: &[f32], receivers: usize, samples: usize, t
     ];
     let half = 0.5 * dt;
     fig.decorate(
-        (0.5, receivers as f64 + 0.5),
+        xs,
         (t0 - half, t0 + (samples as f64 - 0.5) * dt),
-        ("receiver number", "time (s)"),
+        (axis.1, "time (s)"),
         (0, 3),
         &title,
         clip,
@@ -320,7 +361,8 @@ pub fn draw_all(r: &ResultFile) -> Result<Vec<PathBuf>> {
         check_stop()?;
         let traces = r.traces()?;
         let [_, _, png] = picture_paths(&r.path);
-        gather_figure(&name, &traces, r.receivers.len(), r.steps, r.trace_t0, r.dt)?.save_png(&png)?;
+        let (h, label) = gather_axis(r.source_position(), &r.receivers);
+        gather_figure(&name, &traces, (&h, label), r.steps, r.trace_t0, r.dt)?.save_png(&png)?;
         out.push(png);
     }
     Ok(out)
@@ -359,4 +401,22 @@ fn write_gif(path: &Path, frames: impl Iterator<Item = Result<Figure>>) -> Resul
     .with_context(|| format!("writing {}", path.display()))?;
     tmp.commit()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::gather_axis;
+
+    #[test]
+    fn gather_axis_is_in_metres() {
+        let source = [500.0, 0.0, 10.0];
+        let line: Vec<[f64; 3]> = (0..4).map(|i| [100.0 + 200.0 * i as f64, 0.0, 5.0]).collect();
+        assert_eq!(gather_axis(source, &line), (vec![100.0, 300.0, 500.0, 700.0], "receiver x (m)"));
+        // A line across y: x is constant, the offset grows.
+        let across: Vec<[f64; 3]> = (0..3).map(|i| [500.0, 30.0 + 40.0 * i as f64, 5.0]).collect();
+        assert_eq!(gather_axis(source, &across), (vec![30.0, 70.0, 110.0], "offset (m)"));
+        // A vertical line: neither, so the distance along it.
+        let down: Vec<[f64; 3]> = (0..3).map(|i| [200.0, 0.0, 10.0 * i as f64]).collect();
+        assert_eq!(gather_axis(source, &down), (vec![0.0, 10.0, 20.0], "distance along the receivers (m)"));
+    }
 }

@@ -8,7 +8,7 @@
 //! /snapshots/time, and the source position from the input TOML stored in the root attribute
 //! `input` (the text the run was made from).
 
-use crate::config::Config;
+use crate::config::{Config, ShotNumber};
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use rust_hdf5::{H5Dataset, H5File};
 use std::path::{Path, PathBuf};
@@ -59,6 +59,8 @@ pub struct ResultFile {
     /// Receiver positions (m) and the time of the first trace sample (s); empty without receivers.
     pub receivers: Vec<[f64; 3]>,
     pub trace_t0: f64,
+    /// The shot's SEG-Y numbering (a single run's: shot 1, traces from 1).
+    pub numbering: ShotNumber,
     /// Snapshot times (s) and series; empty without snapshots.
     pub snapshot_times: Vec<f64>,
     pub snapshots: Vec<SnapshotSeries>,
@@ -169,12 +171,25 @@ impl ResultFile {
         let names = file.dataset_names();
         let has = |n: &str| names.iter().any(|m| m.trim_start_matches('/') == n);
         let (mut receivers, mut dt, mut trace_t0) = (Vec::new(), None, 0.0);
+        let mut numbering = ShotNumber::default();
         if has("receivers/pressure") {
             let p = file.dataset("receivers/pressure").map_err(h5(ctx("/receivers/pressure")))?;
             let d = attr_f64(&p, "/receivers/pressure", "dt").with_context(|| path.display().to_string())?;
             dt = Some(in_range(&ctx("/receivers/pressure dt"), d, f64::MIN_POSITIVE, MAX_TIME)?);
             let t0 = attr_f64(&p, "/receivers/pressure", "t0").with_context(|| path.display().to_string())?;
             trace_t0 = in_range(&ctx("/receivers/pressure t0"), t0, -MAX_TIME, MAX_TIME)?;
+            // A survey shot's numbering; i32 header fields hold it.
+            let number = |name: &str| match p.attr(name).and_then(|a| a.read_numeric_as::<u64>()) {
+                Ok(v) if v.len() == 1 && (1..=i32::MAX as u64).contains(&v[0]) => Ok(Some(v[0])),
+                Ok(v) => bail!(
+                    "{}: /receivers/pressure: attribute {name} = {v:?}, expected one number in 1..2^31",
+                    path.display()
+                ),
+                Err(_) => Ok(None),
+            };
+            if let (Some(shot), Some(first_trace)) = (number("shot")?, number("first_trace")?) {
+                numbering = ShotNumber { shot, first_trace };
+            }
             let pos = file.dataset("receivers/position").map_err(h5(ctx("/receivers/position")))?;
             let n = match pos.shape()[..] {
                 [n, 3] => n,
@@ -296,6 +311,7 @@ impl ResultFile {
             steps,
             receivers,
             trace_t0,
+            numbering,
             snapshot_times,
             snapshots,
         })

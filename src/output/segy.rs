@@ -1,22 +1,32 @@
-//! The shot gather as a SEG-Y file (SEG-Y rev 2.0, SEG Technical Standards Committee, 2017):
-//! one trace per receiver, 4-byte IEEE float samples (format code 5), big-endian throughout.
+//! The shot gather as a SEG-Y file (SEG-Y rev 1, SEG Technical Standards Committee, 2002; rev 2.0,
+//! 2017, where a count does not fit rev 1's 16-bit fields): one trace per receiver, 4-byte IEEE
+//! float samples (format code 5), big-endian throughout, as processing tools read it.
 //!
 //! Layout written (byte positions are 1-based, as the standard numbers them):
 //! - 3200-byte textual header, 40 lines of 80 EBCDIC characters, describing the run; line 39
-//!   reads "SEG-Y_REV2.0" and line 40 "END TEXTUAL HEADER";
-//! - 400-byte binary header: 3213-3214 traces per ensemble, 3217-3218 sample interval (µs,
-//!   rounded), 3221-3222 samples per trace, 3225-3226 format code 5, 3229-3230 sorting code 1 (as
-//!   recorded), 3255-3256 measurement system 1 (metres), 3261-3264 and 3269-3272 the extended
-//!   trace and sample counts, 3273-3280 the exact sample interval (µs, IEEE double; it overrides
-//!   3217-3218), 3297-3300 the byte-order constant 16909060, 3501-3502 revision 2.0 (0x02, 0x00),
-//!   3503-3504 fixed-length traces (1), 3505-3506 no extended textual headers (0), 3513-3520 the
-//!   number of traces and 3521-3528 the byte offset of the first trace (3600);
-//! - per receiver a 240-byte trace header (see `trace_header`) and its samples.
+//!   reads "SEG Y REV1" (or "SEG-Y_REV2.0") and line 40 "END TEXTUAL HEADER";
+//! - 400-byte binary header: 3213-3214 traces per ensemble (the shot), 3217-3218 the sample
+//!   interval in whole microseconds (exact: see [`resample`]), 3221-3222 samples per trace,
+//!   3225-3226 format code 5, 3229-3230 sorting code 1 (as recorded), 3255-3256 measurement
+//!   system 1 (metres), 3501-3502 the revision (0x0100 for rev 1), 3503-3504 fixed-length traces
+//!   (1), 3505-3506 no extended textual headers (0);
+//! - per receiver a 240-byte trace header (see `trace_header`) and its samples, the first at t = 0.
 //!
-//! Sample counts above 65535 do not fit bytes 3221-3222 and 115-116: those then hold 0 and the
-//! count is in the binary header's extended field 3269-3272 (rev 2 readers use it; older ones
-//! cannot read such a file).
+//! Rev 1 is what `obspy.read()` recognises without a format argument. Sample counts or intervals
+//! above 65535 do not fit rev 1: such a file is rev 2.0, the counts in the binary header's extended
+//! fields (3261-3264, 3269-3272, 3273-3280 the interval as an IEEE double, 3297-3300 the
+//! byte-order constant, 3513-3520 the trace count, 3521-3528 the first trace's byte offset).
+//!
+//! Numbering, so that the shots of a survey stack into one line: field record (9-12), energy
+//! source point (17-20) and shotpoint (197-200) are the shot's number in the survey (1 for a single
+//! run); the trace sequence number within the line (1-4) continues across the survey's files;
+//! inline (189-192) and crossline (193-196) place each receiver in its line or grid (receivers
+//! that form no rectangular grid are one line, crossline = trace number), the ensemble number
+//! (21-24) is the receiver's bin in that grid and bytes 181-188 hold the source-receiver midpoint.
 
+pub mod resample;
+
+use crate::config::ShotNumber;
 use crate::output::result::ResultFile;
 use anyhow::{Context, Result, ensure};
 use std::io::Write;
@@ -27,18 +37,28 @@ const TEXT_LINES: usize = 40;
 /// Largest power of ten a coordinate scalar divides by.
 const MAX_DIVISOR: i64 = 10_000;
 
-/// What goes into the file: traces (nreceivers, samples) row-major and their geometry.
+/// What goes into the file: traces (nreceivers, samples) row-major, sample k at t = k interval,
+/// and their geometry.
 pub struct Gather<'a> {
     pub traces: &'a [f32],
     pub samples: usize,
-    /// Sample interval and time of the first sample, s.
-    pub dt: f64,
-    pub t0: f64,
+    /// Sample interval, whole microseconds.
+    pub interval_us: u32,
     /// Positions (x, y, z) in metres, z positive downwards (depth).
     pub source: [f64; 3],
     pub receivers: &'a [[f64; 3]],
+    /// Inline and crossline number of each receiver (see [`lines`]).
+    pub lines: &'a [(i32, i32)],
+    pub numbering: ShotNumber,
     /// Textual header lines, without the "Cnn " prefix; lines 39 and 40 are the standard's own.
     pub text: Vec<String>,
+}
+
+impl Gather<'_> {
+    /// Rev 1 holds counts and intervals up to 65535; beyond, the file is rev 2.0.
+    fn rev1(&self) -> bool {
+        self.samples <= u16::MAX as usize && self.interval_us <= u16::MAX as u32
+    }
 }
 
 /// The SEG-Y scalar (bytes 69-70 or 71-72) for a set of values in metres, and the integers it
@@ -124,11 +144,13 @@ fn ebcdic(c: char) -> u8 {
     }
 }
 
-/// The 3200-byte textual header: "Cnn " and the line, padded to 80 characters, in EBCDIC.
-pub fn textual_header(lines: &[String]) -> [u8; 3200] {
+/// The 3200-byte textual header: "Cnn " and the line, padded to 80 characters, in EBCDIC; line
+/// 39 names the revision (`rev1`: "SEG Y REV1", else "SEG-Y_REV2.0").
+pub fn textual_header(lines: &[String], rev1: bool) -> [u8; 3200] {
     let mut out = [0x40u8; 3200];
     for n in 1..=TEXT_LINES {
         let body = match n {
+            39 if rev1 => "SEG Y REV1",
             39 => "SEG-Y_REV2.0",
             40 => "END TEXTUAL HEADER",
             _ => lines.get(n - 1).map(String::as_str).unwrap_or(""),
@@ -141,10 +163,9 @@ pub fn textual_header(lines: &[String]) -> [u8; 3200] {
     out
 }
 
-/// Sample interval in whole microseconds for the 16-bit fields (0 where it does not fit).
-fn interval_us(dt: f64) -> u16 {
-    let us = (dt * 1e6).round();
-    if us >= 1.0 && us <= u16::MAX as f64 { us as u16 } else { 0 }
+/// A count for a 16-bit field: itself, or 0 where it does not fit (the extended field holds it).
+fn short(n: usize) -> u16 {
+    u16::try_from(n).unwrap_or(0)
 }
 
 /// The 400-byte binary header (positions 3201-3600 of the file).
@@ -153,30 +174,34 @@ pub fn binary_header(g: &Gather) -> [u8; 400] {
     // Positions below are the standard's file byte positions; the buffer starts at 3201.
     let at = |p: usize| p - 3200;
     let ntr = g.receivers.len();
-    let small = g.samples <= u16::MAX as usize;
+    let interval = g.interval_us as usize;
     put_i32(&mut b, at(3201), 1); // job identification number
     put_i32(&mut b, at(3205), 1); // line number
     put_i32(&mut b, at(3209), 1); // reel number
-    put_u16(&mut b, at(3213), ntr.min(u16::MAX as usize) as u16); // data traces per ensemble
-    put_u16(&mut b, at(3217), interval_us(g.dt));
-    put_u16(&mut b, at(3219), interval_us(g.dt));
-    put_u16(&mut b, at(3221), if small { g.samples as u16 } else { 0 });
-    put_u16(&mut b, at(3223), if small { g.samples as u16 } else { 0 });
+    put_u16(&mut b, at(3213), short(ntr)); // data traces per ensemble (the shot)
+    put_u16(&mut b, at(3217), short(interval));
+    put_u16(&mut b, at(3219), short(interval));
+    put_u16(&mut b, at(3221), short(g.samples));
+    put_u16(&mut b, at(3223), short(g.samples));
     put_i16(&mut b, at(3225), 5); // 4-byte IEEE floating point
     put_i16(&mut b, at(3227), 1); // ensemble fold
     put_i16(&mut b, at(3229), 1); // trace sorting: as recorded
     put_i16(&mut b, at(3255), 1); // measurement system: metres
+    put_i16(&mut b, at(3503), 1); // fixed-length traces
+    put_i16(&mut b, at(3505), 0); // extended textual headers
+    if g.rev1() {
+        put_u16(&mut b, at(3501), 0x0100);
+        return b;
+    }
     put_i32(&mut b, at(3261), ntr as i32); // extended data traces per ensemble
     put_i32(&mut b, at(3269), g.samples as i32); // extended samples per data trace
-    put_f64(&mut b, at(3273), g.dt * 1e6); // extended sample interval, µs
-    put_f64(&mut b, at(3281), g.dt * 1e6); // the same, of the original recording
+    put_f64(&mut b, at(3273), g.interval_us as f64); // extended sample interval, µs
+    put_f64(&mut b, at(3281), g.interval_us as f64); // the same, of the original recording
     put_i32(&mut b, at(3289), g.samples as i32);
     put_i32(&mut b, at(3293), 1); // extended ensemble fold
     put_i32(&mut b, at(3297), 16_909_060); // 0x01020304: byte order
     b[at(3501) - 1] = 2; // major revision
     b[at(3502) - 1] = 0; // minor revision
-    put_i16(&mut b, at(3503), 1); // fixed-length traces
-    put_i16(&mut b, at(3505), 0); // extended textual headers
     put_i16(&mut b, at(3511), 1); // time basis: local
     put_u64(&mut b, at(3513), ntr as u64); // traces in this file
     put_u64(&mut b, at(3521), 3600); // byte offset of the first trace
@@ -191,57 +216,78 @@ pub fn offset(source: [f64; 3], receiver: [f64; 3]) -> i32 {
     if dx < 0.0 { -d } else { d }
 }
 
+/// Inline and crossline numbers of the receivers of `entries` (the `[[receivers]]` tables, in
+/// the order they give receivers): a line's receivers are one inline, crossline 1, 2, ...; a
+/// grid's are inline j + 1 (k count_b + j + 1 for 3D grids), crossline i + 1 (its `a` index);
+/// a single position is an inline of one. The entries' inlines follow one another. Where the
+/// inlines do not all hold the same number of receivers (no rectangular grid), every receiver is
+/// on inline 1, crossline = its trace number.
+pub fn lines(entries: &[crate::config::ReceiverConfig]) -> Vec<(i32, i32)> {
+    let mut out = Vec::new();
+    let mut per_line = Vec::new();
+    let mut next = 1i32;
+    for e in entries {
+        let (width, rows) = match (&e.line, &e.grid) {
+            (Some(l), _) => (l.count, 1),
+            (_, Some(g)) => (g.count_a, g.count_b.saturating_mul(g.count_c)),
+            _ => (e.position.is_some() as usize, 1),
+        };
+        for r in 0..rows {
+            per_line.push(width);
+            out.extend((0..width).map(|c| (next + r as i32, c as i32 + 1)));
+        }
+        next += rows as i32;
+    }
+    if per_line.windows(2).any(|w| w[0] != w[1]) {
+        return (0..out.len()).map(|i| (1, i as i32 + 1)).collect();
+    }
+    out
+}
+
 /// Per-file scalars and scaled values shared by every trace header.
 struct Geometry {
     coord_scalar: i16,
-    /// Source x, y, then receivers' x, y, in scaled integers.
+    /// Source x, y, then receivers' x, y, then midpoints' x, y, in scaled integers.
     coords: Vec<i32>,
     elev_scalar: i16,
     /// Source depth, then receivers' elevations (-z), in scaled integers.
     elevs: Vec<i32>,
-    delay_scalar: i16,
-    delay: i16,
+    /// Receivers per inline (for the ensemble number).
+    per_line: i32,
 }
 
 fn geometry(g: &Gather) -> Geometry {
-    let mut xy = vec![g.source[0], g.source[1]];
+    let n = g.receivers.len();
+    let mut xy = Vec::with_capacity(2 + 4 * n);
+    xy.extend([g.source[0], g.source[1]]);
+    xy.extend(g.receivers.iter().flat_map(|r| [r[0], r[1]]));
+    xy.extend(g.receivers.iter().flat_map(|r| [0.5 * (r[0] + g.source[0]), 0.5 * (r[1] + g.source[1])]));
     let mut z = vec![g.source[2]];
-    for r in g.receivers {
-        xy.extend([r[0], r[1]]);
-        z.push(-r[2]);
-    }
+    z.extend(g.receivers.iter().map(|r| -r[2]));
     let (coord_scalar, coords) = scaled(&xy);
     let (elev_scalar, elevs) = scaled(&z);
-    // The delay (time of the first sample) in ms, with the time scalar of bytes 215-216.
-    let ms = g.t0 * 1e3;
-    let mut d = 1i64;
-    while d < MAX_DIVISOR && (ms * (d * 10) as f64).abs() <= i16::MAX as f64 {
-        d *= 10;
-    }
-    Geometry {
-        coord_scalar,
-        coords,
-        elev_scalar,
-        elevs,
-        delay_scalar: if d == 1 { 1 } else { -(d as i16) },
-        delay: (ms * d as f64).round().clamp(i16::MIN as f64, i16::MAX as f64) as i16,
-    }
+    let per_line = g.lines.iter().map(|l| l.1).max().unwrap_or(1);
+    Geometry { coord_scalar, coords, elev_scalar, elevs, per_line }
 }
 
 /// The 240-byte header of trace `i` (0-based).
 fn trace_header(g: &Gather, geo: &Geometry, i: usize) -> [u8; 240] {
     let mut h = [0u8; 240];
     let n = (i + 1) as i32;
-    put_i32(&mut h, 1, n); // trace sequence number within line
+    let shot = g.numbering.shot as i32;
+    let (inline, crossline) = g.lines[i];
+    let m = 2 + 2 * g.receivers.len() + 2 * i;
+    put_i32(&mut h, 1, (g.numbering.first_trace + i as u64) as i32); // trace sequence number within line
     put_i32(&mut h, 5, n); // trace sequence number within file
-    put_i32(&mut h, 9, 1); // field record number: the shot
+    put_i32(&mut h, 9, shot); // field record number
     put_i32(&mut h, 13, n); // trace number within the field record
-    put_i32(&mut h, 17, 1); // energy source point number
-    put_i32(&mut h, 21, 1); // ensemble number
-    put_i32(&mut h, 25, n); // trace number within the ensemble
+    put_i32(&mut h, 17, shot); // energy source point number
+    put_i32(&mut h, 21, (inline - 1) * geo.per_line + crossline); // ensemble: the receiver's bin
+    put_i32(&mut h, 25, 1); // trace number within the ensemble
     put_i16(&mut h, 29, 1); // trace identification: time-domain seismic data
     put_i16(&mut h, 31, 1); // vertically summed traces
     put_i16(&mut h, 33, 1); // horizontally stacked traces
+    put_i16(&mut h, 35, 1); // data use: production
     put_i32(&mut h, 37, offset(g.source, g.receivers[i]));
     put_i32(&mut h, 41, geo.elevs[1 + i]); // receiver group elevation
     put_i32(&mut h, 49, geo.elevs[0]); // source depth below surface
@@ -252,12 +298,17 @@ fn trace_header(g: &Gather, geo: &Geometry, i: usize) -> [u8; 240] {
     put_i32(&mut h, 81, geo.coords[2 + 2 * i]);
     put_i32(&mut h, 85, geo.coords[3 + 2 * i]);
     put_i16(&mut h, 89, 1); // coordinate units: length
-    put_i16(&mut h, 109, geo.delay); // delay recording time (ms, times the scalar of 215-216)
-    let small = g.samples <= u16::MAX as usize;
-    put_u16(&mut h, 115, if small { g.samples as u16 } else { 0 });
-    put_u16(&mut h, 117, interval_us(g.dt));
+    put_i16(&mut h, 109, 0); // delay recording time: the first sample is at t = 0
+    put_u16(&mut h, 115, short(g.samples));
+    put_u16(&mut h, 117, short(g.interval_us as usize));
     put_i16(&mut h, 167, 1); // time basis: local
-    put_i16(&mut h, 215, geo.delay_scalar);
+    put_i32(&mut h, 181, geo.coords[m]); // midpoint x
+    put_i32(&mut h, 185, geo.coords[m + 1]); // midpoint y
+    put_i32(&mut h, 189, inline);
+    put_i32(&mut h, 193, crossline);
+    put_i32(&mut h, 197, shot); // shotpoint number
+    put_i16(&mut h, 201, 1); // shotpoint scalar
+    put_i16(&mut h, 215, 1); // time scalar
     h
 }
 
@@ -265,8 +316,9 @@ fn trace_header(g: &Gather, geo: &Geometry, i: usize) -> [u8; 240] {
 pub fn encode(g: &Gather, out: &mut impl Write) -> Result<()> {
     ensure!(!g.receivers.is_empty(), "SEG-Y: no receivers, so no traces to write");
     ensure!(g.traces.len() == g.receivers.len() * g.samples, "SEG-Y: traces do not match receivers x samples");
+    ensure!(g.lines.len() == g.receivers.len(), "SEG-Y: line numbers do not match receivers");
     ensure!(g.samples <= i32::MAX as usize, "SEG-Y: {} samples per trace exceed the standard's limit", g.samples);
-    out.write_all(&textual_header(&g.text))?;
+    out.write_all(&textual_header(&g.text, g.rev1()))?;
     out.write_all(&binary_header(g))?;
     let geo = geometry(g);
     let mut samples = Vec::with_capacity(g.samples * 4);
@@ -279,8 +331,8 @@ pub fn encode(g: &Gather, out: &mut impl Write) -> Result<()> {
     Ok(())
 }
 
-/// Textual header lines describing the run in `r`.
-pub fn describe(r: &ResultFile) -> Vec<String> {
+/// Textual header lines describing the run in `r`, whose traces `t` holds on the file's axis.
+pub fn describe(r: &ResultFile, t: &resample::OnIntegerInterval) -> Vec<String> {
     let c = &r.config;
     let [nx, ny, nz] = r.shape;
     let [dx, dy, dz] = r.spacing;
@@ -293,16 +345,26 @@ pub fn describe(r: &ResultFile) -> Vec<String> {
         crate::config::ModelConfig::File { path, .. } => format!("file {}", path.display()),
         crate::config::ModelConfig::Marmousi { x_offset } => format!("marmousi, x offset {x_offset} m"),
     };
+    let sampling = if t.resampled {
+        format!("resampled from dt to {} us: 8-point Lagrange interpolation; HDF5 holds the dt samples", t.interval_us)
+    } else {
+        "samples as computed, after a leading zero: the field is zero at t = 0".to_string()
+    };
     let mut lines = vec![
         format!("seismic-run {}: synthetic shot gather, 3D acoustic finite differences", r.version),
         format!("result {name}"),
         format!("grid {nx} x {ny} x {nz} points, spacing {dx} x {dy} x {dz} m"),
         format!("origin x {ox} y {oy} z {oz} m; z is depth, positive down"),
         format!("model {model}; stencil radius {}", c.stencil.radius),
-        format!("time step {:.6e} s, {} samples, first sample at t = {:.6e} s", r.dt, r.steps, r.trace_t0),
-        "exact interval in binary header bytes 3273-3280 (microseconds, IEEE double)".into(),
+        format!("time step dt {:.6e} s, {} steps", r.dt, r.steps),
+        format!("sample interval {} us, {} samples, first sample at t = 0", t.interval_us, t.samples),
+        sampling,
         format!("source ricker {} Hz, amplitude {}", c.source.frequency, c.source.amplitude),
         format!("source at x {} y {} z {} m", s[0], s[1], s[2]),
+        format!(
+            "shot {}: field record, source point and shotpoint numbers; trace sequence from {}",
+            r.numbering.shot, r.numbering.first_trace
+        ),
         format!("receivers {}, one trace each, in input order", r.receivers.len()),
         format!(
             "boundary {:?}, {} points{}",
@@ -314,35 +376,59 @@ pub fn describe(r: &ResultFile) -> Vec<String> {
         "samples: pressure, 4-byte IEEE float (format 5), big-endian".into(),
         "coordinates m, scalar bytes 71-72; elevation = -z, scalar bytes 69-70".into(),
         "offset bytes 37-40: horizontal distance in m, negative where x < source x".into(),
+        "inline 189-192, crossline 193-196: receiver line and place; cdp x, y: midpoint".into(),
     ];
     lines.truncate(38);
     lines
 }
 
 /// Writes the receiver traces of `r` as SEG-Y to `path` (through [`crate::output::safe::write_file`]).
-/// Returns a notice when the sample count needed the extended fields.
-pub fn write(r: &ResultFile, path: &Path) -> Result<Option<String>> {
-    let traces = r.traces()?;
+/// Returns notices: the traces resampled onto whole microseconds, a file that needs rev 2.
+pub fn write(r: &ResultFile, path: &Path) -> Result<Vec<String>> {
+    let computed = r.traces()?;
+    let t = resample::on_integer_interval(&computed, r.steps, r.dt, r.trace_t0);
+    drop(computed);
+    let lines = lines(&r.config.receivers);
+    ensure!(
+        lines.len() == r.receivers.len(),
+        "{}: {} receivers, but the input gives {}",
+        r.path.display(),
+        r.receivers.len(),
+        lines.len()
+    );
     let g = Gather {
-        traces: &traces,
-        samples: r.steps,
-        dt: r.dt,
-        t0: r.trace_t0,
+        traces: &t.traces,
+        samples: t.samples,
+        interval_us: t.interval_us,
         source: r.source_position(),
         receivers: &r.receivers,
-        text: describe(r),
+        lines: &lines,
+        numbering: r.numbering,
+        text: describe(r, &t),
     };
-    let mut bytes = Vec::with_capacity(3600 + traces.len() * 4 + r.receivers.len() * 240);
+    let mut bytes = Vec::with_capacity(3600 + t.traces.len() * 4 + r.receivers.len() * 240);
     encode(&g, &mut bytes)?;
     crate::output::safe::write_file(path, &bytes).context("SEG-Y")?;
-    Ok((r.steps > u16::MAX as usize).then(|| {
-        format!(
-            "{}: {} samples per trace exceed 65535; the count is only in the binary header's extended \
-             field (bytes 3269-3272), which SEG-Y readers before rev 2 ignore",
+    let mut notices = Vec::new();
+    if t.resampled {
+        notices.push(format!(
+            "{}: dt = {:.4} us is not a whole number of microseconds: the traces are resampled to {} us \
+             (8-point Lagrange interpolation) so that the header's interval is exact; the HDF5 file holds them at dt",
             path.display(),
-            r.steps
-        )
-    }))
+            r.dt * 1e6,
+            t.interval_us
+        ));
+    }
+    if !g.rev1() {
+        notices.push(format!(
+            "{}: {} samples of {} us do not fit SEG-Y rev 1's 16-bit fields: the file is rev 2.0, its counts in \
+             the binary header's extended fields, which readers before rev 2 ignore",
+            path.display(),
+            t.samples,
+            t.interval_us
+        ));
+    }
+    Ok(notices)
 }
 
 #[cfg(test)]
@@ -377,10 +463,24 @@ mod tests {
 
     #[test]
     fn ebcdic_matches_code_page_037() {
-        let t = textual_header(&["Az09 .=,[]".to_string()]);
+        let t = textual_header(&["Az09 .=,[]".to_string()], true);
         assert_eq!(&t[..14], &[0xC3, 0x40, 0xF1, 0x40, 0xC1, 0xA9, 0xF0, 0xF9, 0x40, 0x4B, 0x7E, 0x6B, 0xBA, 0xBB]);
         assert_eq!(t[80 * 38], 0xC3); // "C39 ..."
+        assert_eq!(&t[80 * 38 + 4..80 * 38 + 8], &[0xE2, 0xC5, 0xC7, 0x40]); // "SEG "
         assert_eq!(&t[80 * 39 + 4..80 * 39 + 7], &[0xC5, 0xD5, 0xC4]); // "END"
+    }
+
+    fn gather<'a>(traces: &'a [f32], samples: usize, receivers: &'a [[f64; 3]], lines: &'a [(i32, i32)]) -> Gather<'a> {
+        Gather {
+            traces,
+            samples,
+            interval_us: 1234,
+            source: [360.0, 360.0, 360.0],
+            receivers,
+            lines,
+            numbering: ShotNumber { shot: 7, first_trace: 31 },
+            text: vec!["test".into()],
+        }
     }
 
     /// Writes a 3-trace gather and reads every field back at the standard's byte positions.
@@ -389,50 +489,43 @@ mod tests {
         let samples = 5;
         let traces: Vec<f32> = (0..15).map(|i| i as f32 * 0.5 - 2.0).collect();
         let receivers = [[460.0, 360.0, 360.0], [210.5, 360.0, 20.25], [360.0, 360.0, 210.0]];
-        let g = Gather {
-            traces: &traces,
-            samples,
-            dt: 1.23456e-3,
-            t0: 1.23456e-3,
-            source: [360.0, 360.0, 360.0],
-            receivers: &receivers,
-            text: vec!["test".into()],
-        };
+        let lines = [(1, 1), (1, 2), (1, 3)];
+        let g = gather(&traces, samples, &receivers, &lines);
         let mut b = Vec::new();
         encode(&g, &mut b).unwrap();
         assert_eq!(b.len(), 3600 + 3 * (240 + 4 * samples));
         assert_eq!(u16_at(&b, 3213), 3);
-        assert_eq!(u16_at(&b, 3217), 1235);
+        assert_eq!(u16_at(&b, 3217), 1234);
         assert_eq!(u16_at(&b, 3221), 5);
         assert_eq!(i16_at(&b, 3225), 5);
         assert_eq!(i16_at(&b, 3255), 1);
-        assert_eq!(i32_at(&b, 3269), 5);
-        assert_eq!(f64_at(&b, 3273), 1234.56);
-        assert_eq!(i32_at(&b, 3297), 0x0102_0304);
-        assert_eq!(u16_at(&b, 3501), 0x0200);
+        assert_eq!(u16_at(&b, 3501), 0x0100);
         assert_eq!(i16_at(&b, 3503), 1);
         assert_eq!(i16_at(&b, 3505), 0);
-        assert_eq!(u64_at(&b, 3513), 3);
-        assert_eq!(u64_at(&b, 3521), 3600);
+        // Rev 1: the rev-2 fields stay empty.
+        assert_eq!((i32_at(&b, 3269), f64_at(&b, 3273), u64_at(&b, 3521)), (0, 0.0, 0));
         for (i, r) in receivers.iter().enumerate() {
             let h = &b[3600 + i * (240 + 4 * samples)..];
-            assert_eq!(i32_at(h, 1), i as i32 + 1);
+            assert_eq!(i32_at(h, 1), 31 + i as i32);
             assert_eq!(i32_at(h, 5), i as i32 + 1);
-            assert_eq!(i32_at(h, 9), 1);
+            assert_eq!((i32_at(h, 9), i32_at(h, 17), i32_at(h, 197)), (7, 7, 7));
             assert_eq!(i32_at(h, 13), i as i32 + 1);
-            // x has 210.5: coordinates are scaled by -10.
-            assert_eq!(i16_at(h, 71), -10);
-            assert_eq!((i32_at(h, 73), i32_at(h, 77)), (3600, 3600));
-            assert_eq!((i32_at(h, 81), i32_at(h, 85)), ((r[0] * 10.0) as i32, (r[1] * 10.0) as i32));
+            assert_eq!((i32_at(h, 21), i32_at(h, 25)), (i as i32 + 1, 1));
+            assert_eq!((i32_at(h, 189), i32_at(h, 193)), (1, i as i32 + 1));
+            // x has 210.5 and the midpoint 285.25: coordinates are scaled by -100.
+            assert_eq!(i16_at(h, 71), -100);
+            assert_eq!((i32_at(h, 73), i32_at(h, 77)), (36000, 36000));
+            assert_eq!((i32_at(h, 81), i32_at(h, 85)), ((r[0] * 100.0) as i32, (r[1] * 100.0) as i32));
+            assert_eq!(i32_at(h, 181), ((r[0] + 360.0) * 50.0) as i32);
+            assert_eq!(i32_at(h, 185), 36000);
             // Elevations -z with 20.25: scaled by -100; source depth 360 m.
             assert_eq!(i16_at(h, 69), -100);
             assert_eq!(i32_at(h, 41), (-r[2] * 100.0) as i32);
             assert_eq!(i32_at(h, 49), 36000);
             assert_eq!(i16_at(h, 89), 1);
             assert_eq!(u16_at(h, 115), 5);
-            assert_eq!(u16_at(h, 117), 1235);
-            // 1.23456 ms as 12346 / 10000.
-            assert_eq!((i16_at(h, 109), i16_at(h, 215)), (12346, -10_000));
+            assert_eq!(u16_at(h, 117), 1234);
+            assert_eq!(i16_at(h, 109), 0);
             let s: Vec<f32> =
                 (0..samples).map(|k| f32::from_be_bytes(h[240 + 4 * k..244 + 4 * k].try_into().unwrap())).collect();
             assert_eq!(s, &traces[i * samples..(i + 1) * samples]);
@@ -442,22 +535,42 @@ mod tests {
     }
 
     #[test]
-    fn long_traces_use_the_extended_count() {
+    fn receiver_grids_are_numbered_by_line_and_place() {
+        let entries: Vec<crate::config::ReceiverConfig> = toml::from_str::<toml::Table>(
+            "r = [{ grid = { origin = [0.0, 0.0, 0.0], step_a = [1.0, 0.0, 0.0], count_a = 3, \
+             step_b = [0.0, 1.0, 0.0], count_b = 2 } }, { line = { start = [0.0, 5.0, 0.0], end = [2.0, 5.0, 0.0], count = 3 } }]",
+        )
+        .unwrap()["r"]
+            .clone()
+            .try_into()
+            .unwrap();
+        assert_eq!(lines(&entries), [(1, 1), (1, 2), (1, 3), (2, 1), (2, 2), (2, 3), (3, 1), (3, 2), (3, 3)]);
+        // A line of 3 and one position: no rectangle, so one line.
+        let mixed: Vec<crate::config::ReceiverConfig> = toml::from_str::<toml::Table>(
+            "r = [{ line = { start = [0.0, 5.0, 0.0], end = [2.0, 5.0, 0.0], count = 3 } }, { position = [1.0, 1.0, 1.0] }]",
+        )
+        .unwrap()["r"]
+            .clone()
+            .try_into()
+            .unwrap();
+        assert_eq!(lines(&mixed), [(1, 1), (1, 2), (1, 3), (1, 4)]);
+    }
+
+    #[test]
+    fn long_traces_make_a_rev2_file_with_the_extended_count() {
         let samples = 70_000;
         let traces = vec![0.0f32; samples];
-        let g = Gather {
-            traces: &traces,
-            samples,
-            dt: 1e-4,
-            t0: 1e-4,
-            source: [0.0; 3],
-            receivers: &[[1.0, 0.0, 0.0]],
-            text: Vec::new(),
-        };
+        let receivers = [[1.0, 0.0, 0.0]];
+        let g = gather(&traces, samples, &receivers, &[(1, 1)]);
         let mut b = Vec::new();
         encode(&g, &mut b).unwrap();
         assert_eq!(u16_at(&b, 3221), 0);
         assert_eq!(i32_at(&b, 3269), 70_000);
+        assert_eq!(f64_at(&b, 3273), 1234.0);
+        assert_eq!(i32_at(&b, 3297), 0x0102_0304);
+        assert_eq!(u16_at(&b, 3501), 0x0200);
+        assert_eq!(u64_at(&b, 3513), 1);
+        assert_eq!(u64_at(&b, 3521), 3600);
         assert_eq!(u16_at(&b[3600..], 115), 0);
         assert_eq!(b.len(), 3600 + 240 + 4 * samples);
     }
