@@ -38,6 +38,7 @@ pub fn run(job: &Job, derived: &[Derived]) -> RunResult<()> {
         .map(|s| {
             let t = survey::shot_input(text, s)?;
             let mut c = Config::from_toml(&t)?;
+            c.source.resolve_files(input_dir);
             // The command line's overrides (--steps, --backend, --kernel) hold for every shot.
             (c.time, c.run) = (cfg.time.clone(), cfg.run.clone());
             Ok((t, c))

@@ -301,7 +301,7 @@ pub fn describe(r: &ResultFile) -> Vec<String> {
         format!("model {model}; stencil radius {}", c.stencil.radius),
         format!("time step {:.6e} s, {} samples, first sample at t = {:.6e} s", r.dt, r.steps, r.trace_t0),
         "exact interval in binary header bytes 3273-3280 (microseconds, IEEE double)".into(),
-        format!("source ricker {} Hz, amplitude {}", c.source.frequency, c.source.amplitude),
+        source_line(&c.source),
         format!("source at x {} y {} z {} m", s[0], s[1], s[2]),
         format!("receivers {}, one trace each, in input order", r.receivers.len()),
         format!(
@@ -343,6 +343,17 @@ pub fn write(r: &ResultFile, path: &Path) -> Result<Option<String>> {
             r.steps
         )
     }))
+}
+
+/// The text header's line for the first source's wavelet (and the number of sources beside it).
+fn source_line(sources: &crate::config::Sources) -> String {
+    let s = sources.first();
+    let wavelet = match &s.wavelet {
+        crate::config::WaveletConfig::Ricker => format!("ricker {} Hz", s.frequency.unwrap_or(0.0)),
+        crate::config::WaveletConfig::File(w) => format!("from {}", w.file.display()),
+    };
+    let more = if sources.len() > 1 { format!(" (first of {} sources)", sources.len()) } else { String::new() };
+    format!("source {wavelet}, amplitude {}{more}", s.amplitude)
 }
 
 #[cfg(test)]
