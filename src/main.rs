@@ -198,6 +198,7 @@ fn run(args: &RunArgs) -> RunResult<()> {
     let text = std::fs::read_to_string(input).with_context(|| format!("cannot read input file {}", input.display()))?;
     let mut cfg = Config::from_toml(&text).map_err(|e| anyhow::anyhow!("{}: {e}", input.display()))?;
     let input_dir = input.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
+    cfg.source.resolve_files(&input_dir);
 
     if args.no_tuning {
         #[cfg(any(feature = "cuda", feature = "hip"))]

@@ -9,7 +9,7 @@ use common::{free_space_point_source, green_function_errors, run};
 fn point_source_matches_free_space_green_function() {
     let setup = free_space_point_source();
     let p = setup.problem();
-    let ppw = setup.vp / p.source.wavelet.max_frequency() / setup.spacing;
+    let ppw = setup.vp / p.source().wavelet.max_frequency() / setup.spacing;
     assert!(ppw >= 8.0, "{ppw} points per minimum wavelength");
     let traces = run::<f64>(&p);
     for (rec, (r, err)) in setup.receivers.iter().zip(green_function_errors(&setup, &p, &traces)) {

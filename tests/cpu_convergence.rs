@@ -67,13 +67,13 @@ fn error(radius: usize, m: usize, dt: f64, steps: usize) -> f64 {
         vp_first: 0,
         vp_range: [C as f32; 2],
         boundary: Boundary::none(shape),
-        source: PointSource {
+        sources: vec![PointSource {
             position: [0.0; 3],
-            wavelet: Ricker::new(1.0, 0.0, None),
+            wavelet: Ricker::new(1.0, 0.0, None).into(),
             injection: Positioning::Nearest,
             taps: vec![],
             samples: vec![],
-        },
+        }],
         receivers: vec![],
         warnings: vec![],
         precision: seismic_run::config::Precision::F32,

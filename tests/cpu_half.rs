@@ -219,9 +219,9 @@ fn f16_scale_and_bytes() {
     assert_eq!(scale.log2().fract(), 0.0, "scale {scale} is not a power of two");
     let v = p.vel2dt2();
     let [nx, ny, _] = p.shape();
-    let smax = p.source.samples.iter().fold(0.0f64, |m, s| m.max(s.abs()));
+    let smax = p.source().samples.iter().fold(0.0f64, |m, s| m.max(s.abs()));
     let peak = p
-        .source
+        .source()
         .taps
         .iter()
         .map(|t| (t.weight * v[(t.point[2] * ny + t.point[1]) * nx + t.point[0]] * smax).abs())

@@ -56,7 +56,7 @@ fn assert_walls_silent(g: &Geometry, receiver: [f64; 3], r_end: f64) {
 }
 
 fn ricker_at(p: &Problem, t: f64) -> f64 {
-    p.source.wavelet.at(t)
+    p.source().wavelet.at(t)
 }
 
 fn free_space_errors(method: &'static str) -> Vec<(f64, f64)> {
@@ -72,9 +72,9 @@ fn free_space_errors(method: &'static str) -> Vec<(f64, f64)> {
 #[test]
 fn off_grid_source_and_receivers_match_the_free_space_solution() {
     let p = off_grid_free_space("sinc").problem();
-    assert_eq!(p.source.taps.len(), 512);
+    assert_eq!(p.source().taps.len(), 512);
     assert!(p.receivers.iter().all(|r| r.taps.len() == 512));
-    let ppw = C / p.source.wavelet.max_frequency() / H;
+    let ppw = C / p.source().wavelet.max_frequency() / H;
     assert!(ppw >= 8.0, "{ppw} points per minimum wavelength");
     let sinc = free_space_errors("sinc");
     let trilinear = free_space_errors("trilinear");
@@ -211,7 +211,7 @@ fn reflection_amplitudes_at_normal_incidence() {
         let w = (q * q - slowness2).sqrt();
         -2.0 * slowness2 / (w * (q + w).powi(2))
     };
-    let w = |t: f64| pl.source.wavelet.at(t);
+    let w = |t: f64| pl.source().wavelet.at(t);
     let exact = |t: f64| {
         // R0 s(t - L/c1) + (1/L) int_{L/c1}^{t} R'(tau / L) s(t - tau) d tau, by the midpoint rule.
         let t0 = l / c1;

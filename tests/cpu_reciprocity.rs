@@ -92,7 +92,7 @@ fn off_grid_trace(n: usize, src: [f64; 3], rec: [f64; 3], vp: Vec<f32>, f32_run:
     };
     let p = g.problem_with(vp);
     // Within 4 points of the surface the z weights fold onto 5 points below it.
-    assert_eq!(p.source.taps.len(), if src[2] < 40.0 { 320 } else { 512 });
+    assert_eq!(p.source().taps.len(), if src[2] < 40.0 { 320 } else { 512 });
     let mut t = if f32_run { run::<f32>(&p) } else { run::<f64>(&p) };
     t.remove(0)
 }

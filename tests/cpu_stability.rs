@@ -25,13 +25,13 @@ pub fn closed_box(shape: [usize; 3], spacing: [f64; 3], radius: usize, vp: Vec<f
         vp_first: 0,
         vp_range,
         boundary: Boundary::none(shape),
-        source: PointSource {
+        sources: vec![PointSource {
             position: [0.0; 3],
-            wavelet: Ricker::new(1.0, 0.0, None),
+            wavelet: Ricker::new(1.0, 0.0, None).into(),
             injection: Positioning::Nearest,
             taps: Vec::new(),
             samples: Vec::new(),
-        },
+        }],
         receivers: Vec::new(),
         warnings: Vec::new(),
         precision: seismic_run::config::Precision::F32,

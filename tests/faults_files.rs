@@ -100,7 +100,9 @@ fn a_resume_runs_again_the_shots_of_a_changed_input_and_strict_refuses_them() {
     // What changes, the input, extra arguments, and how the result file shows the change.
     type Case<'a> = (&'a str, String, &'a [&'a str], fn(&ResultFile) -> bool);
     let cases: [Case; 4] = [
-        ("frequency", base.replace("frequency = 10.0", "frequency = 14.0"), &[], |r| r.config.source.frequency == 14.0),
+        ("frequency", base.replace("frequency = 10.0", "frequency = 14.0"), &[], |r| {
+            r.config.source.first().frequency == Some(14.0)
+        }),
         (
             "velocity",
             base.replace("1500.0, 2500.0", "1600.0, 2500.0"),

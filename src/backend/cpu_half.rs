@@ -80,7 +80,10 @@ pub struct CpuHalfSolver {
     /// With `increment`: d^n = p^n - p^{n-1} (then `prev` only receives p^{n+1}).
     inc: Option<Vec<f32>>,
     src_taps: Vec<(usize, f32)>,
+    /// The sources' samples ([`SourceInjection`](crate::problem::SourceInjection)), `src_row` a
+    /// step, scaled.
     src_samples: Vec<f32>,
+    src_row: usize,
     rec_taps: Vec<Vec<(usize, f32)>>,
     /// Traces as recorded (scaled).
     traces: Vec<Vec<f32>>,
@@ -135,8 +138,9 @@ impl CpuHalfSolver {
         let mut vel32 = vec![0.0f32; layout.len()];
         let dense32: Vec<f32> = problem.vel2dt2().into_iter().map(|v| v as f32).collect();
         layout.scatter(&dense32, &mut vel32);
+        let injection = problem.source_injection();
         let src_taps =
-            taps(&problem.source.taps).into_iter().map(|(o, w)| (o, (w as f64 * vel32[o] as f64) as f32)).collect();
+            taps(&injection.taps).into_iter().map(|(o, w)| (o, (w as f64 * vel32[o] as f64) as f32)).collect();
         let scale = problem.field_scale();
         Ok(CpuHalfSolver {
             layout,
@@ -155,7 +159,8 @@ impl CpuHalfSolver {
             storage,
             src_taps,
             // Scaling by a power of two is exact: the f32 samples times the scale.
-            src_samples: problem.source.samples.iter().map(|&s| (s as f32 as f64 * scale) as f32).collect(),
+            src_samples: injection.samples.iter().map(|&s| (s as f32 as f64 * scale) as f32).collect(),
+            src_row: injection.row,
             rec_taps: problem.receivers.iter().map(|r| taps(&r.taps)).collect(),
             traces: (0..problem.receivers.len()).map(|_| Vec::with_capacity(problem.steps)).collect(),
             seconds: Vec::with_capacity(problem.steps),
@@ -210,9 +215,10 @@ impl CpuHalfSolver {
                 self.cpml_axis(axis, &mut target);
             }
         }
-        if let Some(&s) = self.src_samples.get(n) {
-            for &(o, w) in &self.src_taps {
-                target[o] = round_f16(target[o] + w * s);
+        let row = self.src_row;
+        if let Some(samples) = self.src_samples.get(n * row..(n + 1) * row) {
+            for (t, &(o, w)) in self.src_taps.iter().enumerate() {
+                target[o] = round_f16(target[o] + w * samples[if row == 1 { 0 } else { t }]);
             }
         }
         if increment {

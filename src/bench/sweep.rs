@@ -404,7 +404,7 @@ mod tests {
         assert_eq!(p.receivers.len(), super::super::REAL_STEP_RECEIVERS);
         assert_eq!((p.boundary.width, p.boundary.free_surface, p.steps), (super::super::REAL_STEP_CPML, false, 5));
         assert_eq!(p.full_step_bytes(), crate::problem::full_step_bytes([64, 48, 56], 4, 20, false));
-        assert!(!p.source.taps.is_empty());
+        assert!(!p.source().taps.is_empty());
     }
 
     /// A tiny sweep with a search: every case timed, numbers plausible, the winner cached and found.

@@ -35,7 +35,8 @@ pub struct Config {
     #[serde(default)]
     pub stencil: StencilConfig,
     pub time: TimeConfig,
-    pub source: SourceConfig,
+    /// `[source]` or `[[source]]`.
+    pub source: Sources,
     #[serde(default)]
     pub receivers: Vec<ReceiverConfig>,
     #[serde(default)]
@@ -71,7 +72,7 @@ impl Config {
     /// Parses a TOML document. Errors (unknown key, wrong type, missing key) carry the line,
     /// column and key.
     pub fn from_toml(text: &str) -> Result<Config, toml::de::Error> {
-        toml::from_str(text)
+        toml::from_str(text).map_err(|e| shot::source_forms_mixed(text).unwrap_or(e))
     }
 
     /// Reads and parses an input file; errors name the file, then the line, column and key.
@@ -139,13 +140,7 @@ impl Config {
         if let Some(dt) = t.dt {
             finite_in("time.dt", dt, f64::MIN_POSITIVE, MAX_TIME, "a positive time in s")?;
         }
-        let s = &self.source;
-        finite3("source.position", s.position, -MAX_LENGTH, MAX_LENGTH, "a coordinate in m")?;
-        finite_in("source.frequency", s.frequency, f64::MIN_POSITIVE, MAX_FREQUENCY, "a positive frequency in Hz")?;
-        finite_in("source.amplitude", s.amplitude, -MAX_AMPLITUDE, MAX_AMPLITUDE, "an amplitude")?;
-        if let Some(d) = s.delay {
-            finite_in("source.delay", d, -MAX_TIME, MAX_TIME, "a time in s")?;
-        }
+        self.source.check_values()?;
         for (i, r) in self.receivers.iter().enumerate() {
             let key = format!("receivers[{i}]");
             if let Some(p) = r.position {

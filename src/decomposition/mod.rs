@@ -366,8 +366,16 @@ impl Decomposition {
                 .map(|t| Tap { point: [t.point[0], t.point[1] - first_row, t.point[2] - first], weight: t.weight })
                 .collect()
         };
-        let mut source = problem.source.clone();
-        source.taps = shift(&problem.source.taps, &|y, z| (z0..z1).contains(&z) && (y0..y1).contains(&y));
+        // Each source keeps its taps on the owned planes and rows: a point's sum over the sources
+        // is then the whole run's ([`crate::problem::SourceInjection`]).
+        let sources = problem
+            .sources
+            .iter()
+            .map(|s| {
+                let taps = shift(&s.taps, &|y, z| (z0..z1).contains(&z) && (y0..y1).contains(&y));
+                crate::problem::PointSource { taps, ..s.clone() }
+            })
+            .collect();
         let receivers: Vec<usize> = (0..problem.receivers.len()).filter(|&i| self.receiver_rank[i] == rank).collect();
         let rec = receivers
             .iter()
@@ -403,7 +411,7 @@ impl Decomposition {
             vp_first: 0,
             vp_range: problem.vp_range,
             boundary,
-            source,
+            sources,
             receivers: rec,
             warnings: Vec::new(),
             precision: problem.precision,
@@ -500,8 +508,8 @@ mod tests {
         let s = d.subdomain(&p, 1).unwrap();
         assert_eq!((s.first, s.planes(), s.owned_local()), (8, 15, 2));
         assert_eq!(s.problem.boundary.profiles[2].a, p.boundary.profiles[2].a[8..23].to_vec());
-        assert_eq!(s.problem.source.taps, vec![Tap { point: [6, 5, 2], weight: 1.0 }]);
-        assert!(d.subdomain(&p, 0).unwrap().problem.source.taps.is_empty());
+        assert_eq!(s.problem.source().taps, vec![Tap { point: [6, 5, 2], weight: 1.0 }]);
+        assert!(d.subdomain(&p, 0).unwrap().problem.source().taps.is_empty());
         assert_eq!(s.problem.vp.len(), 12 * 10 * 15);
     }
 
@@ -534,7 +542,7 @@ mod tests {
             assert_eq!(a.problem.vp, b.problem.vp, "rank {rank}");
             assert_eq!((a.problem.dt, a.problem.steps), (b.problem.dt, b.problem.steps));
             assert_eq!(a.problem.boundary.profiles[2].a, b.problem.boundary.profiles[2].a);
-            assert_eq!(a.problem.source.taps, b.problem.source.taps);
+            assert_eq!(a.problem.source().taps, b.problem.source().taps);
             assert_eq!(a.problem.vp_range, b.problem.vp_range);
         }
         let short = Problem::build_part(&cfg, vp[..5 * plane].to_vec(), 0, whole.vp_range).unwrap();

@@ -51,6 +51,7 @@ fn shots(ranks: &Ranks, job: &Job, derived: &[Derived]) -> RunResult<()> {
         .map(|s| {
             let t = survey::shot_input(text, s)?;
             let mut c = Config::from_toml(&t)?;
+            c.source.resolve_files(input_dir);
             // The command line's overrides (--steps, --backend, --kernel) hold for every shot.
             (c.time, c.run) = (cfg.time.clone(), cfg.run.clone());
             c.shot_number = Some(crate::config::ShotNumber { shot: s.index as u64 + 1, first_trace });

@@ -1,10 +1,11 @@
-//! Discretisation: stencil coefficients, the CFL limit and the source wavelet.
+//! Discretisation: stencil coefficients, the CFL limit and the source wavelets.
 
 pub mod stencil;
 pub mod wavelet;
+pub mod wavelet_file;
 
 pub use stencil::Stencil;
-pub use wavelet::Ricker;
+pub use wavelet::{Ricker, SampledWavelet, Wavelet};
 
 /// Deterministic pseudo-random values in [-1, 1) (benchmarks and tests must not run on zeros),
 /// filled in parallel chunks so that the largest grids (2^30 points) take well under a second; the

@@ -17,8 +17,8 @@
 //! - /receivers/pressure (nreceivers, nt), /receivers/position (nreceivers, 3), /receivers/taps
 //!   (nreceivers), attributes dt, t0, interpolation (and, for a survey's shot, shot and
 //!   first_trace: its SEG-Y numbering);
-//! - /source (attributes: position, frequency, amplitude, delay, wavelet, taps, injection and, for
-//!   sinc, sinc_half_width);
+//! - /source (the first source's attributes: position, frequency, amplitude, delay, wavelet, taps,
+//!   injection and, for sinc, sinc_half_width; and count, the number of sources);
 //! - /stats/step, /stats/seconds, /stats/effective_gbps, /stats/gpts_per_s with summary attributes
 //!   (and /stats/exchange_seconds, the halo exchange's part of each step, for a decomposed run).
 
@@ -373,15 +373,16 @@ fn write_file(
     let mut sums: Vec<Entry> = Vec::new();
 
     let source = file.create_group("source").map_err(h5)?;
-    let w = &problem.source.wavelet;
-    source.set_attr_string("wavelet", "ricker").map_err(h5)?;
-    source.set_attr_array_numeric("position", &problem.source.position).map_err(h5)?;
-    source.set_attr_numeric("frequency", &w.frequency).map_err(h5)?;
-    source.set_attr_numeric("amplitude", &w.amplitude).map_err(h5)?;
-    source.set_attr_numeric("delay", &w.delay).map_err(h5)?;
-    source.set_attr_numeric("taps", &(problem.source.taps.len() as u64)).map_err(h5)?;
-    source.set_attr_string("injection", problem.source.injection.name()).map_err(h5)?;
-    if let Positioning::Sinc { half_width } = problem.source.injection {
+    let (first, w) = (problem.source(), &problem.source().wavelet);
+    source.set_attr_numeric("count", &(problem.sources.len() as u64)).map_err(h5)?;
+    source.set_attr_string("wavelet", w.name()).map_err(h5)?;
+    source.set_attr_array_numeric("position", &first.position).map_err(h5)?;
+    source.set_attr_numeric("frequency", &w.frequency()).map_err(h5)?;
+    source.set_attr_numeric("amplitude", &w.amplitude()).map_err(h5)?;
+    source.set_attr_numeric("delay", &w.delay()).map_err(h5)?;
+    source.set_attr_numeric("taps", &(first.taps.len() as u64)).map_err(h5)?;
+    source.set_attr_string("injection", first.injection.name()).map_err(h5)?;
+    if let Positioning::Sinc { half_width } = first.injection {
         source.set_attr_numeric("sinc_half_width", &(half_width as u64)).map_err(h5)?;
     }
 

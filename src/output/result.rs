@@ -340,9 +340,9 @@ impl ResultFile {
             .with_context(|| format!("{} does not verify", self.path.display()))
     }
 
-    /// The source position (m), from the input the run was made from.
+    /// The (first) source's position (m), from the input the run was made from.
     pub fn source_position(&self) -> [f64; 3] {
-        self.config.source.position
+        self.config.source.first().position
     }
 
     /// Receiver traces, (nreceivers, steps) row-major.

@@ -359,7 +359,7 @@ pub fn describe(r: &ResultFile, t: &resample::OnIntegerInterval) -> Vec<String> 
         format!("time step dt {:.6e} s, {} steps", r.dt, r.steps),
         format!("sample interval {} us, {} samples, first sample at t = 0", t.interval_us, t.samples),
         sampling,
-        format!("source ricker {} Hz, amplitude {}", c.source.frequency, c.source.amplitude),
+        source_line(&c.source),
         format!("source at x {} y {} z {} m", s[0], s[1], s[2]),
         format!(
             "shot {}: field record, source point and shotpoint numbers; trace sequence from {}",
@@ -429,6 +429,17 @@ pub fn write(r: &ResultFile, path: &Path) -> Result<Vec<String>> {
         ));
     }
     Ok(notices)
+}
+
+/// The text header's line for the first source's wavelet (and the number of sources beside it).
+fn source_line(sources: &crate::config::Sources) -> String {
+    let s = sources.first();
+    let wavelet = match &s.wavelet {
+        crate::config::WaveletConfig::Ricker => format!("ricker {} Hz", s.frequency.unwrap_or(0.0)),
+        crate::config::WaveletConfig::File(w) => format!("from {}", w.file.display()),
+    };
+    let more = if sources.len() > 1 { format!(" (first of {} sources)", sources.len()) } else { String::new() };
+    format!("source {wavelet}, amplitude {}{more}", s.amplitude)
 }
 
 #[cfg(test)]

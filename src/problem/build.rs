@@ -5,7 +5,7 @@ use super::{MANY_STEPS, MAX_STEPS, MIN_POINTS_PER_WAVELENGTH, Problem, shot_geom
 use crate::boundary::{Boundary, BoundaryKind};
 use crate::config::Config;
 use crate::grid::Layout;
-use crate::numerics::{Ricker, Stencil, stencil::MAX_RADIUS};
+use crate::numerics::{Stencil, stencil::MAX_RADIUS};
 use anyhow::{Result, bail, ensure};
 use rayon::prelude::*;
 
@@ -117,10 +117,7 @@ impl Problem {
             ));
         }
 
-        let src = &cfg.source;
-        ensure!(src.frequency > 0.0, "source.frequency must be positive, got {}", src.frequency);
-        let wavelet = Ricker::new(src.frequency, src.amplitude, src.delay);
-        let (source, receivers, shot_warnings) = shot_geometry(cfg, dt, steps)?;
+        let (sources, receivers, shot_warnings) = shot_geometry(cfg, dt, steps)?;
         warnings.extend(shot_warnings);
 
         let b = &cfg.boundary;
@@ -137,15 +134,19 @@ impl Problem {
                 );
             }
         }
-        let boundary = Boundary::new(kind, b.width, b.free_surface, shape, spacing, vmax, src.frequency, dt);
+        // The CPML's frequency shift from the first source's peak frequency; dispersion from the
+        // highest frequency of any source.
+        let peak_frequency = sources[0].wavelet.frequency();
+        let boundary = Boundary::new(kind, b.width, b.free_surface, shape, spacing, vmax, peak_frequency, dt);
 
         let hmax = spacing.iter().cloned().fold(0.0, f64::max);
-        let ppw = vmin / wavelet.max_frequency() / hmax;
+        let max_frequency = sources.iter().map(|s| s.wavelet.max_frequency()).fold(0.0, f64::max);
+        let ppw = vmin / max_frequency / hmax;
         if ppw < MIN_POINTS_PER_WAVELENGTH {
             warnings.push(format!(
                 "only {ppw:.1} grid points per minimum wavelength (vmin {vmin} m/s at {:.1} Hz, spacing {hmax} m): \
                  expect numerical dispersion below about {MIN_POINTS_PER_WAVELENGTH}",
-                wavelet.max_frequency()
+                max_frequency
             ));
         }
         let precision = cfg.run.precision;
@@ -160,7 +161,7 @@ impl Problem {
             vp_first: first_plane,
             vp_range: range,
             boundary,
-            source,
+            sources,
             receivers,
             warnings,
             precision,

@@ -13,7 +13,7 @@ mod positioning;
 mod shot;
 
 pub use positioning::{DEFAULT_SINC_HALF_WIDTH, MAX_SINC_HALF_WIDTH, Positioning, Tap, sinc, trilinear};
-pub use shot::{PointSource, Receiver, shot_geometry};
+pub use shot::{PointSource, Receiver, SourceInjection, shot_geometry};
 
 use crate::boundary::{Boundary, cpml_step_bytes};
 use crate::config::{Config, Precision};
@@ -38,7 +38,8 @@ pub struct Problem {
     /// The lowest and highest velocity of the whole model, m/s.
     pub vp_range: [f32; 2],
     pub boundary: Boundary,
-    pub source: PointSource,
+    /// The shot's sources (at least one; [`Problem::source`] is the first).
+    pub sources: Vec<PointSource>,
     pub receivers: Vec<Receiver>,
     /// Things the user should know (dispersion, ...); the CLI prints them.
     pub warnings: Vec<String>,
@@ -75,13 +76,13 @@ impl Problem {
             vp_first: 0,
             vp_range: [v, v],
             boundary: Boundary::none(shape),
-            source: PointSource {
+            sources: vec![PointSource {
                 position: [0.0; 3],
-                wavelet: Ricker::new(10.0, 1.0, None),
+                wavelet: Ricker::new(10.0, 1.0, None).into(),
                 injection: Positioning::Nearest,
                 taps: vec![],
                 samples: vec![],
-            },
+            }],
             receivers: vec![],
             warnings: vec![],
             precision: Precision::F32,
@@ -135,9 +136,7 @@ impl Problem {
         if self.precision == Precision::F32 {
             return 1.0;
         }
-        let smax = self.source.samples.iter().fold(0.0f64, |m, s| m.max(s.abs()));
-        let peak =
-            self.source.taps.iter().map(|t| (t.weight * self.vel2dt2_at(t.point) * smax).abs()).fold(0.0f64, f64::max);
+        let peak = self.source_injection().peak(|p| self.vel2dt2_at(p));
         if peak > 0.0 && peak.is_finite() { (-peak.log2().round()).exp2() } else { 1.0 }
     }
 
@@ -230,8 +229,8 @@ impl Problem {
             cfg.grid.shape == self.shape() && cfg.grid.spacing == self.spacing && cfg.grid.origin == self.origin,
             "a shot must use the survey's grid"
         );
-        let (source, receivers, warnings) = shot_geometry(cfg, self.dt, self.steps)?;
-        (self.source, self.receivers) = (source, receivers);
+        let (sources, receivers, warnings) = shot_geometry(cfg, self.dt, self.steps)?;
+        (self.sources, self.receivers) = (sources, receivers);
         Ok(warnings)
     }
 }

@@ -2,6 +2,7 @@
 //! trilinear and Kaiser-windowed sinc positioning, with the sinc mirrored at a free surface.
 
 use crate::config::Injection;
+pub(super) use crate::numerics::wavelet::bessel_i0;
 use anyhow::{Result, bail, ensure};
 
 /// One grid point and its weight in an interpolation or a spread.
@@ -202,17 +203,4 @@ pub(super) fn sinc_axis(u: f64, r: usize, n: usize, mirror: bool) -> Vec<(usize,
         used[k as usize] = true;
     }
     folded.into_iter().zip(used).enumerate().filter(|(_, (_, u))| *u).map(|(k, (w, _))| (k, w)).collect()
-}
-
-/// The modified Bessel function of the first kind, order 0, by its power series
-/// sum ((x/2)^k / k!)^2; converges fast for the arguments here (x <= 15).
-pub(super) fn bessel_i0(x: f64) -> f64 {
-    let q = 0.25 * x * x;
-    let (mut term, mut sum, mut k) = (1.0, 1.0, 1.0);
-    while term > 1e-17 * sum {
-        term *= q / (k * k);
-        sum += term;
-        k += 1.0;
-    }
-    sum
 }

@@ -1,16 +1,20 @@
-//! The source and receivers of one shot: their positions from the configuration, checked to lie
-//! in the grid, and their taps.
+//! The sources and receivers of one shot: their positions from the configuration, checked to lie
+//! in the grid, their taps and wavelets, and what the sources inject together each step
+//! ([`SourceInjection`]).
 
+use super::Problem;
 use super::positioning::{Positioning, Tap};
-use crate::config::{self, Config};
-use crate::numerics::Ricker;
-use anyhow::{Result, ensure};
+use crate::config::{self, Config, WaveletConfig};
+use crate::numerics::wavelet_file::read_wavelet;
+use crate::numerics::{Ricker, SampledWavelet, Wavelet};
+use anyhow::{Context, Result, ensure};
+use std::collections::BTreeMap;
 
 /// A point source: where it injects and what it injects each step.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PointSource {
     pub position: [f64; 3],
-    pub wavelet: Ricker,
+    pub wavelet: Wavelet,
     /// How the delta function is spread over grid points.
     pub injection: Positioning,
     /// The spread (weights sum to about 1: exactly for nearest and trilinear).
@@ -57,14 +61,28 @@ fn receiver_positions(r: &config::ReceiverConfig, i: usize) -> Result<Vec<[f64; 
     Ok(out)
 }
 
-/// The source and receivers of `cfg` (their taps on the grid, the source's samples at `dt` for
-/// `steps` steps) and the warnings they raise: the part of a [`Problem`](super::Problem) that differs between the
-/// shots of a survey.
-pub fn shot_geometry(cfg: &Config, dt: f64, steps: usize) -> Result<(PointSource, Vec<Receiver>, Vec<String>)> {
+/// The wavelet of source `s` (`key` names it in errors), to be read at steps of `dt`.
+fn wavelet(s: &config::SourceConfig, key: &str, dt: f64) -> Result<Wavelet> {
+    Ok(match &s.wavelet {
+        WaveletConfig::Ricker => {
+            let f = s.frequency.with_context(|| format!("{key}.frequency is required with the Ricker wavelet"))?;
+            ensure!(f > 0.0, "{key}.frequency must be positive, got {f}");
+            Ricker::new(f, s.amplitude, s.delay).into()
+        }
+        WaveletConfig::File(w) => {
+            let samples =
+                read_wavelet(&w.file, w.trace, w.sample_interval).with_context(|| format!("{key}.wavelet"))?;
+            let start = samples.start + s.delay.unwrap_or(0.0);
+            Wavelet::Sampled(SampledWavelet::new(samples.values, samples.interval, start, s.amplitude, dt))
+        }
+    })
+}
+
+/// The sources and receivers of `cfg` (their taps on the grid, the sources' samples at `dt` for
+/// `steps` steps) and the warnings they raise: the part of a [`Problem`](super::Problem) that
+/// differs between the shots of a survey.
+pub fn shot_geometry(cfg: &Config, dt: f64, steps: usize) -> Result<(Vec<PointSource>, Vec<Receiver>, Vec<String>)> {
     let (shape, spacing, origin) = (cfg.grid.shape, cfg.grid.spacing, cfg.grid.origin);
-    let src = &cfg.source;
-    ensure!(src.frequency > 0.0, "source.frequency must be positive, got {}", src.frequency);
-    let wavelet = Ricker::new(src.frequency, src.amplitude, src.delay);
     let inside = |p: [f64; 3], key: &str| -> Result<()> {
         for a in 0..3 {
             let lo = origin[a];
@@ -77,28 +95,33 @@ pub fn shot_geometry(cfg: &Config, dt: f64, steps: usize) -> Result<(PointSource
         }
         Ok(())
     };
-    inside(src.position, "source.position")?;
     let free_surface = cfg.boundary.free_surface;
     let mut warnings = Vec::new();
-    let injection = Positioning::from_config(src.injection, src.sinc_half_width, "source", "injection")?;
-    let src_taps = injection.taps(src.position, origin, spacing, shape, free_surface);
-    ensure!(
-        !src_taps.is_empty(),
-        "source.position = {:?} m lies on the free surface (z = {} m), where the pressure is held at zero: \
-         move it below the surface",
-        src.position,
-        origin[2]
-    );
-    if injection.truncated(src.position, origin, spacing, shape, free_surface) {
-        warnings.push(format!(
-            "source.position = {:?} m is closer than sinc_half_width points to a grid face: its sinc weights \
-             past the face are dropped",
-            src.position
-        ));
-    }
     let cell = spacing[0] * spacing[1] * spacing[2];
-    let samples = (0..steps).map(|n| wavelet.at(n as f64 * dt) / cell).collect();
-    let source = PointSource { position: src.position, wavelet, injection, taps: src_taps, samples };
+    let mut sources = Vec::with_capacity(cfg.source.len());
+    for (i, src) in cfg.source.iter().enumerate() {
+        let key = cfg.source.key(i);
+        let wavelet = wavelet(src, &key, dt)?;
+        inside(src.position, &format!("{key}.position"))?;
+        let injection = Positioning::from_config(src.injection, src.sinc_half_width, &key, "injection")?;
+        let taps = injection.taps(src.position, origin, spacing, shape, free_surface);
+        ensure!(
+            !taps.is_empty(),
+            "{key}.position = {:?} m lies on the free surface (z = {} m), where the pressure is held at zero: \
+             move it below the surface",
+            src.position,
+            origin[2]
+        );
+        if injection.truncated(src.position, origin, spacing, shape, free_surface) {
+            warnings.push(format!(
+                "{key}.position = {:?} m is closer than sinc_half_width points to a grid face: its sinc weights \
+                 past the face are dropped",
+                src.position
+            ));
+        }
+        let samples = (0..steps).map(|n| wavelet.at(n as f64 * dt) / cell).collect();
+        sources.push(PointSource { position: src.position, wavelet, injection, taps, samples });
+    }
 
     let mut receivers = Vec::new();
     let mut truncated = 0;
@@ -118,5 +141,85 @@ pub fn shot_geometry(cfg: &Config, dt: f64, steps: usize) -> Result<(PointSource
              the face are dropped"
         ));
     }
-    Ok((source, receivers, warnings))
+    Ok((sources, receivers, warnings))
+}
+
+/// What step 5 adds at the sources' taps, the same for every backend: at tap t in step n,
+/// `weight_t * c^2 dt^2 * samples[n * row + t]` (`t` taken as 0 when `row` is 1).
+///
+/// One source keeps its own taps and weights and its one row of samples (`row` = 1). Several
+/// sources are merged into the distinct points of all their taps (weight 1, ordered by z, y, x),
+/// each with its own row entry per step: the sum over the sources of their weight there times
+/// their sample, in the sources' order. Every backend rounds these sums once, so the sources'
+/// overlapping taps add up the same everywhere; the price is steps x taps samples.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SourceInjection {
+    pub taps: Vec<Tap>,
+    /// Samples per step: 1 (all taps share one wavelet) or the number of taps (one each).
+    pub row: usize,
+    pub samples: Vec<f64>,
+}
+
+impl SourceInjection {
+    /// The injection of `sources`.
+    pub fn of(sources: &[PointSource]) -> SourceInjection {
+        if let [one] = sources {
+            return SourceInjection { taps: one.taps.clone(), row: 1, samples: one.samples.clone() };
+        }
+        let mut points = BTreeMap::new();
+        for t in sources.iter().flat_map(|s| &s.taps) {
+            let [x, y, z] = t.point;
+            points.entry([z, y, x]).or_insert(t.point);
+        }
+        let column: BTreeMap<[usize; 3], usize> = points.values().enumerate().map(|(c, &p)| (p, c)).collect();
+        let taps: Vec<Tap> = points.values().map(|&point| Tap { point, weight: 1.0 }).collect();
+        let row = taps.len();
+        let steps = if row == 0 { 0 } else { sources.iter().map(|s| s.samples.len()).max().unwrap_or(0) };
+        let mut samples = vec![0.0; steps * row];
+        for s in sources {
+            for t in &s.taps {
+                let c = column[&t.point];
+                for (n, &v) in s.samples.iter().enumerate() {
+                    samples[n * row + c] += t.weight * v;
+                }
+            }
+        }
+        SourceInjection { taps, row, samples }
+    }
+
+    /// Steps with samples (no injection after them).
+    pub fn steps(&self) -> usize {
+        self.samples.len().checked_div(self.row).unwrap_or(0)
+    }
+
+    /// The sample tap `t` takes at step `n` (before its weight).
+    pub fn sample(&self, n: usize, t: usize) -> f64 {
+        self.samples[n * self.row + if self.row == 1 { 0 } else { t }]
+    }
+
+    /// The largest value the sources add to one point in one step: |weight c^2 dt^2 sample|,
+    /// with `vel2dt2` the factor at a grid point.
+    pub fn peak(&self, vel2dt2: impl Fn([usize; 3]) -> f64) -> f64 {
+        let steps = self.steps();
+        self.taps
+            .iter()
+            .enumerate()
+            .map(|(t, tap)| {
+                let smax = (0..steps).fold(0.0f64, |m, n| m.max(self.sample(n, t).abs()));
+                (tap.weight * vel2dt2(tap.point) * smax).abs()
+            })
+            .fold(0.0f64, f64::max)
+    }
+}
+
+impl Problem {
+    /// The first source: the one a survey moves from shot to shot.
+    pub fn source(&self) -> &PointSource {
+        &self.sources[0]
+    }
+
+    /// What the sources inject each step ([`SourceInjection`]).
+    pub fn source_injection(&self) -> SourceInjection {
+        SourceInjection::of(&self.sources)
+    }
 }

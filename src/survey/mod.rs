@@ -44,9 +44,9 @@ pub struct Shot {
 /// The shots of `cfg`: its `[survey]`, or the one shot at `[source] position` without one.
 pub fn shots(cfg: &Config) -> Result<Vec<Shot>> {
     let Some(survey) = &cfg.survey else {
-        return Ok(vec![Shot { index: 0, source: cfg.source.position, shift: [0.0; 3] }]);
+        return Ok(vec![Shot { index: 0, source: cfg.source.first().position, shift: [0.0; 3] }]);
     };
-    let reference = cfg.source.position;
+    let reference = cfg.source.first().position;
     Ok(survey
         .positions()?
         .into_iter()
@@ -62,13 +62,30 @@ pub fn shots(cfg: &Config) -> Result<Vec<Shot>> {
 }
 
 /// The input of one shot as TOML text: the survey's input `text` with `[source] position` at the
-/// shot, every `[[receivers]]` position, line and grid moved by the shot's shift, and no
-/// `[survey]`. Its result file is then that of a single run of this text.
+/// shot (with `[[source]]`, the first source there and every other moved with it, keeping its
+/// offset from the first), every `[[receivers]]` position, line and grid moved by the shot's
+/// shift, and no `[survey]`. Its result file is then that of a single run of this text.
 pub fn shot_input(text: &str, shot: &Shot) -> Result<String> {
     let mut doc: toml::Table = text.parse().context("the survey's input")?;
     doc.remove("survey");
-    let source = doc.get_mut("source").and_then(|s| s.as_table_mut()).context("the input has no [source]")?;
-    source.insert("position".into(), coordinates(shot.source));
+    let sources: Vec<&mut toml::Table> = match doc.get_mut("source") {
+        Some(toml::Value::Table(t)) => vec![t],
+        Some(toml::Value::Array(list)) => list.iter_mut().filter_map(|s| s.as_table_mut()).collect(),
+        _ => bail!("the input has no [source]"),
+    };
+    let mut move_by: Option<[f64; 3]> = None;
+    for source in sources {
+        let v = source.get("position").context("source position")?;
+        let p = position_of(v).context("source position")?;
+        let moved = match move_by {
+            None => {
+                move_by = Some(std::array::from_fn(|a| shot.source[a] - p[a]));
+                shot.source
+            }
+            Some(by) => std::array::from_fn(|a| p[a] + by[a]),
+        };
+        source.insert("position".into(), coordinates(moved));
+    }
     if shot.shift != [0.0; 3] {
         let receivers = doc.get_mut("receivers").and_then(|r| r.as_array_mut());
         for r in receivers.into_iter().flatten().filter_map(|r| r.as_table_mut()) {
@@ -204,7 +221,7 @@ mod tests {
             .unwrap();
         let s = Config::from_toml(&text).unwrap();
         assert!(s.survey.is_none());
-        assert_eq!(s.source.position, [70.0, 40.0, 30.0]);
+        assert_eq!(s.source.first().position, [70.0, 40.0, 30.0]);
         assert_eq!(s.receivers[0].position, Some([80.0, 40.0, 20.0]));
         let line = s.receivers[1].line.as_ref().unwrap();
         assert_eq!((line.start, line.end, line.count), ([30.0, 40.0, 10.0], [110.0, 40.0, 10.0], 3));

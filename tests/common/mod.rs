@@ -144,7 +144,7 @@ pub fn run<T: Real>(problem: &Problem) -> Vec<Vec<f64>> {
 /// Free-space Green's function of (1/c^2) p_tt - lap p = s(t) delta(x) convolved with the source:
 /// p(r, t) = s(t - r/c) / (4 pi r).
 pub fn point_source_pressure(problem: &Problem, r: f64, c: f64, t: f64) -> f64 {
-    problem.source.wavelet.at(t - r / c) / (4.0 * PI * r)
+    problem.source().wavelet.at(t - r / c) / (4.0 * PI * r)
 }
 
 /// Distance between two grid points of a problem, m.

@@ -75,8 +75,7 @@ impl<T: Real> Backend for CpuSolver<T> {
                 a.zeta.fill(T::default());
             }
         }
-        (self.src_taps, self.rec_taps) = shot_taps(problem, &self.layout, &self.vel2dt2);
-        self.src_samples = problem.source.samples.iter().map(|&s| T::of(s)).collect();
+        (self.source, self.rec_taps) = shot_taps(problem, &self.layout, &self.vel2dt2);
         self.traces = (0..problem.receivers.len()).map(|_| Vec::with_capacity(problem.steps)).collect();
         self.seconds.clear();
         self.open = None;

@@ -32,7 +32,7 @@ use cpml::{x_layer_weights, x_psi_len};
 use isa::SubnormalsAsZero;
 use memory::{Parts, first_touch, first_touch_in, partition, y_split, y_tiles};
 use rayon::prelude::*;
-use shot::shot_taps;
+use shot::{SourceTaps, shot_taps};
 use std::ops::Range;
 use sweep::{CpmlSweep, Sweep, layer};
 
@@ -134,9 +134,8 @@ pub struct CpuSolver<T: Real> {
     z_layer: Vec<Option<usize>>,
     /// Per interior row, its row in the y CPML slab (likewise).
     y_layer: Vec<Option<usize>>,
-    /// (offset in the padded field, weight * c^2 dt^2) per source tap.
-    src_taps: Vec<(usize, T)>,
-    src_samples: Vec<T>,
+    /// The sources' taps and samples.
+    source: SourceTaps<T>,
     rec_taps: Vec<Vec<(usize, T)>>,
     traces: Vec<Vec<T>>,
     seconds: Vec<f64>,
@@ -249,7 +248,7 @@ impl<T: Real> CpuSolver<T> {
         let x_weights = cpml
             .as_ref()
             .map_or(Vec::new(), |(_, coef): &(_, CpmlProfiles<T>)| x_layer_weights(&coef[0][0], &c2[0], r, b.width));
-        let (src_taps, rec_taps) = shot_taps(problem, &layout, &vel2dt2);
+        let (source, rec_taps) = shot_taps(problem, &layout, &vel2dt2);
         Ok(CpuSolver {
             layout,
             radius: r,
@@ -269,8 +268,7 @@ impl<T: Real> CpuSolver<T> {
             z_layer,
             chunks,
             tiles: y_tiles(&layout, cpml_width, std::mem::size_of::<T>()),
-            src_taps,
-            src_samples: problem.source.samples.iter().map(|&s| T::of(s)).collect(),
+            source,
             rec_taps,
             // One Vec per receiver, each with its own capacity (vec![v; n] clones drop capacity).
             traces: (0..problem.receivers.len()).map(|_| Vec::with_capacity(problem.steps)).collect(),

@@ -1,4 +1,4 @@
-//! One shot on the CPU: the source's taps added after the sweep (step 5), the receivers'
+//! One shot on the CPU: the sources' taps added after the sweep (step 5), the receivers'
 //! samples (step 6) and the free surface's mirrored planes.
 
 use super::{CpuSolver, Part, Real};
@@ -8,21 +8,25 @@ use crate::problem::Problem;
 impl<T: Real> CpuSolver<T> {
     /// Step 5 for the source taps on the planes of `part`, in their order.
     pub(super) fn inject(&mut self, n: usize, part: Part) {
-        let Some(&s) = self.src_samples.get(n) else { return };
+        let row = self.source.row;
+        if n >= self.source.steps() {
+            return;
+        }
         let plane = self.layout.plane;
         let halo = self.layout.halo;
         let in_first = |o: usize| {
             let iz = o / plane - halo;
             self.split.as_ref().is_some_and(|sp| sp.first.iter().any(|r| r.contains(&iz)))
         };
-        for &(o, w) in &self.src_taps {
+        let samples = &self.source.samples[n * row..(n + 1) * row];
+        for (t, &(o, w)) in self.source.taps.iter().enumerate() {
             let take = match part {
                 Part::All => true,
                 Part::First => in_first(o),
                 Part::Rest => !in_first(o),
             };
             if take {
-                self.prev[o] += w * s;
+                self.prev[o] += w * samples[if row == 1 { 0 } else { t }];
             }
         }
     }
@@ -57,14 +61,30 @@ impl<T: Real> CpuSolver<T> {
     }
 }
 
-/// The source's taps (offset in a field of `layout`, the solver's, and weight * c^2 dt^2 there)
-/// and each receiver's (offset, weight), as the step applies them.
+/// The sources' taps as step 5 applies them: (offset in the solver's field, weight * c^2 dt^2)
+/// per tap and the samples of [`SourceInjection`](crate::problem::SourceInjection), `row` a step,
+/// each rounded to `T` once.
+pub(super) struct SourceTaps<T> {
+    pub taps: Vec<(usize, T)>,
+    pub row: usize,
+    pub samples: Vec<T>,
+}
+
+impl<T> SourceTaps<T> {
+    /// Steps with samples.
+    pub fn steps(&self) -> usize {
+        self.samples.len().checked_div(self.row).unwrap_or(0)
+    }
+}
+
+/// The sources' taps (offsets in a field of `layout`, the solver's, weights with c^2 dt^2 there)
+/// and samples, and each receiver's (offset, weight), as the step applies them.
 #[allow(clippy::type_complexity)]
 pub(super) fn shot_taps<T: Real>(
     problem: &Problem,
     layout: &Layout,
     vel2dt2: &[T],
-) -> (Vec<(usize, T)>, Vec<Vec<(usize, T)>>) {
+) -> (SourceTaps<T>, Vec<Vec<(usize, T)>>) {
     let taps = |t: &[crate::problem::Tap]| -> Vec<(usize, T)> {
         t.iter()
             .map(|t| {
@@ -73,6 +93,11 @@ pub(super) fn shot_taps<T: Real>(
             })
             .collect()
     };
-    let src = taps(&problem.source.taps).into_iter().map(|(o, w)| (o, T::of(w.f64() * vel2dt2[o].f64()))).collect();
-    (src, problem.receivers.iter().map(|r| taps(&r.taps)).collect())
+    let injection = problem.source_injection();
+    let source = SourceTaps {
+        taps: taps(&injection.taps).into_iter().map(|(o, w)| (o, T::of(w.f64() * vel2dt2[o].f64()))).collect(),
+        row: injection.row,
+        samples: injection.samples.iter().map(|&s| T::of(s)).collect(),
+    };
+    (source, problem.receivers.iter().map(|r| taps(&r.taps)).collect())
 }

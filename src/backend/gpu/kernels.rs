@@ -235,15 +235,16 @@ kernel_params!(
 );
 
 kernel_params!(
-    /// `inject_source` (sources.cu): field\[offsets\[t\]\] += weights\[t\] * samples\[step\], for
-    /// the taps with offsets in [lo, hi).
+    /// `inject_source` (sources.cu): field\[offsets\[t\]\] += weights\[t\] * the tap's sample of
+    /// `step` (`row` samples a step: 1 shared, or one per tap), for the taps with offsets in [lo, hi).
     InjectSource for ["inject_source": "float"] {
         field: DevicePtr = "float*",
         offsets: DevicePtr = "const u64*",
         weights: DevicePtr = "const float*",
         ntaps: i32 = "int",
         samples: DevicePtr = "const float*",
-        nsamples: i32 = "int",
+        row: i32 = "int",
+        nsteps: i32 = "int",
         step: i32 = "int",
         lo: u64 = "u64",
         hi: u64 = "u64",
@@ -385,7 +386,8 @@ kernel_params!(
         weights: TypedPtr<f32> = "const float*",
         ntaps: i32 = "int",
         samples: TypedPtr<f32> = "const float*",
-        nsamples: i32 = "int",
+        row: i32 = "int",
+        nsteps: i32 = "int",
         step: i32 = "int",
     }
 );

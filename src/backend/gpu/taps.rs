@@ -1,6 +1,6 @@
-//! The source and the receivers on the device ([`Taps`]): each one's taps (offsets into the padded
-//! field and weights), the wavelet's samples and the traces, and the launches that inject the
-//! source and record the receivers.
+//! The sources and the receivers on the device ([`Taps`]): their taps (offsets into the padded
+//! field and weights), the sources' samples and the traces, and the launches that inject the
+//! sources and record the receivers.
 
 use super::fields::Fields;
 use super::kernels::{InjectSource, InjectSourceHalf, Kernels, Launch, RecordReceivers};
@@ -10,21 +10,23 @@ use crate::problem::{Problem, Receiver, Tap};
 use anyhow::Result;
 use std::rc::Rc;
 
-/// The source's taps on the device: offsets into the padded field, weights (with c^2 dt^2 of the
-/// tap folded in) and the wavelet's samples.
+/// The sources' taps on the device: offsets into the padded field, weights (with c^2 dt^2 of the
+/// tap folded in) and the samples, `row` a step ([`SourceInjection`](crate::problem::SourceInjection)).
 struct SourceTable<Rt: GpuRuntime> {
     offsets: DeviceBuffer<Rt>,
     weights: DeviceBuffer<Rt>,
     samples: DeviceBuffer<Rt>,
     taps: usize,
-    nsamples: usize,
+    row: usize,
+    /// Steps with samples.
+    nsteps: usize,
 }
 
 impl<Rt: GpuRuntime> SourceTable<Rt> {
-    /// None for a source without taps or samples. The samples carry the field's scale
+    /// None for sources without taps or samples. The samples carry the field's scale
     /// ([`Problem::field_scale`], 1 in f32; a power of two, so exact).
     fn new(rt: &Rc<Rt>, problem: &Problem) -> Result<Option<Self>> {
-        let (layout, src) = (&problem.layout, &problem.source);
+        let (layout, src) = (&problem.layout, &problem.source_injection());
         if src.taps.is_empty() || src.samples.is_empty() {
             return Ok(None);
         }
@@ -42,7 +44,8 @@ impl<Rt: GpuRuntime> SourceTable<Rt> {
             weights: DeviceBuffer::from_slice(rt, &w)?,
             samples: DeviceBuffer::from_slice(rt, &samples)?,
             taps: offs.len(),
-            nsamples: samples.len(),
+            row: src.row,
+            nsteps: src.steps(),
         }))
     }
 }
@@ -105,7 +108,7 @@ impl<Rt: GpuRuntime> Taps<Rt> {
         })
     }
 
-    /// Step 5 of step `n` for the source taps on the z-planes `planes`.
+    /// Step 5 of step `n` for the sources' taps on the z-planes `planes`.
     pub fn enqueue_source(
         &self,
         rt: &Rt,
@@ -115,18 +118,18 @@ impl<Rt: GpuRuntime> Taps<Rt> {
         planes: std::ops::Range<usize>,
     ) -> Result<()> {
         let Some(s) = &self.source else { return Ok(()) };
-        if n >= s.nsamples {
+        if n >= s.nsteps {
             return Ok(());
         }
         let step = n as i32;
         let (offsets, weights, samples) = (s.offsets.ptr(), s.weights.ptr(), s.samples.ptr());
-        let (ntaps, nsamples) = (s.taps as i32, s.nsamples as i32);
+        let (ntaps, row, nsteps) = (s.taps as i32, s.row as i32, s.nsteps as i32);
         let l = Launch::linear((s.taps as u32).div_ceil(32), 32);
         match &d.half {
             Some(h) => {
                 let [cur, inc, next] = [d.cur.ptr(), h.inc.ptr(), d.prev.ptr()].map(TypedPtr::new);
                 let (offsets, [weights, samples]) = (TypedPtr::new(offsets), [weights, samples].map(TypedPtr::new));
-                let args = InjectSourceHalf { cur, inc, next, offsets, weights, ntaps, samples, nsamples, step };
+                let args = InjectSourceHalf { cur, inc, next, offsets, weights, ntaps, samples, row, nsteps, step };
                 args.launch(rt, h.f.inject, l)
             }
             None => {
@@ -135,7 +138,7 @@ impl<Rt: GpuRuntime> Taps<Rt> {
                 let (lo, hi) =
                     if planes == (0..d.layout.nz) { (0, u64::MAX) } else { (at(planes.start), at(planes.end)) };
                 let args =
-                    InjectSource { field: d.prev.ptr(), offsets, weights, ntaps, samples, nsamples, step, lo, hi };
+                    InjectSource { field: d.prev.ptr(), offsets, weights, ntaps, samples, row, nsteps, step, lo, hi };
                 args.launch(rt, f.inject, l)
             }
         }
