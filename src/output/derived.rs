@@ -138,6 +138,10 @@ pub fn commit_with(commit: Commit, list: &[Derived]) -> Result<(Written, Vec<Pat
     });
     let h5 = commit.into_synced()?;
     let every = paths(&for_run(true, true), &dest);
+    // A derived file's destination that cannot be replaced (it became a directory meanwhile)
+    // fails the derived files, not the result.
+    let made = made
+        .and_then(|w| staged.iter().try_for_each(|f| safe::check_replaceable(f.dest(), "the output path")).map(|()| w));
     let (written, made_error) = match made {
         Ok(w) => (w, None),
         Err(e) => (Vec::new(), Some(e)),
