@@ -56,9 +56,6 @@ fn i16_at(b: &[u8], pos: usize) -> i16 {
 fn i32_at(b: &[u8], pos: usize) -> i32 {
     i32::from_be_bytes(b[pos - 1..pos + 3].try_into().unwrap())
 }
-fn f64_at(b: &[u8], pos: usize) -> f64 {
-    f64::from_be_bytes(b[pos - 1..pos + 7].try_into().unwrap())
-}
 /// A SEG-Y integer with its scalar applied (negative: divide).
 fn scaled(v: i32, s: i16) -> f64 {
     if s < 0 { v as f64 / -(s as f64) } else { v as f64 * s.max(1) as f64 }
@@ -85,24 +82,29 @@ fn segy_holds_the_traces_and_geometry_and_export_writes_the_same_bytes() {
     let traces = f.dataset("receivers/pressure").unwrap().read_raw::<f32>().unwrap();
     let pos = f.dataset("receivers/position").unwrap().read_raw::<f64>().unwrap();
     let dt = f.dataset("receivers/pressure").unwrap().attr("dt").unwrap().read_numeric::<f64>().unwrap();
-    let (nrec, ns) = (4, 20);
+    let (nrec, steps) = (4, 20);
+    // The SEG-Y time axis: from t = 0 on whole microseconds (resampled where dt is not).
+    let t = seismic_run::output::segy::resample::on_integer_interval(&traces, steps, dt, dt);
+    let ns = t.samples;
+    assert_eq!(t.interval_us as f64, if t.resampled { (dt * 1e6).floor() } else { (dt * 1e6).round() });
     let b = std::fs::read(dir.0.join("r.sgy")).unwrap();
     assert_eq!(b.len(), 3600 + nrec * (240 + 4 * ns));
     assert_eq!(i16_at(&b, 3221), ns as i16);
     assert_eq!(i16_at(&b, 3225), 5);
-    assert_eq!(i16_at(&b, 3217) as f64, (dt * 1e6).round());
-    assert!((f64_at(&b, 3273) - dt * 1e6).abs() < 1e-9);
-    assert_eq!((b[3500], b[3501]), (2, 0));
+    assert_eq!(i16_at(&b, 3217), t.interval_us as i16);
+    assert_eq!((b[3500], b[3501]), (1, 0));
     for i in 0..nrec {
         let h = &b[3600 + i * (240 + 4 * ns)..];
         assert_eq!((i32_at(h, 1), i32_at(h, 9), i32_at(h, 13)), (i as i32 + 1, 1, i as i32 + 1));
+        assert_eq!((i32_at(h, 189), i32_at(h, 193), i16_at(h, 109)), (1, i as i32 + 1, 0));
         let (cs, es) = (i16_at(h, 71), i16_at(h, 69));
         assert_eq!(scaled(i32_at(h, 73), cs), 220.0);
         assert_eq!(scaled(i32_at(h, 77), cs), 25.0);
-        // Receivers 60 m apart from x = 130.5: exact with a scalar of -10.
-        assert_eq!(cs, -10);
+        // Receivers 60 m apart from x = 130.5 and their midpoints with x = 220: exact with -100.
+        assert_eq!(cs, -100);
         assert_eq!(scaled(i32_at(h, 81), cs), pos[3 * i]);
         assert_eq!(scaled(i32_at(h, 85), cs), pos[3 * i + 1]);
+        assert_eq!(scaled(i32_at(h, 181), cs), (pos[3 * i] + 220.0) / 2.0);
         assert_eq!(es, -100);
         assert_eq!(scaled(i32_at(h, 41), es), -pos[3 * i + 2]);
         assert_eq!(scaled(i32_at(h, 49), es), 60.0);
@@ -111,7 +113,8 @@ fn segy_holds_the_traces_and_geometry_and_export_writes_the_same_bytes() {
         assert_eq!(i16_at(h, 115), ns as i16);
         let samples: Vec<f32> =
             (0..ns).map(|k| f32::from_be_bytes(h[240 + 4 * k..244 + 4 * k].try_into().unwrap())).collect();
-        assert_eq!(samples, &traces[i * ns..(i + 1) * ns]);
+        assert_eq!(samples[0], 0.0, "the field is zero at t = 0");
+        assert_eq!(samples, &t.traces[i * ns..(i + 1) * ns]);
     }
 
     let out = seismic_run().current_dir(&dir.0).args(["export", "r.h5", "--segy", "again.sgy"]).output().unwrap();
