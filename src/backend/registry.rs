@@ -100,19 +100,24 @@ pub fn with_runtime<T: RuntimeTask>(choice: BackendChoice, task: T) -> Result<T:
 }
 
 fn open_cpu(problem: &Problem) -> Result<Box<dyn Backend>> {
+    let bytes = cpu_host_bytes_per_point(problem.layout, problem.precision);
     if problem.precision == Precision::F16 {
-        // f32 values, p^n, p^{n-1}, c^2 dt^2 and psi (twice) and zeta for all three axes.
-        let padded = problem.layout.len() as f64 / problem.layout.points().max(1) as f64;
-        crate::resources::check_host_memory(
-            problem.layout,
-            3.0 * 4.0 * padded + 28.0 + 12.0,
-            "the CPU backend (f16 reference)",
-        )?;
+        crate::resources::check_host_memory(problem.layout, bytes, "the CPU backend (f16 reference)")?;
         return Ok(Box::new(super::cpu_half::CpuHalfSolver::new(problem)?));
     }
-    let layout = super::cpu::cpu_layout::<f32>(problem.layout);
-    crate::resources::check_host_memory(problem.layout, cpu_bytes_per_point(layout), "the CPU backend")?;
+    crate::resources::check_host_memory(problem.layout, bytes, "the CPU backend")?;
     Ok(Box::new(super::cpu::CpuSolver::<f32>::new(problem)?.flushing_subnormals(true)))
+}
+
+/// Host bytes per interior point the CPU backend needs on top of the problem, for a grid of
+/// `layout` (the problem's) in `precision`: what a run checks before it samples the model.
+pub fn cpu_host_bytes_per_point(layout: Layout, precision: Precision) -> f64 {
+    if precision == Precision::F16 {
+        // f32 values, p^n, p^{n-1}, c^2 dt^2 and psi (twice) and zeta for all three axes.
+        let padded = layout.len() as f64 / layout.points().max(1) as f64;
+        return 3.0 * 4.0 * padded + 28.0 + 12.0;
+    }
+    cpu_bytes_per_point(super::cpu::cpu_layout::<f32>(layout))
 }
 
 #[cfg(feature = "cuda")]

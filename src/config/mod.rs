@@ -17,12 +17,15 @@ pub use output::*;
 pub use run::*;
 pub use shot::*;
 pub use survey::*;
-pub use values::{MAX_AMPLITUDE, MAX_FREQUENCY, MAX_LENGTH, MAX_TIME, MAX_VELOCITY, MIN_SPACING, MIN_VELOCITY};
+pub use values::{
+    MAX_AMPLITUDE, MAX_FREQUENCY, MAX_LENGTH, MAX_TIME, MAX_VELOCITY, MIN_SPACING, MIN_VELOCITY, USUAL_MIN_SPACING,
+    USUAL_VELOCITY,
+};
 
 use anyhow::{Context, Result, bail, ensure};
 use serde::Deserialize;
 use std::path::Path;
-use values::{finite_in, finite3};
+use values::{check_spacing_units, finite_in, finite3};
 
 #[derive(Deserialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]
@@ -73,9 +76,15 @@ impl Config {
     /// checked by `Problem::build`, which knows the velocity.)
     pub fn check_values(&self) -> Result<()> {
         self.grid.validate()?;
+        if self.run.check_units {
+            for (a, h) in self.grid.spacing.iter().enumerate() {
+                check_spacing_units(&format!("grid.spacing[{a}]"), *h)?;
+            }
+        }
         match &self.model {
             ModelConfig::Constant { vp } => {
-                finite_in("model.vp", *vp, MIN_VELOCITY, MAX_VELOCITY, "a positive velocity in m/s")?
+                finite_in("model.vp", *vp, MIN_VELOCITY, MAX_VELOCITY, "a positive velocity in m/s")?;
+                self.check_velocity_units("model.vp", *vp)?;
             }
             ModelConfig::Layered { depths, velocities } => {
                 for (i, d) in depths.iter().enumerate() {
@@ -89,11 +98,15 @@ impl Config {
                         MAX_VELOCITY,
                         "a positive velocity in m/s",
                     )?;
+                    self.check_velocity_units(&format!("model.velocities[{i}]"), *v)?;
                 }
             }
             ModelConfig::File { spacing, .. } => {
                 for (i, h) in spacing.iter().enumerate() {
                     finite_in(&format!("model.spacing[{i}]"), *h, MIN_SPACING, MAX_LENGTH, "a spacing in m")?;
+                    if self.run.check_units {
+                        check_spacing_units(&format!("model.spacing[{i}]"), *h)?;
+                    }
                 }
             }
             ModelConfig::Marmousi { x_offset } => {
@@ -153,6 +166,13 @@ impl Config {
         Ok(())
     }
 
+    /// The unit check of the velocity `v` of `key` ([`values::check_velocity_units`]), unless
+    /// `[run] check_units = false`. Every model kind's velocities pass it: constant and layered
+    /// models here, sampled models in `Problem::build` (over their whole range).
+    pub fn check_velocity_units(&self, key: &str, v: f64) -> Result<()> {
+        if self.run.check_units { values::check_velocity_units(key, v) } else { Ok(()) }
+    }
+
     /// The number of receivers all `[[receivers]]` entries give (checked arithmetic).
     pub fn receiver_count(&self) -> Result<usize> {
         self.receivers.iter().enumerate().try_fold(0usize, |n, (i, r)| {
@@ -169,7 +189,9 @@ impl Config {
 /// [`crate::output::safe`]). Errors name `key` (`output.path`, or `--output` when the option set
 /// it) and the directory.
 pub fn check_output_writable(path: &Path, key: &str) -> Result<()> {
-    if path.file_name().is_none() || path.is_dir() {
+    // "out/" names a directory even where none exists yet (Path drops the trailing slash).
+    let names_a_directory = path.as_os_str().as_encoded_bytes().ends_with(b"/");
+    if names_a_directory || path.file_name().is_none() || path.is_dir() {
         bail!(
             "{key} = {} is a directory; give a file name such as {}",
             path.display(),

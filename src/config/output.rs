@@ -32,6 +32,12 @@ impl OutputConfig {
             "output.compression = {}: deflate levels run from 1 (fastest) to 9 (smallest), 0 is off",
             self.compression
         );
+        ensure!(
+            self.snapshot.is_empty() || self.snapshot_every > 0,
+            "output.snapshot lists {} section(s), but output.snapshot_every = 0 turns snapshots off: give the steps \
+             between snapshots (e.g. snapshot_every = 10) or remove output.snapshot",
+            self.snapshot.len()
+        );
         Ok(())
     }
 }

@@ -58,7 +58,7 @@ impl Default for BoundaryConfig {
 /// The boundary's kind is the domain's own type (the input deserialises into it).
 pub use crate::boundary::BoundaryKind;
 
-#[derive(Deserialize, Debug, Clone, Default)]
+#[derive(Deserialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct RunConfig {
     #[serde(default)]
@@ -79,6 +79,28 @@ pub struct RunConfig {
     pub halo_overlap: HaloOverlap,
     #[serde(default)]
     pub precision: Precision,
+    /// Velocities outside 100 to 20,000 m/s and spacings below 0.1 m are errors that suggest the
+    /// unit mistake; false accepts them (a laboratory or nondimensional model).
+    #[serde(default = "default_check_units")]
+    pub check_units: bool,
+}
+
+fn default_check_units() -> bool {
+    true
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            backend: BackendChoice::default(),
+            kernel: KernelChoice::default(),
+            decomposition: None,
+            halo_exchange: HaloExchange::default(),
+            halo_overlap: HaloOverlap::default(),
+            precision: Precision::default(),
+            check_units: default_check_units(),
+        }
+    }
 }
 
 /// `[run] halo_overlap`: true, false or "auto".

@@ -32,6 +32,47 @@ pub const MAX_FREQUENCY: f64 = 1e9;
 /// Largest simulated time or |source delay|, s.
 pub const MAX_TIME: f64 = 1e7;
 
+/// The velocities of rocks and fluids, m/s: a velocity outside is almost always a unit mistake
+/// (km/s given as m/s, or a value scaled twice), an error unless `[run] check_units = false`.
+pub const USUAL_VELOCITY: [f64; 2] = [100.0, 20_000.0];
+/// The smallest grid or model spacing of field and laboratory-scale models, m: a smaller one is
+/// almost always a spacing given in km, an error unless `[run] check_units = false`.
+pub const USUAL_MIN_SPACING: f64 = 0.1;
+
+/// The key that turns the unit checks off, as the errors name it.
+const UNITS_KEY: &str = "[run] check_units = false";
+
+/// Errors, suggesting the unit mistake, when the velocity `v` (m/s) of `key` lies outside
+/// [`USUAL_VELOCITY`].
+pub fn check_velocity_units(key: &str, v: f64) -> Result<()> {
+    let [lo, hi] = USUAL_VELOCITY;
+    ensure!(
+        v >= lo,
+        "{key} = {v}: velocities are in m/s; did you mean {}? (velocities below {lo} m/s are refused as a \
+         likely unit mistake; for a model that is truly that slow set {UNITS_KEY})",
+        v * 1000.0
+    );
+    ensure!(
+        v <= hi,
+        "{key} = {v}: velocities are in m/s; did you mean {}? (velocities above {hi} m/s are refused as a \
+         likely unit mistake, e.g. km/s values scaled twice; for a model that is truly that fast set {UNITS_KEY})",
+        v / 1000.0
+    );
+    Ok(())
+}
+
+/// Errors, suggesting the unit mistake, when the spacing `h` (m) of `key` is below
+/// [`USUAL_MIN_SPACING`].
+pub fn check_spacing_units(key: &str, h: f64) -> Result<()> {
+    ensure!(
+        h >= USUAL_MIN_SPACING,
+        "{key} = {h}: spacings are in m; did you mean {} m? (spacings below {USUAL_MIN_SPACING} m are refused \
+         as a likely unit mistake; for a model that is truly that fine set {UNITS_KEY})",
+        h * 1000.0
+    );
+    Ok(())
+}
+
 pub(super) fn finite_in(key: &str, v: f64, lo: f64, hi: f64, what: &str) -> Result<()> {
     let range =
         if lo == f64::MIN_POSITIVE { format!("positive and at most {hi:e}") } else { format!("from {lo:e} to {hi:e}") };

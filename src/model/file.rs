@@ -170,7 +170,7 @@ impl FileSpec<'_> {
             )
         })?;
         let scale = if self.units == Units::KilometresPerSecond { 1000.0 } else { 1.0 };
-        let max = crate::config::MAX_VELOCITY;
+        let (min, max) = (crate::config::MIN_VELOCITY, crate::config::MAX_VELOCITY);
         let mut above: Option<(usize, f32)> = None;
         let mut reader = BufReader::new(f);
         let mut block = vec![0u8; 1 << 22];
@@ -199,7 +199,7 @@ impl FileSpec<'_> {
                 );
             }
             let v = raw * scale;
-            if above.is_none() && (!v.is_finite() || v as f64 > max) {
+            if above.is_none() && (!v.is_finite() || v as f64 > max || (v as f64) < min) {
                 above = Some((flat, v));
             }
             if held_z.contains(&z) {
@@ -213,7 +213,8 @@ impl FileSpec<'_> {
         }
         if let Some((flat, v)) = above {
             bail!(
-                "model file {file}: value at flat index {flat} is {v:e} m/s ({}), above {max:e} m/s: check {}.units",
+                "model file {file}: value at flat index {flat} is {v:e} m/s ({}), outside {min:e} to {max:e} m/s: check \
+                 {}.units",
                 if self.units == Units::KilometresPerSecond { "km/s x 1000" } else { "m/s" },
                 self.key
             );

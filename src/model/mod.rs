@@ -81,6 +81,7 @@ fn sample_planes_with_data_dirs(
         }
         ModelConfig::Layered { depths, velocities } => layered(grid, planes, depths, velocities)?,
         ModelConfig::File { path, format, shape, spacing, units, axis_order, sha256 } => {
+            check_model_path(cfg, input_dir)?;
             let path = input_dir.join(path);
             let spec = file::FileSpec {
                 path: &path,
@@ -105,6 +106,40 @@ fn sample_planes_with_data_dirs(
         }
     };
     Ok(Model { vp, warnings })
+}
+
+/// Checks, before anything is read, that a file model's `model.path` (relative to `input_dir`)
+/// names a regular file (links followed): opening a FIFO would block, a device read without end.
+/// Other model kinds have no file of the input's to check.
+pub fn check_model_path(cfg: &Config, input_dir: &Path) -> Result<()> {
+    let ModelConfig::File { path, .. } = &cfg.model else { return Ok(()) };
+    check_regular_file(&input_dir.join(path), "model.path")
+}
+
+fn check_regular_file(path: &Path, key: &str) -> Result<()> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => Ok(()),
+        Ok(m) => {
+            use std::os::unix::fs::FileTypeExt;
+            let t = m.file_type();
+            let what = if t.is_dir() {
+                "a directory"
+            } else if t.is_fifo() {
+                "a FIFO (named pipe)"
+            } else if t.is_socket() {
+                "a socket"
+            } else if t.is_char_device() || t.is_block_device() {
+                "a device"
+            } else {
+                "not a regular file"
+            };
+            anyhow::bail!("{key}: model file {} is {what}; give the path of a regular file", path.display())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            anyhow::bail!("{key}: model file {} does not exist", path.display())
+        }
+        Err(e) => anyhow::bail!("{key}: model file {} cannot be read: {e}", path.display()),
+    }
 }
 
 fn filled(grid: &GridConfig, planes: Range<usize>, v: f32) -> Result<Vec<f32>> {

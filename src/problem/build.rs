@@ -54,16 +54,19 @@ impl Problem {
             shape.iter().product::<usize>()
         );
         let first_plane = part.unwrap_or(0);
-        let max_v = crate::config::MAX_VELOCITY;
+        let (min_v, max_v) = (crate::config::MIN_VELOCITY, crate::config::MAX_VELOCITY);
         // NaN fails both comparisons; a chunk is searched only where its branch-free scan found one.
-        let bad = |v: f32| !(v > 0.0 && v as f64 <= max_v);
+        let bad = |v: f32| !(v as f64 >= min_v && v as f64 <= max_v);
         let first_bad = vp.par_chunks(1 << 16).find_map_first(|c| {
             let any = c.iter().fold(false, |any, &v| any | bad(v));
             any.then(|| c.iter().find(|&&v| bad(v))).flatten()
         });
         if let Some(bad) = first_bad {
-            bail!("model: velocities must be finite, positive and at most {max_v:e} m/s, found {bad:e}");
+            bail!("model: velocities must be finite and from {min_v:e} to {max_v:e} m/s, found {bad:e}");
         }
+        // The one velocity range of every model kind: a sampled model's lowest and highest values.
+        cfg.check_velocity_units("model (its lowest velocity)", range[0] as f64)?;
+        cfg.check_velocity_units("model (its highest velocity)", range[1] as f64)?;
         let stencil = Stencil::new(radius);
         let layout = Layout::new(shape, radius);
         let [vmin, vmax] = range.map(|v| v as f64);
