@@ -16,6 +16,9 @@ use std::time::{Duration, Instant};
 
 /// Longest a stopped run may take to end: longer is a hang.
 const LIMIT: Duration = Duration::from_secs(40);
+/// Longest a whole run (a `--resume`) may take on a loaded machine.
+#[cfg(feature = "mpi")]
+const WHOLE_RUN: Duration = Duration::from_secs(240);
 
 /// A survey of `shots` shots of `steps` steps each on a 40 x 24 x 30 grid.
 #[cfg(feature = "mpi")]
@@ -76,21 +79,26 @@ impl Run {
     }
 
     /// The exit status, or a failed test (and every process killed) past [`LIMIT`].
-    fn end(mut self, ranks: &[i32]) -> (ExitStatus, String) {
+    fn end(self, ranks: &[i32]) -> (ExitStatus, String) {
+        self.end_within(ranks, LIMIT)
+    }
+
+    /// [`end`](Self::end) with the time limit `limit`.
+    fn end_within(mut self, ranks: &[i32], limit: Duration) -> (ExitStatus, String) {
         let start = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
                 let err = std::fs::read_to_string(self.dir.join("stderr.txt")).unwrap();
                 return (status, err);
             }
-            if start.elapsed() > LIMIT {
+            if start.elapsed() > limit {
                 for &p in ranks {
                     signal(p, libc::SIGKILL);
                 }
                 let _ = self.child.kill();
                 let _ = self.child.wait();
                 let err = std::fs::read_to_string(self.dir.join("stderr.txt")).unwrap();
-                panic!("the run did not end within {LIMIT:?} of the stop (a hang): {err}");
+                panic!("the run did not end within {limit:?} (a hang): {err}");
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -206,7 +214,7 @@ fn sigterm_to_one_rank_stops_every_rank() {
     assert_eq!(partial_files(&dir), Vec::<String>::new(), "{err}");
     let resumed = Run::start(&dir, 2, &["s.toml", "--resume"]);
     let pids = resumed.ranks(2);
-    let (status, err) = resumed.end(&pids);
+    let (status, err) = resumed.end_within(&pids, WHOLE_RUN);
     assert!(status.success(), "{err}");
     assert_eq!(claims(&dir), 4);
 }
@@ -302,7 +310,7 @@ fn sigkill_of_one_rank_then_resume_removes_its_temporary_file() {
     assert!(!partial_files(&dir).is_empty(), "the killed rank left its temporary file: {err}");
     let resumed = Run::start(&dir, 2, &["s.toml", "--resume"]);
     let pids = resumed.ranks(2);
-    let (status, err) = resumed.end(&pids);
+    let (status, err) = resumed.end_within(&pids, WHOLE_RUN);
     assert!(status.success(), "{err}");
     assert!(err.contains("removed") && err.contains("temporary file"), "{err}");
     assert_eq!(partial_files(&dir), Vec::<String>::new(), "{err}");

@@ -48,6 +48,15 @@ pub fn run(job: &Job, derived: &[Derived]) -> RunResult<()> {
             eprintln!("error: rank {} of {}: {e:#}", world.rank(), world.size());
             world.abort(1)
         }
+        // The ranks end together; the launcher's SIGTERM to the others once the first has ended
+        // must not cut their last line, and none outlives the deadline.
+        Err(e) if world.size() > 1 => {
+            if let Some(cause) = crate::solver::stop_cause() {
+                signals::stop_deadline(cause);
+            }
+            signals::ending();
+            Err(e)
+        }
         r => r,
     }
 }
