@@ -180,7 +180,7 @@ impl Config {
         Ok(())
     }
 
-    /// The unit check of the velocity `v` of `key` ([`values::check_velocity_units`]), unless
+    /// The unit check of the velocity `v` of `key` (`values::check_velocity_units`), unless
     /// `[run] check_units = false`. Every model kind's velocities pass it: constant and layered
     /// models here, sampled models in `Problem::build` (over their whole range).
     pub fn check_velocity_units(&self, key: &str, v: f64) -> Result<()> {

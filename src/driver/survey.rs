@@ -61,7 +61,7 @@ fn shots(ranks: &Ranks, job: &Job, derived: &[Derived]) -> RunResult<()> {
         .collect::<Result<_>>()
         .context("survey")?;
     // Each shot's provenance: what its file is computed from (kept by --resume only where equal).
-    let model = provenance::model_digest(cfg, input_dir)?;
+    let model = provenance::data_digest(cfg, input_dir)?;
     let digests: Vec<String> = inputs.iter().map(|(_, c)| provenance::digest(c, model.as_deref())).collect();
     for s in &shots {
         let path = files.shot(s.index);

@@ -2,13 +2,13 @@
 //! the file (root attribute `provenance`), so that `--resume` keeps a shot only where the file was
 //! computed from the same input, model and numerics as the shot now would be.
 //!
-//! The digest is the SHA-256 of: [`NUMERICS_VERSION`]; the SHA-256 of the model file (a
-//! `kind = "file"` model's file as read, or a named data set's known digest); and the shot's
-//! configuration as parsed (the command line's overrides applied), less what does not change the
-//! result file: the output path, `plot` and `segy` (files beside it), and how a decomposed run
+//! The digest is the SHA-256 of: [`NUMERICS_VERSION`]; the SHA-256 of the data files (a
+//! `kind = "file"` model's file as read, or a named data set's known digest, and the sources'
+//! wavelet files); and the shot's configuration as parsed (the command line's overrides
+//! applied), less what does not change the result file: the output path, `plot` and `segy` (files beside it), and how a decomposed run
 //! moves its halos (a decomposed shot equals the whole one bit for bit).
 
-use crate::config::{Config, ModelConfig};
+use crate::config::{Config, ModelConfig, WaveletConfig};
 use anyhow::{Context, Result};
 use std::path::Path;
 
@@ -18,22 +18,31 @@ use std::path::Path;
 /// version is not kept by `--resume`.
 pub const NUMERICS_VERSION: u32 = 1;
 
-/// The SHA-256 (hex) of the model data `cfg` reads, None for a model given by numbers alone.
-/// A model file is read whole (once per survey).
-pub fn model_digest(cfg: &Config, input_dir: &Path) -> Result<Option<String>> {
-    Ok(match &cfg.model {
+/// The SHA-256 (hex) of the data files `cfg` reads: its model (a `kind = "file"` model's file as
+/// read, a named data set's known digest) and its sources' wavelet files; None for a run given by
+/// numbers alone. Each file is read whole (once per survey).
+pub fn data_digest(cfg: &Config, input_dir: &Path) -> Result<Option<String>> {
+    let file_digest = |path: &Path, what: &str| -> Result<String> {
+        let mut f = std::fs::File::open(path).with_context(|| format!("{what} {}: cannot open it", path.display()))?;
+        crate::model::file::sha256_of(&mut f).with_context(|| format!("{what} {}: cannot read it", path.display()))
+    };
+    let model = match &cfg.model {
         ModelConfig::Constant { .. } | ModelConfig::Layered { .. } => None,
-        ModelConfig::File { path, .. } => {
-            let path = input_dir.join(path);
-            let mut f =
-                std::fs::File::open(&path).with_context(|| format!("model file {}: cannot open it", path.display()))?;
-            let digest = crate::model::file::sha256_of(&mut f)
-                .with_context(|| format!("model file {}: cannot read it", path.display()))?;
-            Some(digest)
-        }
+        ModelConfig::File { path, .. } => Some(file_digest(&input_dir.join(path), "model file")?),
         // A named data set is checked against its known digest when it is read.
         ModelConfig::Marmousi { .. } => Some(crate::model::descriptor("marmousi")?.sha256),
-    })
+    };
+    let mut wavelets = Vec::new();
+    for s in cfg.source.iter() {
+        if let WaveletConfig::File(w) = &s.wavelet {
+            wavelets.push(file_digest(&input_dir.join(&w.file), "wavelet file")?);
+        }
+    }
+    if wavelets.is_empty() {
+        return Ok(model);
+    }
+    let text = format!("model {}\nwavelets {}\n", model.as_deref().unwrap_or("none"), wavelets.join(" "));
+    Ok(Some(crate::model::file::sha256_hex(text.as_bytes())))
 }
 
 /// The digest (hex SHA-256) of a shot's configuration `cfg` (the survey's input made that shot's,
