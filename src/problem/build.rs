@@ -149,7 +149,7 @@ impl Problem {
             ));
         }
         let precision = cfg.run.precision;
-        Ok(Problem {
+        let mut problem = Problem {
             layout,
             spacing,
             origin,
@@ -164,6 +164,9 @@ impl Problem {
             receivers,
             warnings,
             precision,
-        })
+        };
+        let layer_warnings = problem.absorbing_layer_warnings();
+        problem.warnings.extend(layer_warnings);
+        Ok(problem)
     }
 }
