@@ -8,6 +8,7 @@ use seismic_run::driver::{self, Job, signals};
 use seismic_run::output::derived::{self, DerivedList, Pictures, Segy, Xdmf};
 use seismic_run::output::result;
 use seismic_run::solver::{RunError, RunResult};
+use seismic_run::survey::ResumeMode;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -97,10 +98,12 @@ struct RunArgs {
     /// seismic-bench --tune).
     #[arg(long)]
     no_tuning: bool,
-    /// A survey: keep the shots whose result files are complete and run the others (without it,
-    /// every shot runs and its file is replaced).
-    #[arg(long)]
-    resume: bool,
+    /// A survey: keep the shots whose result files are complete, verify against their checksums
+    /// and were computed from this input, and run the others (without it, every shot runs and its
+    /// files are replaced). Shots computed from another input (frequency, model, steps...) run
+    /// again; `--resume=strict` refuses to start instead.
+    #[arg(long, value_enum, value_name = "MODE", num_args = 0..=1, require_equals = true, default_missing_value = "rerun")]
+    resume: Option<ResumeMode>,
     /// A survey: run each shot over this many processes, its grid split into z-slabs (as
     /// `[survey] ranks_per_shot`; under mpirun, a build with `--features mpi`).
     #[arg(long, value_name = "N")]

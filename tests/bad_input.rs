@@ -383,6 +383,7 @@ fn a_blow_up_stops_the_run_and_leaves_no_result_file() {
         version: "test".into(),
         device: DeviceInfo { backend: "cpu", name: "test".into(), kernel: "rayon".into() },
         compression: 0,
+        provenance: None,
     };
     let e = std::thread::scope(|scope| {
         let mut writer = Hdf5Writer::start(scope, &out, &problem, &plan, meta, 2, Volumes::Whole).unwrap();

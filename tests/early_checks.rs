@@ -42,7 +42,7 @@ fn job(dir: &Path, text: &str) -> Job {
         output_key: "output.path",
         plot: false,
         quiet: true,
-        resume: false,
+        resume: None,
         started: Instant::now(),
     }
 }
@@ -201,7 +201,7 @@ fn options_that_would_be_ignored_are_refused() {
     assert_names(&e, &["output.snapshot", "snapshot_every = 0"]);
     for decomposition in ["", "decomposition = \"z\"\n"] {
         let mut j = job(&dir, &input(CONSTANT, "", decomposition));
-        j.resume = true;
+        j.resume = Some(seismic_run::survey::ResumeMode::Rerun);
         let e = run_error(&j, Duration::from_secs(5));
         assert_names(&e, &["--resume", "no [survey]"]);
     }

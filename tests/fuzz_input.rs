@@ -485,7 +485,7 @@ fn one_run(dir: &Path, text: &str, tally: &mut RunTally) {
             output_key: "output.path",
             plot: false,
             quiet: true,
-            resume: false,
+            resume: None,
             started: Instant::now(),
         };
         if let Ok(derived) = seismic_run::driver::validate(&job) {

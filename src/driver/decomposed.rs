@@ -1,7 +1,9 @@
 //! `[run] decomposition = "z"` (or "yz"): this process is one rank of an mpirun, running its
 //! z-slab (or y-z block) of one run through the one time loop
-//! ([`Decomposed`](crate::decomposition::Decomposed)); rank 0 writes the result file. A survey
-//! with `ranks_per_shot` runs each shot this way over a group of ranks (`shot_over`, with `mpi`).
+//! ([`Decomposed`](crate::decomposition::Decomposed)); rank 0 writes the result file and the files
+//! derived from it (XDMF, SEG-Y, pictures: renamed into place together, as a single run's). A
+//! survey with `ranks_per_shot` runs each shot this way over a group of ranks (`shot_over`, with
+//! `mpi`).
 
 use super::Job;
 #[cfg(feature = "mpi")]
@@ -10,13 +12,12 @@ use super::{SNAPSHOT_BUFFERS, report, signals};
 use crate::config::{BackendChoice, Config, Decompose, Precision};
 use crate::output::derived::Derived;
 #[cfg(feature = "mpi")]
-use crate::output::hdf5::Written;
+use crate::output::hdf5::{RunMetadata, Written};
 #[cfg(feature = "mpi")]
 use crate::solver::RunError;
 use crate::solver::RunResult;
 
-/// Runs `job` as this rank's part (the derived files are not written: `seismic-run export` makes
-/// them from the result file).
+/// Runs `job` as this rank's part; rank 0 writes the result and `derived`.
 #[cfg(not(feature = "mpi"))]
 pub fn run(job: &Job, _: &[Derived]) -> RunResult<()> {
     let kind = job.cfg.run.decomposition.map_or("z", |k| k.name());
@@ -26,10 +27,9 @@ pub fn run(job: &Job, _: &[Derived]) -> RunResult<()> {
     .into())
 }
 
-/// Runs `job` as this rank's part (the derived files are not written: `seismic-run export` makes
-/// them from the result file).
+/// Runs `job` as this rank's part; rank 0 writes the result and `derived`.
 #[cfg(feature = "mpi")]
-pub fn run(job: &Job, _: &[Derived]) -> RunResult<()> {
+pub fn run(job: &Job, derived: &[Derived]) -> RunResult<()> {
     use anyhow::Context;
     use mpi::traits::Communicator;
     // Serialized: the overlapping halo exchange calls MPI from a thread of its own.
@@ -39,7 +39,8 @@ pub fn run(job: &Job, _: &[Derived]) -> RunResult<()> {
     let node = world.split_shared(0);
     let on_node = (node.rank() as usize, node.size() as usize);
     signals::install_handlers(false)?;
-    let result = shot_over(universe.world(), on_node, job, &job.cfg, &job.text, &job.output, job.quiet).map(|_| ());
+    let out = ShotOutput { path: &job.output, derived, provenance: None };
+    let result = shot_over(universe.world(), on_node, job, &job.cfg, &job.text, &out, job.quiet).map(|_| ());
     match result {
         // The other ranks would wait for this one's halos for ever: end them all (a stop by
         // signal is every rank's at the same step: each ends by itself).
@@ -51,8 +52,16 @@ pub fn run(job: &Job, _: &[Derived]) -> RunResult<()> {
     }
 }
 
+/// Where a decomposed run's rank 0 writes: the result file, the files derived from it, and the
+/// provenance the result records (a survey shot's).
+pub struct ShotOutput<'a> {
+    pub path: &'a std::path::Path,
+    pub derived: &'a [Derived],
+    pub provenance: Option<&'a str>,
+}
+
 /// One shot of `cfg` (its input `text`) over the ranks of `comm` (every rank calls it), each rank
-/// sampling and running its z-slab; rank 0 of `comm` writes `out_path` and gets what it wrote.
+/// sampling and running its z-slab; rank 0 of `comm` writes `out` and gets what it wrote.
 /// `on_node`: this process's rank among its node's processes and their number (the GPU it takes,
 /// its share of the host's memory). `quiet`: no header, progress or summary.
 #[cfg(feature = "mpi")]
@@ -62,9 +71,10 @@ pub fn shot_over(
     job: &Job,
     cfg: &Config,
     text: &str,
-    out_path: &std::path::Path,
+    out: &ShotOutput,
     quiet: bool,
 ) -> RunResult<Option<Written>> {
+    let out_path = out.path;
     use crate::backend::registry;
     use crate::decomposition::{self, Decomposition, Domain, Exchange, mpi::MpiExchange};
     use crate::output::hdf5::{Hdf5Writer, Volumes};
@@ -171,8 +181,8 @@ pub fn shot_over(
         decomposition::run(&problem, &d, &mut domains, exchange, &plan, None, &mut |_| {})?;
         return Ok(None);
     }
-    let meta = super::metadata(text, device, cfg);
-    let (record, written) = std::thread::scope(|scope| -> RunResult<_> {
+    let meta = RunMetadata { provenance: out.provenance.map(str::to_string), ..super::metadata(text, device, cfg) };
+    let (record, commit) = std::thread::scope(|scope| -> RunResult<_> {
         let mut writer = Hdf5Writer::start(scope, out_path, &problem, &plan, meta, SNAPSHOT_BUFFERS, Volumes::Slabs)?;
         // /model/vp from each rank's owned planes, one rank at a time.
         let mut join = decomposition::gather::SlabJoin::new(&d, problem.layout.nx);
@@ -185,9 +195,10 @@ pub fn shot_over(
         });
         bar.finish();
         let record = record?.ok_or_else(|| RunError::from(anyhow!("rank 0 gathers the result")))?;
-        let written = writer.finish(record.clone(), StepStats::of(&problem, &record))?;
-        Ok((record, written))
+        let commit = writer.finish_unsynced(record.clone(), StepStats::of(&problem, &record))?;
+        Ok((record, commit))
     })?;
+    let (written, derived) = crate::output::derived::commit_with(commit, out.derived)?;
     if !quiet {
         let n = problem.steps.max(1) as f64;
         let exchange_seconds = record.exchange_seconds.as_deref().unwrap_or_default();
@@ -199,6 +210,9 @@ pub fn shot_over(
             1e3 * exchange_seconds.iter().sum::<f64>() / n
         );
         println!("  wrote {}", written.path.display());
+        for p in &derived {
+            println!("  wrote {}", p.display());
+        }
     }
     Ok(Some(written))
 }

@@ -44,8 +44,8 @@ pub struct Job {
     pub plot: bool,
     /// No header, progress bar or summary.
     pub quiet: bool,
-    /// A survey: keep the complete shots.
-    pub resume: bool,
+    /// A survey: keep the complete shots computed from this input (`--resume`, `--resume=strict`).
+    pub resume: Option<crate::survey::ResumeMode>,
     /// When the invocation began (the summary's whole-run time).
     pub started: Instant,
 }
@@ -57,6 +57,7 @@ fn metadata(text: &str, device: crate::backend::DeviceInfo, cfg: &Config) -> Run
         version: env!("CARGO_PKG_VERSION").into(),
         device,
         compression: cfg.output.compression,
+        provenance: None,
     }
 }
 
@@ -82,7 +83,7 @@ pub fn run(job: &Job) -> RunResult<()> {
 pub fn validate(job: &Job) -> RunResult<Vec<derived::Derived>> {
     let cfg = &job.cfg;
     cfg.check_values().map_err(|e| e.context(job.input.display().to_string()))?;
-    if job.resume && cfg.survey.is_none() {
+    if job.resume.is_some() && cfg.survey.is_none() {
         let e = anyhow::anyhow!("--resume continues a survey, and {} has no [survey]", job.input.display());
         return Err(RunError::Failed(e));
     }

@@ -1,5 +1,6 @@
 //! A single run: the model loaded, the problem built and the backend opened in this process, the
-//! time loop run into the result file, the derived files written from it, and the summary.
+//! time loop run into the result file, the derived files written from it (renamed into place
+//! together with it), and the summary.
 
 use super::{Job, SNAPSHOT_BUFFERS, report, signals};
 use crate::backend::registry;
@@ -37,21 +38,20 @@ pub fn run(job: &Job, derived: &[Derived]) -> RunResult<()> {
     signals::install_handlers(false)?;
     let meta = super::metadata(&job.text, device, cfg);
     let mut bar = Progress::new(problem.steps, problem.layout.points(), job.quiet);
-    let (record, stats, written) = std::thread::scope(|scope| -> RunResult<_> {
+    let (record, stats, commit) = std::thread::scope(|scope| -> RunResult<_> {
         let mut writer = Hdf5Writer::start(scope, out_path, &problem, &plan, meta, SNAPSHOT_BUFFERS, Volumes::Whole)?;
         let record = solver::run(&problem, backend.as_mut(), &plan, &mut writer, &mut |done| bar.update(done));
         bar.finish();
         let record = record?;
         let stats = StepStats::of(&problem, &record);
-        let written = writer.finish(record.clone(), stats.clone())?;
-        Ok((record, stats, written))
+        let commit = writer.finish_unsynced(record.clone(), stats.clone())?;
+        Ok((record, stats, commit))
     })?;
 
     // The derived files are made from the finished result file, as `seismic-run export` makes
-    // them. The result is complete by now: a failed derived file leaves it in place (exit status 1).
-    let derived = derived::write_all(derived, &written.path).with_context(|| {
-        format!("the result file {} is complete and kept, but a file derived from it failed", written.path.display())
-    })?;
+    // them, and renamed into place with it; a failed derived file leaves the result in place
+    // (exit status 1).
+    let (written, derived) = derived::commit_with(commit, derived)?;
     if !job.quiet {
         println!(
             "done: {} steps in {:.2} s wall ({:.2} s in steps)",

@@ -9,14 +9,14 @@ use super::{Job, SNAPSHOT_BUFFERS, report, signals};
 use crate::backend::{Backend, DeviceInfo, registry};
 use crate::config::Config;
 use crate::output::derived::{self, Derived};
-use crate::output::hdf5::{Commit, Hdf5Writer, Volumes};
+use crate::output::hdf5::{Commit, Hdf5Writer, RunMetadata, Volumes};
 use crate::output::plan::OutputPlan;
 use crate::parallel::Ranks;
 use crate::problem::Problem;
 use crate::solver::{self, RunContext, RunError, RunResult, StepStats};
-use crate::survey::{self, Shot, SurveyFiles};
+use crate::survey::{self, ClaimState, ResumeMode, Shot, ShotFile, SurveyFiles, provenance};
 use crate::{output, resources};
-use anyhow::{Context, Result, ensure};
+use anyhow::{Context, Result, bail, ensure};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -44,6 +44,9 @@ pub fn run(job: &Job, derived: &[Derived]) -> RunResult<()> {
         })
         .collect::<Result<_>>()
         .context("survey")?;
+    // Each shot's provenance: what its file is computed from (kept by --resume only where equal).
+    let model = provenance::model_digest(cfg, input_dir)?;
+    let digests: Vec<String> = inputs.iter().map(|(_, c)| provenance::digest(c, model.as_deref())).collect();
     for s in &shots {
         let path = files.shot(s.index);
         let key = format!("{out_key} (shot {})", s.index);
@@ -52,7 +55,7 @@ pub fn run(job: &Job, derived: &[Derived]) -> RunResult<()> {
     }
     let per_shot = cfg.survey.as_ref().map_or(1, |s| s.ranks_per_shot);
     if per_shot > 1 {
-        return grouped(&ranks, job, &files, &shots, &inputs, derived);
+        return grouped(&ranks, job, &files, &shots, &inputs, &digests, derived);
     }
     let buffers = if cfg.output.snapshot_every > 0 { SNAPSHOT_BUFFERS } else { 0 };
     resources::check_host_bytes(
@@ -92,7 +95,7 @@ pub fn run(job: &Job, derived: &[Derived]) -> RunResult<()> {
 
     // Which shots are left: all (a fresh start), or those not complete (--resume).
     if ranks.is_root() {
-        prepare(&files, &shots, &receivers, job.resume)?;
+        prepare(&files, &shots, &receivers, &digests, job.resume)?;
     }
     ranks.barrier();
     signals::install_handlers(false)?;
@@ -125,9 +128,8 @@ pub fn run(job: &Job, derived: &[Derived]) -> RunResult<()> {
             settle(&mut pending).map_err(fail)?;
             return Err(solver::Interrupted { steps_done: 0, steps: problem.steps }.into());
         }
-        if !files.try_claim(s.index, &label)? {
-            continue;
-        }
+        let digest = digests[s.index].clone();
+        let Some(claim) = files.try_claim(s.index, &label, &digest)? else { continue };
         #[cfg(feature = "test-hooks")]
         if kill_after == Some(ran) {
             settle(&mut pending).map_err(fail)?;
@@ -135,7 +137,8 @@ pub fn run(job: &Job, derived: &[Derived]) -> RunResult<()> {
             // finished, as a killed rank or a lost node leaves it.
             unsafe { libc::raise(libc::SIGKILL) };
         }
-        let (c, o, commit) = run_shot(s, shot_text, shot_cfg, &mut problem, backend.as_mut(), &files, &device)
+        let shot = ShotRun { shot: s, text: shot_text, cfg: shot_cfg, digest: &digest };
+        let (c, o, commit) = run_shot(&shot, &mut problem, backend.as_mut(), &files, &device)
             .run_context(|| format!("survey shot {}", s.index))
             .map_err(fail)?;
         settle(&mut pending).map_err(fail)?;
@@ -144,8 +147,10 @@ pub fn run(job: &Job, derived: &[Derived]) -> RunResult<()> {
         let (files, n, index, label, derived) = (files.clone(), shots.len(), s.index, label.clone(), derived.to_vec());
         let all: Vec<usize> = shots.iter().map(|t| t.index).collect();
         pending = Some(std::thread::spawn(move || -> Result<()> {
-            let written = commit.commit().with_context(|| format!("survey shot {index}"))?;
-            derived::write_all(&derived, &written.path).with_context(|| format!("survey shot {index}"))?;
+            // The shot's result and derived files renamed into place together, then its claim
+            // marked done.
+            derived::commit_with(commit, &derived).with_context(|| format!("survey shot {index}"))?;
+            claim.done(&digest)?;
             let done = all.iter().filter(|&&i| files.shot(i).exists()).count();
             println!(
                 "shot {index} done ({label}): {c:.2} s steps, {o:.3} s reset and output; {done}/{n} shots, about \
@@ -159,7 +164,7 @@ pub fn run(job: &Job, derived: &[Derived]) -> RunResult<()> {
     ranks.barrier();
 
     if ranks.is_root() {
-        let index = write_index_complete(&files, &shots, &receivers)?;
+        let index = write_index_complete(&files, &shots, &receivers, &digests)?;
         if !job.quiet {
             let wall = start.elapsed().as_secs_f64();
             println!(
@@ -183,9 +188,29 @@ pub fn run(job: &Job, derived: &[Derived]) -> RunResult<()> {
     Ok(())
 }
 
-/// The survey's index, and an error naming the shots without a complete result file.
-fn write_index_complete(files: &SurveyFiles, shots: &[Shot], receivers: &[Vec<[f64; 3]>]) -> Result<PathBuf> {
-    let complete: Vec<bool> = shots.iter().zip(receivers).map(|(s, r)| files.complete(s, r)).collect();
+/// The survey's index, and an error naming the shots without a complete result file. Shots that
+/// another process holds (a concurrent resume of the same survey) are waited for first, so that
+/// the index says how they ended.
+fn write_index_complete(
+    files: &SurveyFiles,
+    shots: &[Shot],
+    receivers: &[Vec<[f64; 3]>],
+    digests: &[String],
+) -> Result<PathBuf> {
+    let held: Vec<usize> =
+        shots.iter().map(|s| s.index).filter(|&i| matches!(files.claim_state(i), Ok(ClaimState::Live))).collect();
+    if !held.is_empty() {
+        eprintln!("notice: waiting for survey shots {held:?}, which another process is running");
+        for &i in &held {
+            files.wait_for(i)?;
+        }
+    }
+    let complete: Vec<bool> = shots
+        .iter()
+        .zip(receivers)
+        .zip(digests)
+        .map(|((s, r), d)| files.check(s, r, d, false) == ShotFile::Complete)
+        .collect();
     let index = survey::write_index(files, shots, &complete)?;
     let missing: Vec<usize> = shots.iter().zip(&complete).filter(|(_, c)| !**c).map(|(s, _)| s.index).collect();
     ensure!(missing.is_empty(), "survey shots {missing:?} have no complete result file (see {})", index.display());
@@ -198,7 +223,16 @@ fn write_index_complete(files: &SurveyFiles, shots: &[Shot], receivers: &[Vec<[f
 /// claims the shots (the same claims as whole-shot surveys, so `--resume` holds) and writes their
 /// files. No process loads the whole model.
 #[cfg(not(feature = "mpi"))]
-fn grouped(_: &Ranks, _: &Job, _: &SurveyFiles, _: &[Shot], _: &[(String, Config)], _: &[Derived]) -> RunResult<()> {
+#[allow(clippy::too_many_arguments)]
+fn grouped(
+    _: &Ranks,
+    _: &Job,
+    _: &SurveyFiles,
+    _: &[Shot],
+    _: &[(String, Config)],
+    _: &[String],
+    _: &[Derived],
+) -> RunResult<()> {
     Err(anyhow::anyhow!(
         "survey.ranks_per_shot > 1 needs a build with `--features mpi` (and mpirun to start the processes)"
     )
@@ -212,6 +246,7 @@ fn grouped(
     files: &SurveyFiles,
     shots: &[Shot],
     inputs: &[(String, Config)],
+    digests: &[String],
     derived: &[Derived],
 ) -> RunResult<()> {
     use mpi::topology::Color;
@@ -237,7 +272,7 @@ fn grouped(
     let group = world.split_by_color(Color::with_value((ranks.rank / per_shot) as i32)).context("MPI_Comm_split")?;
     let leader = group.rank() == 0;
     if ranks.is_root() {
-        prepare(files, shots, &receivers, job.resume)?;
+        prepare(files, shots, &receivers, digests, job.resume)?;
         if !job.quiet {
             let parts = match cfg.run.decomposition {
                 Some(crate::config::Decompose::Yz) => "y-z blocks",
@@ -261,10 +296,12 @@ fn grouped(
     loop {
         // The leader claims the next free shot and tells its group which (none left: u64::MAX).
         let mut pick = u64::MAX;
+        let mut claim = None;
         if leader && !solver::stop_requested() {
             while next < shots.len() {
                 next += 1;
-                if files.try_claim(shots[next - 1].index, &label)? {
+                claim = files.try_claim(shots[next - 1].index, &label, &digests[next - 1])?;
+                if claim.is_some() {
                     pick = (next - 1) as u64;
                     break;
                 }
@@ -278,10 +315,12 @@ fn grouped(
         let t = Instant::now();
         let on_node = (ranks.local_rank, ranks.local_size);
         let path = files.shot(shot.index);
-        let written = super::decomposed::shot_over(group.duplicate(), on_node, job, shot_cfg, text, &path, true)
-            .and_then(|w| match w {
-                Some(w) => derived::write_all(derived, &w.path).map(|_| Some(w)).map_err(RunError::from),
-                None => Ok(None),
+        let digest = &digests[pick as usize];
+        let out = super::decomposed::ShotOutput { path: &path, derived, provenance: Some(digest) };
+        let written = super::decomposed::shot_over(group.duplicate(), on_node, job, shot_cfg, text, &out, true)
+            .and_then(|w| match (w, claim) {
+                (Some(w), Some(c)) => c.done(digest).map(|_| Some(w)).map_err(RunError::from),
+                (w, _) => Ok(w),
             })
             .run_context(|| format!("survey shot {}", shot.index));
         let written = match written {
@@ -310,7 +349,7 @@ fn grouped(
         return Err(solver::Interrupted { steps_done: 0, steps: 0 }.into());
     }
     if ranks.is_root() {
-        let index = write_index_complete(files, shots, &receivers)?;
+        let index = write_index_complete(files, shots, &receivers, digests)?;
         if !job.quiet {
             let wall = start.elapsed().as_secs_f64();
             println!(
@@ -323,27 +362,64 @@ fn grouped(
     Ok(())
 }
 
-/// Before any process takes a shot: a fresh start releases every claim; a resume keeps the
-/// complete shots claimed and releases the others, naming those a stopped run had started.
-fn prepare(files: &SurveyFiles, shots: &[Shot], receivers: &[Vec<[f64; 3]>], resume: bool) -> Result<()> {
-    if !resume {
-        return files.release(shots.iter().map(|s| s.index));
-    }
-    let mut lost = Vec::new();
-    let mut complete = 0;
-    for (s, r) in shots.iter().zip(receivers) {
-        if files.complete(s, r) {
-            complete += 1;
-            // Claimed, so that no process runs it again; the claim of the run that made it stays.
-            files.try_claim(s.index, "complete before this resume")?;
-        } else {
-            if files.claimed_by(s.index).is_some() {
-                lost.push(s.index);
-            }
-            files.release([s.index])?;
+/// Before any process takes a shot. A fresh start releases every claim no process holds. A
+/// resume reads every shot's file back against its checksums: a complete one computed from this
+/// input is marked done, so that no process runs it again; one computed from another input runs
+/// again (`--resume=strict`: refused, before anything runs), as does a damaged, missing or
+/// unfinished one. A shot another process holds now is left to it.
+fn prepare(
+    files: &SurveyFiles,
+    shots: &[Shot],
+    receivers: &[Vec<[f64; 3]>],
+    digests: &[String],
+    resume: Option<ResumeMode>,
+) -> Result<()> {
+    let Some(mode) = resume else {
+        files.release(shots.iter().map(|s| s.index))?;
+        return Ok(());
+    };
+    let (mut complete, mut elsewhere, mut changed, mut lost, mut rerun) =
+        (0, Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for ((s, r), digest) in shots.iter().zip(receivers).zip(digests) {
+        let state = files.claim_state(s.index)?;
+        if state == ClaimState::Live {
+            elsewhere.push(s.index);
+            continue;
         }
+        match files.check(s, r, digest, true) {
+            ShotFile::Complete => {
+                complete += 1;
+                files.mark_done(s.index, "complete before this resume", digest)?;
+                continue;
+            }
+            ShotFile::Changed => changed.push(s.index),
+            ShotFile::Damaged(why) => eprintln!("resume: shot {} is not kept: {why}", s.index),
+            ShotFile::Missing if state == (ClaimState::Left { done: None }) => lost.push(s.index),
+            ShotFile::Missing => {}
+        }
+        rerun.push(s.index);
     }
-    eprintln!("resume: {complete} of {} shots complete, running the other {}", shots.len(), shots.len() - complete);
+    if mode == ResumeMode::Strict && !changed.is_empty() {
+        bail!(
+            "--resume=strict: survey shots {changed:?} were computed from another input, model or numerics version \
+             than this one (their provenance differs); nothing was run (--resume runs them again)"
+        );
+    }
+    // Held meanwhile by another process: left to it.
+    elsewhere.extend(files.release(rerun.iter().copied())?);
+    let n = shots.len();
+    eprintln!(
+        "resume: {complete} of {n} shots complete, {} run by another process now, running the other {}",
+        elsewhere.len(),
+        n - complete - elsewhere.len()
+    );
+    if !changed.is_empty() {
+        eprintln!(
+            "resume: {} shots {changed:?} were computed from another input, model or numerics version; running them \
+             again",
+            changed.len()
+        );
+    }
     if !lost.is_empty() {
         eprintln!(
             "resume: shots {lost:?} had been started but not finished (a run stopped or a rank lost); running them again"
@@ -352,23 +428,30 @@ fn prepare(files: &SurveyFiles, shots: &[Shot], receivers: &[Vec<[f64; 3]>], res
     Ok(())
 }
 
+/// A shot to run: its input text and configuration, and its provenance digest.
+struct ShotRun<'a> {
+    shot: &'a Shot,
+    text: &'a str,
+    cfg: &'a Config,
+    digest: &'a str,
+}
+
 /// Runs one shot into its file, all but the sync and rename (the returned [`Commit`]): seconds in
 /// the steps, and in the rest on this thread (moving the source and receivers, resetting the
 /// fields, writing the file).
 fn run_shot(
-    shot: &Shot,
-    text: &str,
-    cfg: &Config,
+    run: &ShotRun,
     problem: &mut Problem,
     backend: &mut dyn Backend,
     files: &SurveyFiles,
     device: &DeviceInfo,
 ) -> RunResult<(f64, f64, Commit)> {
+    let (shot, text, cfg) = (run.shot, run.text, run.cfg);
     let t0 = Instant::now();
     problem.set_shot(cfg)?;
     backend.start_shot(problem)?;
     let plan = OutputPlan::from_config(cfg, problem)?;
-    let meta = super::metadata(text, device.clone(), cfg);
+    let meta = RunMetadata { provenance: Some(run.digest.to_string()), ..super::metadata(text, device.clone(), cfg) };
     let path = files.shot(shot.index);
     let mut steps = 0.0;
     let commit = std::thread::scope(|scope| -> RunResult<_> {

@@ -2,10 +2,16 @@
 //! names the files it writes beside the result (checked before a run starts) and writes them from
 //! the result file, as `seismic-run export` does. A new derived format is one more type here and
 //! one more line where the list is chosen ([`for_run`], and `export`'s flags).
+//!
+//! A run's result file and its derived files are one set ([`commit_with`]): the derived files are
+//! made from the finished result under its temporary name, and all are renamed into place
+//! together, the set's files this run does not write (an earlier run's SEG-Y or pictures at the
+//! same stem) removed with a notice, so that the files on disk always come from one run.
 
+use super::hdf5::{Commit, Written};
 use super::result::{self, ResultFile};
-use super::{plot, segy, xdmf};
-use anyhow::Result;
+use super::{plot, safe, segy, xdmf};
+use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -110,4 +116,50 @@ pub fn write_all(list: &[Derived], h5: &Path) -> Result<Vec<PathBuf>> {
         written.extend(d.write(&result, &mut |n| eprintln!("notice: {n}"))?);
     }
     Ok(written)
+}
+
+/// Renames the finished result file `commit` into place together with the files of `list` made
+/// from it ([`safe::commit_set`]), and removes the files a run may write beside the result that
+/// `list` does not (with a notice each): the set on disk is this run's. Returns the result file
+/// and the derived files written. Where a derived file fails, the result file is still kept (a
+/// long run is not lost; `seismic-run export` makes the derived files later), every derived file
+/// at its stem removed, and the error says so.
+pub fn commit_with(commit: Commit, list: &[Derived]) -> Result<(Written, Vec<PathBuf>)> {
+    let dest = commit.path().to_path_buf();
+    let (made, staged) = safe::staged(|| {
+        let mut r = ResultFile::open(&commit.temp().open_path())?;
+        // Named as it will be: the derived files refer to the result by its final name.
+        r.path = dest.clone();
+        let mut written = Vec::new();
+        for d in list {
+            written.extend(d.write(&r, &mut |n| eprintln!("notice: {n}"))?);
+        }
+        Ok(written)
+    });
+    let h5 = commit.into_synced()?;
+    let every = paths(&for_run(true, true), &dest);
+    let (written, made_error) = match made {
+        Ok(w) => (w, None),
+        Err(e) => (Vec::new(), Some(e)),
+    };
+    let files = if made_error.is_none() { staged } else { Vec::new() };
+    let stale: Vec<PathBuf> =
+        every.into_iter().map(|(p, _)| p).filter(|p| !written.contains(p) && *p != dest).collect();
+    let removed = safe::commit_set(std::iter::once(h5).chain(files).collect(), &stale)
+        .with_context(|| format!("writing {}", dest.display()))?;
+    for p in &removed {
+        eprintln!(
+            "notice: removed {}: an earlier run's file beside {}, which this run does not write",
+            p.display(),
+            dest.display()
+        );
+    }
+    if let Some(e) = made_error {
+        return Err(e.context(format!(
+            "the result file {} is complete and kept, but a file derived from it failed (none is beside it; \
+             `seismic-run export` makes them from it)",
+            dest.display()
+        )));
+    }
+    Ok((Written { path: dest }, written))
 }

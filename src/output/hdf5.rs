@@ -9,7 +9,8 @@
 //! run never leaves a file that looks finished. Layout (README "Output file"):
 //!
 //! - root attributes: input (the TOML text), version, backend, device, kernel, radius, dt, steps,
-//!   shape, spacing, origin;
+//!   shape, spacing, origin, provenance (survey shots), checksums (the CRC-32 of every dataset,
+//!   [`super::checksum`], written last: a file without it is not complete);
 //! - /model/vp (nz, ny, nx) f32 with attributes spacing, origin (x, y, z order, m), axes = "zyx";
 //! - /snapshots/pressure (nsnap, nz, ny, nx) or /snapshots/pressure_xz (nsnap, nz, nx) and
 //!   friends, /snapshots/step, /snapshots/time;
@@ -20,6 +21,7 @@
 //! - /stats/step, /stats/seconds, /stats/effective_gbps, /stats/gpts_per_s with summary attributes
 //!   (and /stats/exchange_seconds, the halo exchange's part of each step, for a decomposed run).
 
+use super::checksum::{self, Entry, PartsCrc, bytes_of};
 use super::safe::TempFile;
 use crate::backend::DeviceInfo;
 use crate::grid::Section;
@@ -42,6 +44,9 @@ pub struct RunMetadata {
     /// Deflate level (1-9, after the shuffle filter) for the snapshot datasets; 0 stores them
     /// uncompressed.
     pub compression: u32,
+    /// The digest of everything that determines the file (a survey shot's, `survey::provenance`),
+    /// stored as the root attribute `provenance`.
+    pub provenance: Option<String>,
 }
 
 /// Bytes a compressed snapshot chunk aims at: whole rows of one snapshot, about 1 MiB.
@@ -69,6 +74,25 @@ pub struct Commit {
 }
 
 impl Commit {
+    /// Where the file goes.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The finished file under its temporary name (to make the derived files from it).
+    pub fn temp(&self) -> &TempFile {
+        &self.tmp
+    }
+
+    /// The file synced, to be renamed with the files derived from it
+    /// ([`super::safe::commit_set`]).
+    pub fn into_synced(self) -> Result<TempFile> {
+        match self.tmp.sync() {
+            Ok(()) => Ok(self.tmp),
+            Err(e) => Err(disk_full_hint(e, &self.path).context(format!("writing {}", self.path.display()))),
+        }
+    }
+
     /// Syncs the file and renames it to its destination (dropping a `Commit` removes the file).
     pub fn commit(self) -> Result<Written> {
         let path = self.path;
@@ -288,15 +312,19 @@ fn grid_attrs(ds: &H5Dataset, problem: &Problem, axes: &str) -> Result<()> {
     attr_string(ds, "axes", axes)
 }
 
-fn dataset_f64(group: &H5Group, name: &str, values: &[f64]) -> Result<H5Dataset> {
-    let ds = group.new_dataset::<f64>().shape([values.len()]).create(name).map_err(h5)?;
+/// A 1-D dataset `group`/`name` of `values`, its checksum added to `sums`.
+fn dataset_f64(sums: &mut Vec<Entry>, group: (&H5Group, &str), name: &str, values: &[f64]) -> Result<H5Dataset> {
+    let ds = group.0.new_dataset::<f64>().shape([values.len()]).create(name).map_err(h5)?;
     ds.write_raw(values).map_err(h5)?;
+    sums.push(checksum::whole(&format!("{}/{name}", group.1), bytes_of(values)));
     Ok(ds)
 }
 
-fn dataset_u64(group: &H5Group, name: &str, values: &[u64]) -> Result<H5Dataset> {
-    let ds = group.new_dataset::<u64>().shape([values.len()]).create(name).map_err(h5)?;
+/// A 1-D dataset `group`/`name` of `values`, its checksum added to `sums`.
+fn dataset_u64(sums: &mut Vec<Entry>, group: (&H5Group, &str), name: &str, values: &[u64]) -> Result<H5Dataset> {
+    let ds = group.0.new_dataset::<u64>().shape([values.len()]).create(name).map_err(h5)?;
     ds.write_raw(values).map_err(h5)?;
+    sums.push(checksum::whole(&format!("{}/{name}", group.1), bytes_of(values)));
     Ok(ds)
 }
 
@@ -335,6 +363,11 @@ fn write_file(
     root.set_attr_string("boundary", &boundary).map_err(h5)?;
     root.set_attr_numeric("boundary_width", &(problem.boundary.width as u64)).map_err(h5)?;
     root.set_attr_numeric("free_surface", &(problem.boundary.free_surface as u8)).map_err(h5)?;
+    if let Some(p) = &meta.provenance {
+        root.set_attr_string("provenance", p).map_err(h5)?;
+    }
+    // Every dataset's checksum, listed in the root attribute `checksums` once the file is whole.
+    let mut sums: Vec<Entry> = Vec::new();
 
     let source = file.create_group("source").map_err(h5)?;
     let w = &problem.source.wavelet;
@@ -352,13 +385,15 @@ fn write_file(
     // Snapshot datasets are laid out in full now and filled in place as snapshots arrive.
     let nsnap = plan.snapshot_steps.len();
     let mut snapshot_sets = Vec::new();
+    // Per series: its checksum, over planes of the two fastest axes (a volume's z-planes).
+    let mut snapshot_sums = Vec::new();
     if nsnap > 0 {
         let snaps = file.create_group("snapshots").map_err(h5)?;
         snaps.set_attr_numeric("every", &(plan.snapshot_every as u64)).map_err(h5)?;
         let steps: Vec<u64> = plan.snapshot_steps.iter().map(|&s| s as u64).collect();
-        dataset_u64(&snaps, "step", &steps)?;
+        dataset_u64(&mut sums, (&snaps, "snapshots"), "step", &steps)?;
         let times: Vec<f64> = plan.snapshot_steps.iter().map(|&s| s as f64 * problem.dt).collect();
-        dataset_f64(&snaps, "time", &times)?;
+        dataset_f64(&mut sums, (&snaps, "snapshots"), "time", &times)?;
         for spec in &plan.snapshots {
             let mut shape = vec![nsnap];
             shape.extend(spec.section.shape(grid));
@@ -381,11 +416,15 @@ fn write_file(
                 ds.new_attr::<u64>().shape(()).create("index").map_err(h5)?.write_numeric(&(i as u64)).map_err(h5)?;
             }
             snapshot_sets.push(ds);
+            let plane: usize = shape[shape.len() - 2..].iter().product();
+            let units = shape.iter().product::<usize>() / plane.max(1);
+            snapshot_sums.push(PartsCrc::new(&format!("snapshots/{}", spec.name), units, plane * 4));
         }
     }
 
     let model = file.create_group("model").map_err(h5)?;
     let vp = model.new_dataset::<f32>().shape([nz, ny, nx]).create("vp").map_err(h5)?;
+    let mut vp_sum = PartsCrc::new("model/vp", nz, nx * ny * 4);
     // Which z-planes of the model are written: all at once from a whole model, else as they come.
     let mut vp_written = vec![false; nz];
     let mut write_vp = |first: usize, values: &[f32]| -> Result<()> {
@@ -401,7 +440,7 @@ fn write_file(
             vp.write_slice(&[first, 0, 0], &[planes, ny, nx], values).map_err(h5)?;
         }
         vp_written[first..first + planes].fill(true);
-        Ok(())
+        vp_sum.add(first, bytes_of(values))
     };
     write_vp(problem.vp_first, &problem.vp)?;
     // The model is most of a large run's file: its pages start for the disk now, while the run
@@ -425,7 +464,7 @@ fn write_file(
                 // The buffer holds the sections one after the other, in the plan's order (the
                 // volumes not, when they come as slabs).
                 let mut rest = &field[..];
-                for (spec, ds) in plan.snapshots.iter().zip(&snapshot_sets) {
+                for ((spec, ds), sum) in plan.snapshots.iter().zip(&snapshot_sets).zip(&mut snapshot_sums) {
                     if volume_slabs && spec.section == Section::Volume {
                         continue;
                     }
@@ -438,6 +477,9 @@ fn write_file(
                         counts.push(n);
                     }
                     ds.write_slice(&starts, &counts, part).map_err(h5)?;
+                    // A volume is nz units (its z-planes), a plane one.
+                    let per_snapshot = if spec.section == Section::Volume { nz } else { 1 };
+                    sum.add(index * per_snapshot, bytes_of(part))?;
                 }
                 // The run may have finished taking snapshots: then nobody waits for the buffer.
                 let _ = free.send(field);
@@ -455,6 +497,7 @@ fn write_file(
                     first + planes
                 );
                 snapshot_sets[section].write_slice(&[index, first, 0, 0], &[1, planes, ny, nx], &values).map_err(h5)?;
+                snapshot_sums[section].add(index * nz + first, bytes_of(&values))?;
                 slab_planes[index * plan.snapshots.len() + section] += planes;
             }
             Ok(Message::Finish(b)) => break *b,
@@ -477,20 +520,26 @@ fn write_file(
     }
     grid_attrs(&vp, problem, "zyx")?;
     attr_string(&vp, "units", "m/s")?;
+    sums.push(vp_sum.finish()?);
+    for s in snapshot_sums {
+        sums.push(s.finish()?);
+    }
 
     let nrec = problem.receivers.len();
     if nrec > 0 {
         let rec = file.create_group("receivers").map_err(h5)?;
         let pressure = rec.new_dataset::<f32>().shape([nrec, problem.steps]).create("pressure").map_err(h5)?;
         pressure.write_raw(&record.traces).map_err(h5)?;
+        sums.push(checksum::whole("receivers/pressure", bytes_of(&record.traces)));
         attr_f64(&pressure, "dt", problem.dt)?;
         attr_f64(&pressure, "t0", problem.dt)?;
         let positions: Vec<f64> = problem.receivers.iter().flat_map(|r| r.position).collect();
         let pos = rec.new_dataset::<f64>().shape([nrec, 3]).create("position").map_err(h5)?;
         pos.write_raw(&positions).map_err(h5)?;
+        sums.push(checksum::whole("receivers/position", bytes_of(&positions)));
         attr_string(&pos, "columns", "x, y, z (m)")?;
         let taps: Vec<u64> = problem.receivers.iter().map(|r| r.taps.len() as u64).collect();
-        dataset_u64(&rec, "taps", &taps)?;
+        dataset_u64(&mut sums, (&rec, "receivers"), "taps", &taps)?;
         let mut methods: Vec<String> = Vec::new();
         for r in &problem.receivers {
             let m = match r.interpolation {
@@ -507,13 +556,14 @@ fn write_file(
     }
 
     let st = file.create_group("stats").map_err(h5)?;
-    dataset_u64(&st, "step", &(0..problem.steps as u64).collect::<Vec<_>>())?;
-    dataset_f64(&st, "seconds", &stats.seconds)?;
-    dataset_f64(&st, "effective_gbps", &stats.effective_gbps)?;
-    dataset_f64(&st, "full_step_gbps", &stats.full_step_gbps)?;
-    dataset_f64(&st, "gpts_per_s", &stats.gpts_per_s)?;
+    let stg = (&st, "stats");
+    dataset_u64(&mut sums, stg, "step", &(0..problem.steps as u64).collect::<Vec<_>>())?;
+    dataset_f64(&mut sums, stg, "seconds", &stats.seconds)?;
+    dataset_f64(&mut sums, stg, "effective_gbps", &stats.effective_gbps)?;
+    dataset_f64(&mut sums, stg, "full_step_gbps", &stats.full_step_gbps)?;
+    dataset_f64(&mut sums, stg, "gpts_per_s", &stats.gpts_per_s)?;
     if let Some(x) = &stats.exchange_seconds {
-        dataset_f64(&st, "exchange_seconds", x)?;
+        dataset_f64(&mut sums, stg, "exchange_seconds", x)?;
     }
     st.set_attr_numeric("mean_effective_gbps", &stats.mean_gbps).map_err(h5)?;
     st.set_attr_numeric("median_effective_gbps", &stats.median_gbps).map_err(h5)?;
@@ -526,6 +576,7 @@ fn write_file(
     st.set_attr_numeric("points", &(problem.layout.points() as u64)).map_err(h5)?;
     st.set_attr_numeric("total_step_seconds", &stats.seconds.iter().sum::<f64>()).map_err(h5)?;
     st.set_attr_numeric("wall_seconds", &record.wall_seconds).map_err(h5)?;
+    root.set_attr_string("checksums", &checksum::listing(&sums)).map_err(h5)?;
 
     file.close().map_err(h5)?;
     Ok(())

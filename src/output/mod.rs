@@ -3,6 +3,7 @@
 //! traces, [`xdmf`] sidecar, [`plot`] pictures and animation), the progress bar ([`progress`]) and the safe creation and
 //! replacement of every output file ([`safe`]).
 
+pub mod checksum;
 pub mod derived;
 pub mod hdf5;
 pub mod plan;

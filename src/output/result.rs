@@ -301,6 +301,29 @@ impl ResultFile {
         })
     }
 
+    /// The digest of everything that determined the file (root attribute `provenance`, written
+    /// for survey shots), if it has one.
+    pub fn provenance(&self) -> Option<String> {
+        self.file.attr_string("provenance").ok()
+    }
+
+    /// Whether the writer recorded the datasets' checksums (it does last, once the file is whole).
+    pub fn checksums_recorded(&self) -> Result<()> {
+        let text = self
+            .file
+            .attr_string("checksums")
+            .map_err(|e| anyhow!("{}: no dataset checksums: {e}", self.path.display()))?;
+        super::checksum::parse(&text).map(|_| ())
+    }
+
+    /// Reads every dataset back and checks it against the checksums the writer recorded (root
+    /// attribute `checksums`): an error says which dataset differs, or that there are none.
+    pub fn verify(&self) -> Result<()> {
+        super::checksum::verify(&self.file)
+            .map(|_| ())
+            .with_context(|| format!("{} does not verify", self.path.display()))
+    }
+
     /// The source position (m), from the input the run was made from.
     pub fn source_position(&self) -> [f64; 3] {
         self.config.source.position

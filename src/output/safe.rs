@@ -7,8 +7,14 @@
 //! created exclusively without following links, synced before the rename and the directory
 //! after. The destination is checked again just before the rename. Temporary files still open
 //! are listed here, so that a signal handler can remove them ([`remove_pending`]).
+//!
+//! A result file and the files derived from it are one set: [`staged`] keeps the temporary files
+//! a writer commits (synced, not renamed) and [`commit_set`] renames them together, removing the
+//! files of the set this run does not write, under an exclusive lock on the directory, so that
+//! two runs writing the same paths at once leave the set of one of them.
 
 use anyhow::{Context, Result, bail, ensure};
+use std::cell::RefCell;
 use std::fs::{File, Metadata, OpenOptions};
 use std::hash::{BuildHasher, Hasher};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
@@ -100,6 +106,71 @@ pub fn parent_dir(path: &Path) -> PathBuf {
     }
 }
 
+thread_local! {
+    /// The temporary files committed on this thread inside [`staged`], not yet renamed.
+    static STAGE: RefCell<Option<Vec<TempFile>>> = const { RefCell::new(None) };
+}
+
+/// Runs `write` with every [`TempFile::commit`] on this thread staged: the file synced but not
+/// renamed, kept for [`commit_set`]. Returns what `write` returned and the staged files (removed
+/// if dropped uncommitted).
+pub fn staged<T>(write: impl FnOnce() -> Result<T>) -> (Result<T>, Vec<TempFile>) {
+    let outer = STAGE.with(|s| s.borrow_mut().replace(Vec::new()));
+    let r = write();
+    let files = STAGE.with(|s| std::mem::replace(&mut *s.borrow_mut(), outer)).unwrap_or_default();
+    (r, files)
+}
+
+/// An exclusive lock on a directory (flock on its descriptor), held until dropped: the renames of
+/// one set of files happen under it.
+struct DirLock(File);
+
+impl DirLock {
+    fn take(dir: &Path) -> Result<DirLock> {
+        use std::os::fd::AsRawFd;
+        let d = File::open(dir).with_context(|| format!("cannot open the directory {}", dir.display()))?;
+        // SAFETY: a valid descriptor for the call's duration; the lock goes with the descriptor.
+        if unsafe { libc::flock(d.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(std::io::Error::last_os_error()).with_context(|| format!("cannot lock {}", dir.display()));
+        }
+        Ok(DirLock(d))
+    }
+}
+
+/// Renames the (synced) temporary files `files` into place together and removes the regular files
+/// in `stale` (files of the set that this run does not write), all under an exclusive lock on
+/// their directory; every destination is checked before the first rename, so that a refused one
+/// renames nothing. Returns the stale files removed.
+pub fn commit_set(files: Vec<TempFile>, stale: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let Some(first) = files.first() else { return Ok(Vec::new()) };
+    let dir = parent_dir(&first.dest);
+    ensure!(files.iter().all(|f| parent_dir(&f.dest) == dir), "the files of one set share a directory");
+    for f in &files {
+        f.check_identity()?;
+    }
+    let lock = DirLock::take(&dir)?;
+    for f in &files {
+        check_replaceable(&f.dest, "the output path")?;
+    }
+    for mut f in files {
+        std::fs::rename(&f.path, &f.dest)
+            .with_context(|| format!("cannot rename {} to {}", f.path.display(), f.dest.display()))?;
+        f.committed = true;
+        forget_pending(&f.path);
+    }
+    let mut removed = Vec::new();
+    for p in stale {
+        if std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_file()) {
+            std::fs::remove_file(p).with_context(|| format!("cannot remove {}", p.display()))?;
+            removed.push(p.clone());
+        }
+    }
+    // Durable once the directory is synced (where the file system syncs directories).
+    let _ = lock.0.sync_all();
+    drop(lock);
+    Ok(removed)
+}
+
 /// A temporary file beside its destination; removed on drop unless committed.
 pub struct TempFile {
     file: File,
@@ -166,11 +237,28 @@ impl TempFile {
         Ok(())
     }
 
+    /// Syncs the file's data to the disk (a [`commit_set`] expects its files synced).
+    pub fn sync(&self) -> Result<()> {
+        self.check_identity()?;
+        self.file.sync_all().with_context(|| format!("cannot sync {}", self.path.display()))
+    }
+
+    /// The destination the file is renamed to.
+    pub fn dest(&self) -> &Path {
+        &self.dest
+    }
+
     /// Syncs the file, renames it over the destination (which must still be a regular file or
-    /// nothing) and syncs the directory.
+    /// nothing) and syncs the directory. Inside [`staged`], the file is synced and kept for
+    /// [`commit_set`] instead of renamed.
     pub fn commit(mut self) -> Result<PathBuf> {
         self.check_identity()?;
         self.file.sync_all().with_context(|| format!("cannot sync {}", self.path.display()))?;
+        if STAGE.with(|s| s.borrow().is_some()) {
+            let dest = self.dest.clone();
+            STAGE.with(|s| s.borrow_mut().as_mut().map(|v| v.push(self)));
+            return Ok(dest);
+        }
         check_replaceable(&self.dest, "the output path")?;
         std::fs::rename(&self.path, &self.dest)
             .with_context(|| format!("cannot rename {} to {}", self.path.display(), self.dest.display()))?;
@@ -257,6 +345,34 @@ mod tests {
         let e = format!("{:#}", t.commit().unwrap_err());
         assert!(e.contains("is a directory, not a regular file"), "{e}");
         assert!(!tmp.exists() && dest.is_dir());
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn staged_files_are_renamed_together_and_stale_ones_removed() {
+        let dir = scratch("set");
+        std::fs::write(dir.join("out.sgy"), b"old").unwrap();
+        let (r, files) = staged(|| {
+            write_file(&dir.join("out.xdmf"), b"new")?;
+            write_file(&dir.join("out.png"), b"png")
+        });
+        assert_eq!(r.unwrap(), dir.join("out.png"));
+        assert_eq!(files.len(), 2);
+        assert!(!dir.join("out.xdmf").exists() && !dir.join("out.png").exists(), "not renamed while staged");
+        let removed = commit_set(files, &[dir.join("out.sgy"), dir.join("out.gif")]).unwrap();
+        assert_eq!(removed, [dir.join("out.sgy")]);
+        assert_eq!(std::fs::read(dir.join("out.xdmf")).unwrap(), b"new");
+        assert_eq!(std::fs::read(dir.join("out.png")).unwrap(), b"png");
+        let names: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 2, "no temporary file left: {names:?}");
+        // A refused destination renames nothing.
+        std::fs::create_dir(dir.join("bad.sgy")).unwrap();
+        let (_, files) = staged(|| {
+            write_file(&dir.join("out.xdmf"), b"newer")?;
+            write_file(&dir.join("bad.sgy"), b"x")
+        });
+        assert!(commit_set(files, &[]).is_err());
+        assert_eq!(std::fs::read(dir.join("out.xdmf")).unwrap(), b"new");
         std::fs::remove_dir_all(&dir).ok();
     }
 

@@ -3,17 +3,32 @@
 //! is (the survey's input with its own source and receivers: a shot's result file is that of a
 //! single run of it), where each shot's result goes, and which shots a process takes.
 //!
-//! Shots are handed out dynamically through claim files created atomically beside the results
-//! (`O_EXCL`): every process (an MPI rank, or any process started on the same survey) takes the
-//! next unclaimed shot when it is free, so uneven shots balance. A shot is complete once its
-//! result file exists under its final name: files are written to a temporary name, synced and
-//! renamed (`output::safe`), so a complete file is durable the moment it is reported done.
-//! `--resume` keeps the complete shots and runs the others again.
+//! Shots are handed out dynamically through claim files ([`claims`]): every process (an MPI rank,
+//! or any process started on the same survey) takes the next unclaimed shot when it is free, so
+//! uneven shots balance. A shot's files are written to temporary names, synced and renamed
+//! together (`output::derived::commit_with`), so a result file is whole the moment it is
+//! reported done; it records its [`provenance`] and its datasets' checksums. `--resume` keeps the
+//! shots whose files are complete, verify and were computed from the same input ([`ResumeMode`]),
+//! and runs the others again.
+
+pub mod claims;
+pub mod provenance;
+
+pub use claims::{Claim, ClaimState, ShotFile, SurveyFiles};
 
 use crate::config::{Config, Spread};
-use crate::output::result::ResultFile;
 use anyhow::{Context, Result, bail, ensure};
 use std::path::{Path, PathBuf};
+
+/// What `--resume` does with a shot whose file was computed from another input (frequency,
+/// velocities, steps, boundary, model file, numerics version: its provenance differs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ResumeMode {
+    /// Runs it again, and says how many (`--resume`).
+    Rerun,
+    /// Refuses to start, naming the shots (`--resume=strict`).
+    Strict,
+}
 
 /// One shot of a survey.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -86,77 +101,6 @@ fn position_of(v: &toml::Value) -> Result<[f64; 3]> {
         *c = x.as_float().or_else(|| x.as_integer().map(|i| i as f64)).context("a coordinate is a number")?;
     }
     Ok(p)
-}
-
-/// Where a survey's files go: beside `output` (the input's `[output] path` or `--output`), named
-/// after its stem: `<stem>_shot00007.h5` per shot and `<stem>_survey.json`, the index.
-#[derive(Clone, Debug)]
-pub struct SurveyFiles {
-    dir: PathBuf,
-    stem: String,
-}
-
-impl SurveyFiles {
-    pub fn new(output: &Path) -> Result<SurveyFiles> {
-        let stem = output.file_stem().and_then(|s| s.to_str()).filter(|s| !s.is_empty());
-        let stem =
-            stem.with_context(|| format!("output path {}: no file name to name the shots by", output.display()))?;
-        Ok(SurveyFiles { dir: crate::output::safe::parent_dir(output), stem: stem.to_string() })
-    }
-
-    /// The result file of shot `i`.
-    pub fn shot(&self, i: usize) -> PathBuf {
-        self.dir.join(format!("{}_shot{i:05}.h5", self.stem))
-    }
-
-    /// The survey's index (JSON).
-    pub fn index(&self) -> PathBuf {
-        self.dir.join(format!("{}_survey.json", self.stem))
-    }
-
-    fn claim(&self, i: usize) -> PathBuf {
-        self.dir.join(format!(".{}_shot{i:05}.claim", self.stem))
-    }
-
-    /// Takes shot `i` for this process if no process has: creates its claim file, atomically.
-    pub fn try_claim(&self, i: usize, owner: &str) -> Result<bool> {
-        use std::io::Write;
-        match std::fs::OpenOptions::new().write(true).create_new(true).open(self.claim(i)) {
-            Ok(mut f) => {
-                writeln!(f, "{owner}")?;
-                Ok(true)
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
-            Err(e) => Err(e).with_context(|| format!("cannot claim shot {i}: {}", self.claim(i).display())),
-        }
-    }
-
-    /// Who claimed shot `i` (the owner written by [`Self::try_claim`]), if anyone.
-    pub fn claimed_by(&self, i: usize) -> Option<String> {
-        std::fs::read_to_string(self.claim(i)).ok().map(|s| s.trim().to_string())
-    }
-
-    /// Removes the claims of `shots` (a fresh start, or the unfinished shots before a resume).
-    pub fn release(&self, shots: impl IntoIterator<Item = usize>) -> Result<()> {
-        for i in shots {
-            match std::fs::remove_file(self.claim(i)) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e).with_context(|| format!("cannot remove {}", self.claim(i).display())),
-            }
-        }
-        Ok(())
-    }
-
-    /// Whether shot `shot`'s result file is there and complete: it opens as a result file, and its
-    /// source and receivers are the shot's (a file of another survey under the same name is not).
-    pub fn complete(&self, shot: &Shot, receivers: &[[f64; 3]]) -> bool {
-        let Ok(r) = ResultFile::open(&self.shot(shot.index)) else { return false };
-        let close = |a: [f64; 3], b: [f64; 3]| (0..3).all(|k| (a[k] - b[k]).abs() <= 1e-9 * (1.0 + b[k].abs()));
-        close(r.source_position(), shot.source)
-            && r.receivers.len() == receivers.len()
-            && r.receivers.iter().zip(receivers).all(|(a, b)| close(*a, *b))
-    }
 }
 
 /// One line of the index: a shot, its positions and its result file.
@@ -268,21 +212,5 @@ mod tests {
         let fixed = Shot { shift: [0.0; 3], ..shot };
         let s = Config::from_toml(&shot_input(INPUT, &fixed).unwrap()).unwrap();
         assert_eq!(s.receivers[0].position, Some([60.0, 40.0, 20.0]));
-    }
-
-    #[test]
-    fn claims_are_taken_once_and_released() {
-        let dir = std::env::temp_dir().join(format!("seismic-survey-claims-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let files = SurveyFiles::new(&dir.join("run.h5")).unwrap();
-        assert_eq!(files.shot(7), dir.join("run_shot00007.h5"));
-        assert_eq!(files.index(), dir.join("run_survey.json"));
-        assert!(files.try_claim(3, "rank 0").unwrap());
-        assert!(!files.try_claim(3, "rank 1").unwrap());
-        assert_eq!(files.claimed_by(3).as_deref(), Some("rank 0"));
-        files.release([3, 4]).unwrap();
-        assert!(files.try_claim(3, "rank 1").unwrap());
-        files.release([3]).unwrap();
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
