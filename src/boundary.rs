@@ -205,6 +205,21 @@ impl Boundary {
         self.kind.kernel_defines()
     }
 
+    /// Whether the point at fractional grid index `u` (per axis, 0 at the first interior point)
+    /// lies in an absorbing layer: within `width` points of an absorbing face (the top face under
+    /// a free surface does not absorb). Always false without a boundary.
+    pub fn absorbs_at(&self, u: [f64; 3]) -> bool {
+        if self.kind == BoundaryKind::None || self.width == 0 {
+            return false;
+        }
+        let w = self.width as f64;
+        (0..3).any(|a| {
+            let last = (self.profiles[a].b.len() as f64 - 1.0).max(0.0);
+            let low = !(a == 2 && self.free_surface);
+            (low && u[a] < w) || u[a] > last - w
+        })
+    }
+
     /// Slabs holding CPML memory variables, one per axis (empty when not CPML).
     pub fn slabs(&self, shape: [usize; 3]) -> [Slab; 3] {
         std::array::from_fn(|axis| Slab { axis, width: self.cpml_width(), shape })

@@ -222,3 +222,16 @@ fn a_grid_too_large_for_the_cpu_backend_is_refused_before_sampling() {
     let e = run_error(&job(&dir, &text), Duration::from_secs(2));
     assert_names(&e, &[&format!("grid.shape = [{nx}, {nx}, {nx}]"), "CPU fields", "GiB"]);
 }
+
+/// A CFL fraction so small that dt rounds to 0 (found by the binary's fuzzing): refused, not run
+/// into a result file its own reader refuses.
+#[test]
+fn a_cfl_safety_whose_time_step_rounds_to_zero_is_refused() {
+    let dir = scratch("cfl-safety");
+    for value in ["5e-324", "1e-300", "0.0", "1.5"] {
+        let text = input(CONSTANT, "", "").replace("steps = 10", &format!("steps = 10\ncfl_safety = {value}"));
+        let e = run_error(&job(&dir, &text), Duration::from_secs(5));
+        assert_names(&e, &["time.cfl_safety", "CFL"]);
+    }
+    assert!(files_in(&dir).is_empty(), "{:?}", files_in(&dir));
+}

@@ -140,6 +140,8 @@ impl Config {
         if let Some(dt) = t.dt {
             finite_in("time.dt", dt, f64::MIN_POSITIVE, MAX_TIME, "a positive time in s")?;
         }
+        // Far below any useful fraction, far above one whose dt rounds to 0.
+        finite_in("time.cfl_safety", t.cfl_safety, 1e-6, 1.0, "a fraction of the stability (CFL) limit")?;
         self.source.check_values()?;
         for (i, r) in self.receivers.iter().enumerate() {
             let key = format!("receivers[{i}]");

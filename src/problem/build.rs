@@ -150,7 +150,7 @@ impl Problem {
             ));
         }
         let precision = cfg.run.precision;
-        Ok(Problem {
+        let mut problem = Problem {
             layout,
             spacing,
             origin,
@@ -165,6 +165,9 @@ impl Problem {
             receivers,
             warnings,
             precision,
-        })
+        };
+        let layer_warnings = problem.absorbing_layer_warnings();
+        problem.warnings.extend(layer_warnings);
+        Ok(problem)
     }
 }

@@ -101,6 +101,48 @@ impl Problem {
         self.vp_range[0] as f64
     }
 
+    /// Whether `position` (m, in the grid's coordinates) lies in an absorbing layer, where a
+    /// source or receiver is damped with the wavefield ([`Boundary::absorbs_at`]).
+    pub fn in_absorbing_layer(&self, position: [f64; 3]) -> bool {
+        self.boundary.absorbs_at(std::array::from_fn(|a| (position[a] - self.origin[a]) / self.spacing[a]))
+    }
+
+    /// Warnings naming the source and the receivers that lie in an absorbing layer (none when
+    /// all are outside the layers): what they record or emit there is damped.
+    pub fn absorbing_layer_warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let width = self.boundary.width;
+        let thick = |a: usize| width as f64 * self.spacing[a];
+        let layer = format!("{width} points ({} m along x)", thick(0));
+        for (k, source) in self.sources.iter().enumerate() {
+            if self.in_absorbing_layer(source.position) {
+                let which = if self.sources.len() > 1 { format!("source {k}") } else { "the source".into() };
+                out.push(format!(
+                    "{which} at {:?} m lies in the absorbing layer of {layer}: its wavefield is damped at once \
+                     (move it inward, or narrow boundary.width)",
+                    source.position
+                ));
+            }
+        }
+        let inside: Vec<usize> =
+            (0..self.receivers.len()).filter(|&i| self.in_absorbing_layer(self.receivers[i].position)).collect();
+        if !inside.is_empty() {
+            const LISTED: usize = 10;
+            let list: Vec<String> =
+                inside.iter().take(LISTED).map(|&i| format!("{i} at {:?} m", self.receivers[i].position)).collect();
+            let more =
+                if inside.len() > LISTED { format!(" and {} more", inside.len() - LISTED) } else { String::new() };
+            out.push(format!(
+                "{} of {} receivers lie in the absorbing layer of {layer}, where the wavefield is damped: \
+                 receiver {}{more} (counted from 0 in input order)",
+                inside.len(),
+                self.receivers.len(),
+                list.join(", receiver ")
+            ));
+        }
+        out
+    }
+
     /// The exact CFL limit of this discretisation.
     pub fn dt_limit(&self) -> f64 {
         self.stencil.cfl_limit(self.spacing, self.vmax())
