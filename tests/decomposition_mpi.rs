@@ -239,6 +239,23 @@ fn y_z_blocks_over_four_ranks_on_one_gpu_write_the_single_gpu_result_bit_for_bit
     y_z_blocks_compare("cuda", &[(4, "4 y-z blocks: 2 z-slabs")]);
 }
 
+/// CPML of 12 points (four times the 3 halo planes) under a free surface, R = 3, on a 40 x 36 x 64
+/// grid cut through the middle: 2 and 3 z-slab ranks and 4 y-z blocks over the GPUs present (a
+/// GPU each on a host with as many; ranks share them otherwise) write the single-GPU result bit
+/// for bit, each subdomain holding the layers of the grid's faces it has.
+#[cfg(feature = "cuda")]
+#[test]
+#[ignore = "needs a GPU"]
+fn cpml_wider_than_the_halo_over_gpu_ranks_writes_the_single_gpu_result_bit_for_bit() {
+    let input = INPUT
+        .replace("backend = \"cpu\"", "backend = \"cuda\"")
+        .replace("shape = [12, 12, 47]", "shape = [40, 36, 64]")
+        .replace("radius = 4", "radius = 3")
+        .replace("width = 4", "width = 12");
+    compare_runs("cuda-cpml12", &input, "z", &[(2, "halo exchange"), (3, "halo exchange")], &[]);
+    compare_runs("cuda-cpml12-yz", &input, "yz", &[(4, "4 y-z blocks")], &[]);
+}
+
 /// Two ranks on one GPU: `halo_exchange = "auto"` takes the host path and says why in the banner;
 /// `"nccl"` is an error naming the key and the shared GPU, and writes no file.
 #[cfg(feature = "nccl")]
