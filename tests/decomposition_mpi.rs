@@ -101,7 +101,14 @@ fn compare_runs(name: &str, input: &str, decomposition: &str, runs: &[(usize, &s
         let f = H5File::open(&h5).unwrap();
         let exchange: Vec<f64> = f.dataset("stats/exchange_seconds").unwrap().read_raw().unwrap();
         let seconds: Vec<f64> = f.dataset("stats/seconds").unwrap().read_raw().unwrap();
-        assert!(exchange.len() == seconds.len() && exchange.iter().zip(&seconds).all(|(x, s)| *x > 0.0 && x <= s));
+        assert_eq!(exchange.len(), seconds.len(), "{ranks} ranks: a step's exchange seconds each");
+        let odd = exchange.iter().zip(&seconds).position(|(x, s)| !(*x > 0.0 && x <= s));
+        assert!(
+            odd.is_none(),
+            "{ranks} ranks: step {odd:?}: exchange {:?} s of a {:?} s step",
+            odd.map(|i| exchange[i]),
+            odd.map(|i| seconds[i])
+        );
         let got = datasets(&h5);
         let names = |d: &[(String, Vec<u32>)]| d.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
         assert_eq!(names(&want), names(&got), "{ranks} ranks: datasets");
