@@ -320,7 +320,13 @@ fn sigterm_stops_every_rank_together_and_leaves_no_output() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("mpirun (openmpi-bin) runs");
-    std::thread::sleep(std::time::Duration::from_secs(3));
+    // Into the time loop: the result's temporary file exists once the ranks have set up (a loaded
+    // machine may take seconds).
+    let started = std::time::Instant::now();
+    while std::fs::read_dir(&*dir).unwrap().count() < 2 && started.elapsed().as_secs() < 60 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(1));
     // The ranks (mpirun's children) get the signal, as a batch scheduler's time limit sends it to
     // every task; mpirun itself, signalled, kills its job.
     let ranks: Vec<i32> = std::fs::read_dir("/proc")

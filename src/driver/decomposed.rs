@@ -36,6 +36,7 @@ pub fn run(job: &Job, derived: &[Derived]) -> RunResult<()> {
     let (universe, _) = mpi::initialize_with_threading(mpi::Threading::Serialized)
         .context("MPI could not be initialised (run under mpirun)")?;
     let world = universe.world();
+    crate::parallel::abort_all_on_panic();
     let node = world.split_shared(0);
     let on_node = (node.rank() as usize, node.size() as usize);
     signals::install_handlers(false)?;
