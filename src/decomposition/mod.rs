@@ -382,13 +382,36 @@ impl Decomposition {
     /// Rank `rank`'s subdomain of `problem` (the single-domain run, built from the whole model or
     /// from a part holding at least [`planes_held`](Self::planes_held), every row).
     pub fn subdomain(&self, problem: &Problem, rank: usize) -> Result<SubDomain> {
+        self.subdomain_with(problem, rank, None)
+    }
+
+    /// [`subdomain`](Self::subdomain) of a problem that holds exactly the planes and rows the rank
+    /// holds: its model moves into the subdomain instead of being copied (a rank's part of a
+    /// model larger than one GPU is tens of GB); `problem` is left without one.
+    pub fn subdomain_taking(&self, problem: &mut Problem, rank: usize) -> Result<SubDomain> {
+        let held = self.planes_held(rank);
+        let whole_rows = self.rows_held(rank) == (0..problem.layout.ny);
+        let plane = problem.layout.nx * problem.layout.ny;
+        let exact = whole_rows && problem.vp_first == held.start && problem.vp.len() == held.len() * plane;
+        let vp = if exact { Some(std::mem::take(&mut problem.vp)) } else { None };
+        let sub = self.subdomain_with(problem, rank, vp);
+        problem.vp = Vec::new();
+        problem.vp_first = 0;
+        sub
+    }
+
+    /// [`subdomain`](Self::subdomain), its model `vp` where given (exactly its held points).
+    fn subdomain_with(&self, problem: &Problem, rank: usize, vp: Option<Vec<f32>>) -> Result<SubDomain> {
         let (z0, z1) = self.planes_of(rank);
         let (y0, y1) = self.rows_of(rank);
         let std::ops::Range { start: first, end } = self.planes_held(rank);
         let std::ops::Range { start: first_row, end: end_row } = self.rows_held(rank);
         let l = problem.layout;
         let plane = l.nx * l.ny;
-        let vp_planes = problem.vp_first..problem.vp_first + problem.vp.len() / plane.max(1);
+        let vp_planes = match &vp {
+            Some(_) => first..end,
+            None => problem.vp_first..problem.vp_first + problem.vp.len() / plane.max(1),
+        };
         ensure!(
             vp_planes.start <= first && end <= vp_planes.end,
             "rank {rank} holds z-planes {first}..{end} but the problem's model has planes {vp_planes:?}"
@@ -422,11 +445,14 @@ impl Decomposition {
         let mut origin = problem.origin;
         origin[1] += first_row as f64 * problem.spacing[1];
         origin[2] += first as f64 * problem.spacing[2];
-        let mut vp = Vec::with_capacity(l.nx * (end_row - first_row) * (end - first));
-        for z in first..end {
-            let at = (z - problem.vp_first) * plane;
-            vp.extend_from_slice(&problem.vp[at + first_row * l.nx..at + end_row * l.nx]);
-        }
+        let vp = vp.unwrap_or_else(|| {
+            let mut vp = Vec::with_capacity(l.nx * (end_row - first_row) * (end - first));
+            for z in first..end {
+                let at = (z - problem.vp_first) * plane;
+                vp.extend_from_slice(&problem.vp[at + first_row * l.nx..at + end_row * l.nx]);
+            }
+            vp
+        });
         let sub = Problem {
             layout: Layout::new([l.nx, end_row - first_row, end - first], l.halo),
             spacing: problem.spacing,

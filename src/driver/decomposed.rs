@@ -84,6 +84,7 @@ pub fn shot_over(
     out: &ShotOutput,
     quiet: bool,
 ) -> RunResult<Option<Written>> {
+    let started = std::time::Instant::now();
     let out_path = out.path;
     use crate::backend::registry;
     use crate::decomposition::{self, Decomposition, Domain, Exchange, mpi::MpiExchange};
@@ -133,10 +134,9 @@ pub fn shot_over(
     let held = d.planes_held(rank);
     let part = model::sample_planes(cfg, &job.input_dir, held.clone()).context("model")?;
     let mut problem = Problem::build_part(cfg, part.vp, held.start, range)?;
-    let sub = d.subdomain(&problem, rank)?;
-    // The subdomain has its own copy; the model file gets the owned block from it.
-    problem.vp = Vec::new();
-    problem.vp_first = 0;
+    // The model moves into the subdomain; the model file gets the owned block from it.
+    let sub = d.subdomain_taking(&mut problem, rank)?;
+    let model_ready = started.elapsed();
     if rank == 0 {
         for w in &problem.warnings {
             eprintln!("warning: {w}");
@@ -161,6 +161,7 @@ pub fn shot_over(
         gpu => registry::open_gpu(&sub.problem, gpu, cfg.run.kernel, node_rank)?,
     };
     let device = backend.info();
+    let backend_ready = started.elapsed();
     let (mut exchange, path) = super::halo::halo_exchange(cfg, host, node_size, backend.as_ref(), d.blocks())?;
     let exchange = exchange.as_mut();
     let quiet = quiet || rank != 0;
@@ -196,7 +197,7 @@ pub fn shot_over(
         return Ok(None);
     }
     let meta = RunMetadata { provenance: out.provenance.map(str::to_string), ..super::metadata(text, device, cfg) };
-    let (record, commit) = std::thread::scope(|scope| -> RunResult<_> {
+    let (record, commit, model_copied) = std::thread::scope(|scope| -> RunResult<_> {
         let mut writer = Hdf5Writer::start(scope, out_path, &problem, &plan, meta, SNAPSHOT_BUFFERS, Volumes::Slabs)?;
         // /model/vp from each rank's owned planes, one rank at a time.
         let mut join = decomposition::gather::SlabJoin::new(&d, problem.layout.nx);
@@ -204,13 +205,14 @@ pub fn shot_over(
             Some((first, planes)) => writer.model_planes(first, planes),
             None => Ok(()),
         })?;
+        let model_copied = started.elapsed();
         let record = decomposition::run(&problem, &d, &mut domains, exchange, &plan, Some(&mut writer), &mut |done| {
             bar.update(done)
         });
         bar.finish();
         let record = record?.ok_or_else(|| RunError::from(anyhow!("rank 0 gathers the result")))?;
         let commit = writer.finish_unsynced(record.clone(), StepStats::of(&problem, &record))?;
-        Ok((record, commit))
+        Ok((record, commit, model_copied))
     })?;
     let (written, derived) = crate::output::derived::commit_with(commit, out.derived)?;
     if !quiet {
@@ -222,6 +224,16 @@ pub fn shot_over(
             record.wall_seconds,
             1e3 * record.step_seconds.iter().sum::<f64>() / n,
             1e3 * exchange_seconds.iter().sum::<f64>() / n
+        );
+        let [model, backend, copied, total] =
+            [model_ready, backend_ready, model_copied, started.elapsed()].map(|t| t.as_secs_f64());
+        println!(
+            "  whole shot (rank 0)  {total:.2} s: model {model:.2} s, backend set-up {:.2} s, the model into the result \
+             {:.2} s, time loop {:.2} s, files {:.2} s",
+            backend - model,
+            copied - backend,
+            record.wall_seconds,
+            total - copied - record.wall_seconds,
         );
         println!("  wrote {}", written.path.display());
         for p in &derived {
