@@ -75,7 +75,7 @@ fn shots(ranks: &Ranks, job: &Job, derived: &[Derived]) -> RunResult<()> {
     }
     let buffers = if cfg.output.snapshot_every > 0 { SNAPSHOT_BUFFERS } else { 0 };
     resources::check_host_bytes(
-        cfg.grid.shape,
+        cfg.run_grid().shape,
         resources::base_host_bytes(cfg, buffers),
         "the velocity model and snapshot buffers",
     )?;

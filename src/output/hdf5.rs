@@ -308,10 +308,10 @@ fn attr_f64(ds: &H5Dataset, name: &str, value: f64) -> Result<()> {
     ds.new_attr::<f64>().shape(()).create(name).map_err(h5)?.write_numeric(&value).map_err(h5)
 }
 
-/// spacing, origin (x, y, z; m) and axes on a dataset holding grid values.
-fn grid_attrs(ds: &H5Dataset, problem: &Problem, axes: &str) -> Result<()> {
+/// spacing, origin (x, y, z; m) and axes on a dataset holding the model's grid values.
+fn grid_attrs(ds: &H5Dataset, problem: &Problem, origin: [f64; 3], axes: &str) -> Result<()> {
     attr_f64s(ds, "spacing", &problem.spacing)?;
-    attr_f64s(ds, "origin", &problem.origin)?;
+    attr_f64s(ds, "origin", &origin)?;
     attr_string(ds, "axes", axes)
 }
 
@@ -348,7 +348,10 @@ fn write_file(
     volume_slabs: bool,
 ) -> Result<()> {
     let ResultFile { h5: file, handle } = target;
-    let grid = problem.shape();
+    // The file covers the model: fields of the run grid are cut to it (`crop`) where they differ.
+    let (run, region) = (problem.shape(), plan.region(problem));
+    let crop = !region.is_whole();
+    let grid = region.shape;
     let [nx, ny, nz] = grid;
     let root = file.root_group();
     root.set_attr_string("input", &meta.input_toml).map_err(h5)?;
@@ -361,7 +364,9 @@ fn write_file(
     root.set_attr_numeric("steps", &(problem.steps as u64)).map_err(h5)?;
     root.set_attr_array_numeric("shape", &grid.map(|n| n as u64)).map_err(h5)?;
     root.set_attr_array_numeric("spacing", &problem.spacing).map_err(h5)?;
-    root.set_attr_array_numeric("origin", &problem.origin).map_err(h5)?;
+    root.set_attr_array_numeric("origin", &region.origin).map_err(h5)?;
+    root.set_attr_array_numeric("run_shape", &run.map(|n| n as u64)).map_err(h5)?;
+    root.set_attr_array_numeric("run_origin", &problem.origin).map_err(h5)?;
     let boundary = format!("{:?}", problem.boundary.kind).to_lowercase();
     root.set_attr_string("boundary", &boundary).map_err(h5)?;
     root.set_attr_numeric("boundary_width", &(problem.boundary.width as u64)).map_err(h5)?;
@@ -408,13 +413,14 @@ fn write_file(
                 builder
             };
             let ds = builder.create(&spec.name).map_err(h5)?;
+            // A plane's index in the model's grid.
             let (axes, index) = match spec.section {
                 Section::Volume => ("zyx", None),
-                Section::Xz { iy } => ("zx", Some(iy)),
-                Section::Xy { iz } => ("yx", Some(iz)),
-                Section::Yz { ix } => ("zy", Some(ix)),
+                Section::Xz { iy } => ("zx", Some(iy - region.first[1])),
+                Section::Xy { iz } => ("yx", Some(iz - region.first[2])),
+                Section::Yz { ix } => ("zy", Some(ix - region.first[0])),
             };
-            grid_attrs(&ds, problem, axes)?;
+            grid_attrs(&ds, problem, region.origin, axes)?;
             if let (Some(at), Some(i)) = (spec.at, index) {
                 attr_f64(&ds, "at", at)?;
                 ds.new_attr::<u64>().shape(()).create("index").map_err(h5)?.write_numeric(&(i as u64)).map_err(h5)?;
@@ -431,7 +437,16 @@ fn write_file(
     let mut vp_sum = PartsCrc::new("model/vp", nz, nx * ny * 4);
     // Which z-planes of the model are written: all at once from a whole model, else as they come.
     let mut vp_written = vec![false; nz];
+    let mut vp_cropped = Vec::new();
+    // `first`: the run grid's z-plane of `values`.
     let mut write_vp = |first: usize, values: &[f32]| -> Result<()> {
+        let (first, values) = match crop {
+            false => (first, values),
+            true => match super::crop::planes(&region, first, values, &mut vp_cropped)? {
+                Some(first) => (first, &vp_cropped[..]),
+                None => return Ok(()),
+            },
+        };
         let planes = values.len() / (nx * ny).max(1);
         ensure!(
             values.len() == planes * nx * ny && first + planes <= nz,
@@ -457,6 +472,7 @@ fn write_file(
     };
     writeback();
 
+    let mut cropped = Vec::new();
     // z-planes of each (snapshot, volume section) that came as slabs.
     let mut slab_planes = vec![0usize; plan.snapshot_steps.len() * plan.snapshots.len()];
     let (record, stats) = loop {
@@ -472,8 +488,14 @@ fn write_file(
                     if volume_slabs && spec.section == Section::Volume {
                         continue;
                     }
-                    let (part, tail) = rest.split_at(spec.section.len(grid));
+                    let (part, tail) = rest.split_at(spec.section.len(run));
                     rest = tail;
+                    let part = if crop {
+                        super::crop::section(&region, &spec.section, part, &mut cropped)?;
+                        &cropped[..]
+                    } else {
+                        part
+                    };
                     let mut starts = vec![index];
                     let mut counts = vec![1];
                     for n in spec.section.shape(grid) {
@@ -491,6 +513,13 @@ fn write_file(
             }
             Ok(Message::ModelPlanes { first, values }) => write_vp(first, &values)?,
             Ok(Message::VolumeSlab { index, step, section, first, values }) => {
+                let (first, values) = match crop {
+                    false => (first, &values[..]),
+                    true => match super::crop::planes(&region, first, &values, &mut cropped)? {
+                        Some(first) => (first, &cropped[..]),
+                        None => continue,
+                    },
+                };
                 let planes = values.len() / (nx * ny).max(1);
                 ensure!(
                     plan.snapshot_steps.get(index) == Some(&step)
@@ -500,8 +529,8 @@ fn write_file(
                     "volume slab of planes {first}..{} for snapshot {index} (step {step}), section {section}",
                     first + planes
                 );
-                snapshot_sets[section].write_slice(&[index, first, 0, 0], &[1, planes, ny, nx], &values).map_err(h5)?;
-                snapshot_sums[section].add(index * nz + first, bytes_of(&values))?;
+                snapshot_sets[section].write_slice(&[index, first, 0, 0], &[1, planes, ny, nx], values).map_err(h5)?;
+                snapshot_sums[section].add(index * nz + first, bytes_of(values))?;
                 slab_planes[index * plan.snapshots.len() + section] += planes;
             }
             Ok(Message::Finish(b)) => break *b,
@@ -522,7 +551,7 @@ fn write_file(
     if let Some(z) = vp_written.iter().position(|&w| !w) {
         bail!("the model's z-plane {z} never reached the writer; no output written");
     }
-    grid_attrs(&vp, problem, "zyx")?;
+    grid_attrs(&vp, problem, region.origin, "zyx")?;
     attr_string(&vp, "units", "m/s")?;
     sums.push(vp_sum.finish()?);
     for s in snapshot_sums {

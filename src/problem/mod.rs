@@ -267,8 +267,9 @@ impl Problem {
     /// model, time and boundary), everything else kept (the model is not copied). Returns the
     /// warnings the new positions raise.
     pub fn set_shot(&mut self, cfg: &Config) -> Result<Vec<String>> {
+        let grid = cfg.run_grid();
         ensure!(
-            cfg.grid.shape == self.shape() && cfg.grid.spacing == self.spacing && cfg.grid.origin == self.origin,
+            grid.shape == self.shape() && grid.spacing == self.spacing && grid.origin == self.origin,
             "a shot must use the survey's grid"
         );
         let (sources, receivers, warnings) = shot_geometry(cfg, self.dt, self.steps)?;

@@ -8,14 +8,14 @@ use anyhow::{Result, bail, ensure};
 /// Host bytes a run needs before any backend exists: the velocity as loaded, the problem's copy,
 /// and `snapshot_buffers` f32 snapshot buffers of `cfg`'s sections (see [`snapshot_values`]).
 pub fn base_host_bytes(cfg: &Config, snapshot_buffers: usize) -> f64 {
-    let points = cfg.grid.shape.iter().map(|&n| n as f64).product::<f64>();
+    let points = cfg.run_grid().shape.iter().map(|&n| n as f64).product::<f64>();
     points * 8.0 + 4.0 * (snapshot_buffers * snapshot_values(cfg)) as f64
 }
 
 /// Values in one snapshot of the sections `[output]` lists (the volume when none is), from the
 /// grid alone (an unknown kind counts as the volume; `OutputPlan::from_config` rejects it later).
 pub fn snapshot_values(cfg: &Config) -> usize {
-    let grid = cfg.grid.shape;
+    let grid = cfg.run_grid().shape;
     let section = |kind: &str| match kind {
         "xz" => Section::Xz { iy: 0 },
         "xy" => Section::Xy { iz: 0 },
