@@ -59,6 +59,34 @@ pub fn planes(region: &ModelRegion, first: usize, values: &[f32], out: &mut Vec<
     Ok(Some(lo - zs.start))
 }
 
+/// [`section`] where the model does not fill the run grid (the cut in `out`), else `part` itself.
+pub fn model_section<'a>(
+    region: &ModelRegion,
+    s: &Section,
+    part: &'a [f32],
+    out: &'a mut Vec<f32>,
+) -> Result<&'a [f32]> {
+    if region.is_whole() {
+        return Ok(part);
+    }
+    section(region, s, part, out)?;
+    Ok(out)
+}
+
+/// [`planes`] where the model does not fill the run grid (the cut in `out`), else `first` and
+/// `values` themselves: the model's first plane and its planes, None when none is the model's.
+pub fn model_planes<'a>(
+    region: &ModelRegion,
+    first: usize,
+    values: &'a [f32],
+    out: &'a mut Vec<f32>,
+) -> Result<Option<(usize, &'a [f32])>> {
+    if region.is_whole() {
+        return Ok(Some((first, values)));
+    }
+    Ok(planes(region, first, values, out)?.map(|first| (first, &out[..])))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
