@@ -12,6 +12,8 @@
 //!   model's horizontal position, its z coordinate the depth; extruded along y.
 //!
 //! Grid points beyond a gridded model's extent take the velocity at its edge, with a warning.
+//! The model is sampled on the grid of `[grid]`; absorbing layers outside it take its edge
+//! values on the run grid ([`extend`], [`sample_run_planes`]).
 //! Every error names the key or file at fault.
 
 pub mod dataset;

@@ -4,6 +4,9 @@
 //! velocity, the boundary profiles, the source taps and wavelet samples, and the receiver taps, and
 //! each applies them in the same order every step (see `backend::Backend::step`).
 //!
+//! The problem's grid is the run grid ([`Config::run_grid`]): the grid of `[grid]`, and the
+//! absorbing layers where they lie outside the model; positions keep the model's coordinates.
+//!
 //! This module owns the [`Problem`] and what it holds per step; `build` makes one from the
 //! configuration (every check of its values), `positioning` puts points between grid nodes on
 //! the grid (nearest, trilinear, windowed sinc) and `shot` places the source and receivers.
