@@ -30,10 +30,26 @@ pub fn snapshot_values(cfg: &Config) -> usize {
 
 /// Fails, naming `grid.shape`, when `bytes` more than what the host has available.
 pub fn check_host_bytes(shape: [usize; 3], bytes: f64, what: &str) -> Result<()> {
+    check_bytes(&format!("grid.shape = {shape:?}"), bytes, what)
+}
+
+/// [`check_host_bytes`] for a run of `cfg`, naming its `grid.shape` and, where the absorbing
+/// layers lie outside the model, the run grid they make.
+pub fn check_run_grid_host_bytes(cfg: &Config, bytes: f64, what: &str) -> Result<()> {
+    let (shape, run) = (cfg.grid.shape, cfg.run_grid().shape);
+    let layers = if run == shape {
+        String::new()
+    } else {
+        format!(" (a run grid of {run:?} points with the absorbing layers outside it)")
+    };
+    check_bytes(&format!("grid.shape = {shape:?}{layers}"), bytes, what)
+}
+
+fn check_bytes(grid: &str, bytes: f64, what: &str) -> Result<()> {
     if let Some(available) = available_host_memory() {
         ensure!(
             bytes <= available as f64,
-            "grid.shape = {shape:?} needs about {:.1} GiB of host memory for {what}, but only {:.1} GiB is available",
+            "{grid} needs about {:.1} GiB of host memory for {what}, but only {:.1} GiB is available",
             bytes / GIB,
             available as f64 / GIB
         );

@@ -6,8 +6,8 @@
 mod host;
 
 pub use host::{
-    available_host_memory, base_host_bytes, check_host_bytes, check_host_memory, check_run_host_bytes, run_host_items,
-    snapshot_values,
+    available_host_memory, base_host_bytes, check_host_bytes, check_host_memory, check_run_grid_host_bytes,
+    check_run_host_bytes, run_host_items, snapshot_values,
 };
 
 use crate::output::plan::OutputPlan;
