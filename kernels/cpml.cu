@@ -49,7 +49,7 @@ DEVICE void cpml_axis(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next, 
         const int sc = AXIS == 2 ? k2 : u;  // slab coordinate along the axis
         const int half = sc < w ? 0 : 1;
         const int t = sc - half * w;
-        if (half == 0 && !L.low[AXIS]) continue;
+        if (half == 0 ? !L.low[AXIS] : !L.high[AXIS]) continue;
         int g[3] = {c[0], c[1], c[2]};
         g[AXIS] = half == 0 ? t : n[AXIS] - w + t;  // grid coordinate along the axis
         if (g[AXIS] < 0 || g[AXIS] >= n[AXIS]) continue;  // a subdomain thinner than its layers
@@ -97,11 +97,11 @@ DEVICE void cpml_march(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next,
     const int ix = (int)(id % nxv) * VEC;
     const int cr = c_first + (int)(id / nxv);
     const int c = band && cr >= band_lo ? cr - band_lo + band_hi : cr;
-    // grid z: the layers that absorb (the high one, and the low one unless a free surface or a cut
-    // replaces it), each in gridDim.z / layers segments along the axis, so that thin grids still
-    // have enough threads in flight (the host picks the count: solver.rs, launch_cpml).
-    const int layers = L.low[AXIS] ? 2 : 1;
-    const int half = layers == 2 ? (int)(blockIdx.z & 1) : 1;
+    // grid z: the faces that hold a layer (not a free surface, nor a subdomain's cut), each in
+    // gridDim.z / layers segments along the axis, so that thin grids still have enough threads
+    // in flight (the host picks the count and launches none without a layer: launch.rs, launch_cpml).
+    const int layers = (L.low[AXIS] != 0) + (L.high[AXIS] != 0);
+    const int half = layers == 2 ? (int)(blockIdx.z & 1) : (L.low[AXIS] ? 0 : 1);
     const int segments = gridDim.z / layers, seg = blockIdx.z / layers;
     const int t0 = seg * w / segments, t1 = (seg + 1) * w / segments;
     const i64 st = AXIS == 1 ? pitch : plane;
@@ -154,7 +154,7 @@ DEVICE void cpml_x_rows(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next
     if (id >= (i64)2 * wv * ny) return;
     const int v = (int)(id % (2 * wv)), y = (int)(id / (2 * wv));
     const int half = v < wv ? 0 : 1;
-    if (half == 0 && !L.low[0]) return;
+    if (half == 0 ? !L.low[0] : !L.high[0]) return;
     const int t0 = (v - half * wv) * VEC;         // the first point's index in its layer
     const int x0 = half == 0 ? t0 : nx - w + t0;  // and its grid x
     for (int z = L.z_begin + blockIdx.y; z < L.z_end; z += gridDim.y) {

@@ -127,20 +127,21 @@ DEVICE void fused_body(FUSED_STEP_PARAMS) {
     int zhalf = 0, zt0 = 0;
     i64 zrow_at[RY];
     if constexpr (LAYERS == 4) {
-        zhalf = layer_of(L.z_offset, L.nz, L.width, L.low[2] != 0, zt0);
+        zhalf = layer_of(L.z_offset, L.nz, L.width, L.low[2] != 0, L.high[2] != 0, zt0);
 #pragma unroll
         for (int r = 0; r < RY; r++) zrow_at[r] = (i64)(iy + r) * nx + ix;
     }
     const i64 zslab_plane = (i64)nx * ny;
     // The slab index of launch plane zz's first point of row r.
     auto zslab = [&](int zz, int r) { return (i64)(zhalf * L.width + zt0 + zz) * zslab_plane + zrow_at[r]; };
-    const bool ytile = LAYERS && lw > 0 && ny >= 2 * lw && nx % VEC == 0 && (rowb < lw || rowb + TY > ny - lw);
+    const bool ytile = LAYERS && lw > 0 && ny >= 2 * lw && nx % VEC == 0 &&
+                       ((L.low[1] && rowb < lw) || (L.high[1] && rowb + TY > ny - lw));
     extern __shared__ Vf layer_shared[];
     Vf* const phi_tile = layer_shared + LAYER_TILE_OFFSET;
     // The slab index of grid row y of plane zz in the y layers; `in`: a layer row, in the grid.
     auto yslab = [&](int zz, int y, bool& in) {
         int t;
-        const int half = layer_of(y, ny, lw, true, t);
+        const int half = layer_of(y, ny, lw, L.low[1] != 0, L.high[1] != 0, t);
         in = half >= 0 && col_in;
         return in ? ((i64)(zz + L.z_offset) * (2 * lw) + half * lw + t) * nx + ix : 0;
     };

@@ -26,8 +26,9 @@ struct Layers {
     const float* a[3];
     const float* b[3];
     AxisWeights w[3];
-    int width;   // points per layer; 0: no CPML
-    int low[3];  // 1 where the axis's low face absorbs (z's does not under a free surface)
+    int width;    // points per layer; 0: no CPML
+    int low[3];   // 1 where the axis's low face holds a layer (not under a free surface, nor at a cut)
+    int high[3];  // 1 where the axis's high face holds a layer (not at a subdomain's cut)
     // fused kernels: 0 every block, 1 the blocks without layer points, 2 those with, 3 the blocks
     // without y-layer rows, 4 those with; cpml.cu's z layers: 0 every row, 5 the rows of select 4
     // (fused_step_zlayers took the others)
@@ -40,7 +41,7 @@ struct Layers {
     int band_lo, band_hi;
     int nz;  // the grid's planes (fused_step_zlayers: a launch's are part of them)
 };
-static_assert(sizeof(Layers) == 384 && alignof(Layers) == 8, "Layers must match the host's struct");
+static_assert(sizeof(Layers) == 392 && alignof(Layers) == 8, "Layers must match the host's struct");
 
 // Grid index m clamped to the n points of an axis (the profile a beyond the grid's ends).
 DEVICE int clamp_index(int m, int n) { return m < 0 ? 0 : (m >= n ? n - 1 : m); }
@@ -201,14 +202,16 @@ DEVICE Vf layer_row(Vf res, const Vf& p0, Neighbours nb, Phi phi, Vf zn, const V
 }
 
 // Which layer of an axis of n points grid index i lies in: 0 low, 1 high, -1 none; `t` its index
-// within that layer's half of the slab. The low layer wins where the two overlap (the CPU's rule).
-DEVICE int layer_of(int i, int n, int w, bool low_absorbs, int& t) {
+// within that layer's half of the slab. A face without a layer (`low`, `high` false: a free
+// surface, a subdomain's cut) has none. A whole grid is wider than its two layers; a subdomain
+// may be thinner, holding one of them (the low one wins where both would claim a point).
+DEVICE int layer_of(int i, int n, int w, bool low, bool high, int& t) {
     if (w == 0 || i < 0 || i >= n) return -1;
-    if (i < w) {
+    if (low && i < w) {
         t = i;
-        return low_absorbs ? 0 : -1;
+        return 0;
     }
-    if (i + w >= n) {
+    if (high && i + w >= n) {
         t = i + w - n;
         return 1;
     }
@@ -247,10 +250,10 @@ DEVICE bool selected(const Chunk& ch, int tile_w, int tile_rows, int nx, int ny,
     if (L.select == 0 || L.select >= 3) return true;
     const int w = L.width;
     const int x0 = ch.tile_x * tile_w, y0 = ch.row0;
-    const bool y_rows = w > 0 && (y0 < w || y0 + tile_rows > ny - w);
+    const bool y_rows = w > 0 && ((L.low[1] && y0 < w) || (L.high[1] && y0 + tile_rows > ny - w));
     const int zlo = ch.dz > 0 ? ch.zfirst : ch.zfirst - ch.nsteps + 1;
-    const bool layer =
-        y_rows || (w > 0 && (x0 < w || x0 + tile_w > nx - w || (L.low[2] && zlo < w) || zlo + ch.nsteps > nz - w));
+    const bool z_planes = (L.low[2] && zlo < w) || (L.high[2] && zlo + ch.nsteps > nz - w);
+    const bool layer = y_rows || (w > 0 && (x0 < w || x0 + tile_w > nx - w || z_planes));
     return layer == (L.select == 2);
 }
 
@@ -273,7 +276,7 @@ DEVICE void add_layers(Vf& res, int r, const Vf (&q)[RY][QS], const Vf (*tile)[T
     // With nx a multiple of VEC every row is VEC points inside the grid and its slab index aligned.
     const bool rows = nx % VEC == 0;
     int t;
-    int half = layer_of(y, ny, w, true, t);
+    int half = layer_of(y, ny, w, L.low[1] != 0, L.high[1] != 0, t);
     auto nby = [&](int k, Vf& lo, Vf& hi) {
         lo = tile[r + R - k][col + HV];
         hi = tile[r + R + k][col + HV];
@@ -313,7 +316,7 @@ DEVICE void add_layers(Vf& res, int r, const Vf (&q)[RY][QS], const Vf (*tile)[T
             res.v[j] = layer_point<R>(res.v[j], tile[r + R][col + HV].v[j], lo, hi, vv.v[j], L, 1, s0 + j, nx, t, y, ny);
         }
     }
-    half = layer_of(z, nz, w, L.low[2] != 0, t);
+    half = layer_of(z, nz, w, L.low[2] != 0, L.high[2] != 0, t);
     if (half >= 0 && rows) {
         const i64 s0 = ((i64)(half * w + t) * ny + y) * nx + ix;
         // q[r][R + k] is plane z + k marching up, z - k marching down.
@@ -349,7 +352,7 @@ DEVICE void add_layers(Vf& res, int r, const Vf (&q)[RY][QS], const Vf (*tile)[T
 #pragma unroll
         for (int j = 0; j < VEC; j++) {
             int t;
-            const int half = layer_of(ix + j, nx, w, true, t);
+            const int half = layer_of(ix + j, nx, w, L.low[0] != 0, L.high[0] != 0, t);
             if (half < 0) continue;
 #pragma unroll
             for (int k = 1; k <= R; k++) {

@@ -97,10 +97,15 @@ impl BoundaryDefines {
 /// 16 bytes) for every point of every axis's layers of `width` points: two per axis, one along z
 /// under a free surface. A point in a corner counts once per axis whose layer it lies in.
 pub fn cpml_step_bytes(shape: [usize; 3], width: usize, free_surface: bool) -> u64 {
+    layer_step_bytes(shape, width, [[true; 2], [true; 2], [!free_surface, true]])
+}
+
+/// [`cpml_step_bytes`] for layers on the faces `faces` (per axis, low and high) only.
+fn layer_step_bytes(shape: [usize; 3], width: usize, faces: [[bool; 2]; 3]) -> u64 {
     let [nx, ny, nz] = shape.map(|n| n as u64);
     let w = width as u64;
-    let faces = |axis: usize| if axis == 2 && free_surface { 1 } else { 2 };
-    let layer_points: u64 = (0..3).map(|a| faces(a) * w * nx * ny * nz / [nx, ny, nz][a].max(1)).sum();
+    let count = |axis: usize| faces[axis].iter().filter(|&&f| f).count() as u64;
+    let layer_points: u64 = (0..3).map(|a| count(a) * w * nx * ny * nz / [nx, ny, nz][a].max(1)).sum();
     16 * layer_points
 }
 
@@ -114,6 +119,10 @@ pub struct Boundary {
     pub free_surface: bool,
     /// x, y, z profiles.
     pub profiles: [AxisProfile; 3],
+    /// Per axis, whether the grid's low and high faces hold a CPML layer: every face of a whole
+    /// grid but a free surface; a subdomain's cut faces hold none ([`Boundary::cut`]), its
+    /// profiles being the whole grid's restricted to it.
+    pub layer_faces: [[bool; 2]; 3],
 }
 
 /// Normalised depth into the layer of index i on an axis of n points: 1 at the outermost point,
@@ -140,7 +149,29 @@ const SPONGE_STRENGTH: f64 = 0.3;
 
 impl Boundary {
     pub fn none(shape: [usize; 3]) -> Boundary {
-        Boundary { kind: BoundaryKind::None, width: 0, free_surface: false, profiles: shape.map(AxisProfile::inactive) }
+        Boundary {
+            kind: BoundaryKind::None,
+            width: 0,
+            free_surface: false,
+            profiles: shape.map(AxisProfile::inactive),
+            layer_faces: [[true; 2]; 3],
+        }
+    }
+
+    /// This boundary on the points `held[a]` of each axis `a` of its grid (the whole range where
+    /// not cut): the profiles restricted to them, and no layer on a face that is not the grid's
+    /// own, nor a free surface below a cut.
+    pub fn cut(&self, held: [std::ops::Range<usize>; 3]) -> Boundary {
+        let mut b = self.clone();
+        b.free_surface &= held[2].start == 0;
+        for (a, r) in held.into_iter().enumerate() {
+            let p = &self.profiles[a];
+            let n = p.b.len();
+            b.layer_faces[a] = [self.layer_faces[a][0] && r.start == 0, self.layer_faces[a][1] && r.end == n];
+            b.profiles[a] =
+                AxisProfile { b: p.b[r.clone()].to_vec(), a: p.a[r.clone()].to_vec(), damp: p.damp[r].to_vec() };
+        }
+        b
     }
 
     /// Profiles for a layer of `width` points; `spacing` in m, `vmax` in m/s, `f0` the source's
@@ -185,7 +216,8 @@ impl Boundary {
             }
             p
         });
-        Boundary { kind, width, free_surface, profiles }
+        let layer_faces = [[true; 2], [true; 2], [!free_surface, true]];
+        Boundary { kind, width, free_surface, profiles, layer_faces }
     }
 
     /// Width of the CPML layers: the layer width with CPML, else 0 (no memory variables).
@@ -197,7 +229,7 @@ impl Boundary {
     /// variables ([`cpml_step_bytes`]); the sponge's factors are three 1D profiles, which stay in
     /// cache, and count nothing.
     pub fn step_bytes(&self, shape: [usize; 3]) -> u64 {
-        cpml_step_bytes(shape, self.cpml_width(), self.free_surface)
+        layer_step_bytes(shape, self.cpml_width(), self.layer_faces)
     }
 
     /// The GPU kernels' compile-time defines this boundary sets.

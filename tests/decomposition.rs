@@ -13,6 +13,9 @@ use seismic_run::problem::Problem;
 use seismic_run::solver::{self, SnapshotSink};
 
 const SHAPE: [usize; 3] = [12, 12, 48];
+/// A grid wide enough in x and y for CPML layers of up to 13 points.
+#[cfg(feature = "cuda")]
+const WIDE: [usize; 3] = [28, 28, 48];
 
 /// Traces, and (index, step, values) of each snapshot.
 type Output = (Vec<f32>, Vec<(usize, usize, Vec<f32>)>);
@@ -35,6 +38,11 @@ impl SnapshotSink for Keep {
 /// trilinear receivers along z across every plane, and volume, xz, yz and two xy snapshots (one on
 /// `cut`).
 fn cfg_text(radius: usize, free_surface: bool, cut: usize, width: usize) -> String {
+    cfg_text_on(SHAPE, radius, free_surface, cut, width)
+}
+
+/// [`cfg_text`] on a grid of `shape` (x and y wider than two layers of `width`).
+fn cfg_text_on(shape: [usize; 3], radius: usize, free_surface: bool, cut: usize, width: usize) -> String {
     let h = 10.0;
     format!(
         "[grid]\nshape = [{}, {}, {}]\nspacing = [{h}, {h}, {h}]\n\
@@ -53,9 +61,9 @@ fn cfg_text(radius: usize, free_surface: bool, cut: usize, width: usize) -> Stri
          [[output.snapshot]]\nkind = \"yz\"\nat = 70.0\n\
          [[output.snapshot]]\nkind = \"xy\"\nat = {}\n\
          [[output.snapshot]]\nkind = \"xy\"\nat = 300.0\n",
-        SHAPE[0],
-        SHAPE[1],
-        SHAPE[2],
+        shape[0],
+        shape[1],
+        shape[2],
         (cut as f64 - 0.5) * h,
         cut as f64 * h,
     )
@@ -65,11 +73,22 @@ fn setup(radius: usize, free_surface: bool, cut: usize, width: usize) -> (Config
     problem_of(&cfg_text(radius, free_surface, cut, width))
 }
 
+/// [`setup`] on the [`WIDE`] grid, for CPML layers wider than the halo (up to 13 points).
+#[cfg(feature = "cuda")]
+fn setup_wide(radius: usize, free_surface: bool, cut: usize, width: usize) -> (Config, Problem) {
+    problem_on(WIDE, &cfg_text_on(WIDE, radius, free_surface, cut, width))
+}
+
 /// The configuration `toml` and its problem on the layered model of [`setup`].
 fn problem_of(toml: &str) -> (Config, Problem) {
+    problem_on(SHAPE, toml)
+}
+
+/// [`problem_of`] on a grid of `shape`.
+fn problem_on(shape: [usize; 3], toml: &str) -> (Config, Problem) {
     let cfg = Config::from_toml(toml).expect("test configuration parses");
-    let plane = SHAPE[0] * SHAPE[1];
-    let vp = (0..SHAPE[2] * plane).map(|i| 1500.0 + 20.0 * (i / plane) as f32 + (i % 7) as f32).collect();
+    let plane = shape[0] * shape[1];
+    let vp = (0..shape[2] * plane).map(|i| 1500.0 + 20.0 * (i / plane) as f32 + (i % 7) as f32).collect();
     let problem = Problem::build(&cfg, vp).expect("test problem builds");
     (cfg, problem)
 }
@@ -179,7 +198,7 @@ fn y_cuts_through_the_cpml_y_layers_stay_exact() {
     assert_eq!(d.halo, 2, "2R");
     assert_same("R = 1, rows [2, 8, 2]", &single(&cfg, &problem), &decomposed(&cfg, &problem, &d, false));
     let e = d.check_gpu(&problem).unwrap_err().to_string();
-    assert!(e.contains("every cut outside the CPML layers and the layer no wider than the 2 halo planes"), "{e}");
+    assert!(e.contains("boundary.width = 3: the cut at row 2 of 12 runs through a CPML layer"), "{e}");
 }
 
 /// Cuts through the CPML z layers of 5 planes (no free surface): the halo is 2R, phi_z of the
@@ -190,7 +209,7 @@ fn cuts_through_the_cpml_z_layers_take_2r_halo_planes_and_stay_exact() {
         let (cfg, problem) = setup(radius, false, 24, 5);
         let d = Decomposition::with_planes(&problem, &[4, 40, 4]).unwrap();
         let e = d.check_gpu(&problem).unwrap_err().to_string();
-        assert!(e.contains("every cut outside the CPML layers"), "{e}");
+        assert!(e.contains("the cut at plane 4 of 48 runs through a CPML layer"), "{e}");
         assert_eq!(d.halo, 2 * radius, "R = {radius}");
         assert_same(
             &format!("R = {radius}, cuts in the z layers"),
@@ -207,7 +226,7 @@ fn cuts_through_the_cpml_z_layers_take_2r_halo_planes_and_stay_exact() {
 /// exchange `make` opens, checked bit for bit; returns the exchange seconds of each split.
 #[cfg(feature = "cuda")]
 fn gpu_splits_equal_one_gpu(make: &dyn Fn() -> Box<dyn decomposition::Exchange>) -> Vec<Vec<f64>> {
-    let (cfg, problem) = setup(4, true, 15, 4);
+    let (cfg, problem) = setup_wide(4, true, 15, 12);
     gpu_splits_of(&cfg, &problem, &[vec![23, 25], vec![15, 14, 19]], make)
 }
 
@@ -266,30 +285,32 @@ fn gpu_blocks_of(
 
 /// The step in two parts on the GPU (the planes next to each cut first, then the rest, each part
 /// with its own launches of the fused step, the CPML layers and the source taps), with the planes
-/// copied out between the parts: the single-GPU run bit for bit for R = 1..8 (CPML of min(R, 4)
-/// points under a free surface, the source on a cut), with a cut on a CPML z layer's last plane (the first part then
-/// holds layer planes), and with the sponge (its z factors offset with the planes).
+/// copied out between the parts: the single-GPU run bit for bit for R = 1..8 (CPML of 12 points,
+/// wider than the halo, under a free surface, the source on a cut), with cuts on a CPML z layer's
+/// last plane (the first part then holds layer planes), and with the sponge (its z factors offset
+/// with the planes).
 #[cfg(feature = "cuda")]
 #[test]
 #[ignore = "needs a GPU"]
 fn a_gpu_step_in_two_parts_equals_the_single_gpu_run_bit_for_bit() {
     let overlapping = || Box::new(InProcess::overlapping()) as Box<dyn decomposition::Exchange>;
     for radius in 1..=8 {
-        // On a GPU the layer may be no wider than the halo (Decomposition::check_gpu).
-        let (cfg, problem) = setup(radius, true, 15, radius.min(4));
+        let (cfg, problem) = setup_wide(radius, true, 15, 12);
         gpu_splits_of(&cfg, &problem, &[vec![23, 25], vec![15, 14, 19]], &overlapping);
     }
-    // Cuts at planes 4 and 44: the first and last ranks own a z layer's 4 planes each, all of them
-    // in the first part.
+    // Cuts at planes 4 and 44 (12 and 36): the first and last ranks own a z layer's 4 (12) planes
+    // each, all of them in the first part.
     let (cfg, problem) = setup(4, false, 24, 4);
     gpu_splits_of(&cfg, &problem, &[vec![4, 40, 4]], &overlapping);
+    let (cfg, problem) = setup_wide(3, false, 24, 12);
+    gpu_splits_of(&cfg, &problem, &[vec![12, 24, 12]], &overlapping);
     let (cfg, problem) = problem_of(&cfg_text(4, true, 15, 4).replace("kind = \"cpml\"", "kind = \"sponge\""));
     gpu_splits_of(&cfg, &problem, &[vec![23, 25]], &overlapping);
 }
 
-/// Two subdomains on one GPU through the host-staged planes (the in-process exchange) equal the
-/// single-GPU run bit for bit: R = 4 under a free surface, CPML layers of 4 points (the layers the
-/// GPU places at a subdomain's cut faces, with zero coefficients there, lie in its ghost planes).
+/// Two and three subdomains on one GPU through the host-staged planes (the in-process exchange)
+/// equal the single-GPU run bit for bit: R = 4 under a free surface, CPML layers of 12 points
+/// (three times the halo), each subdomain holding the layers of the grid's faces it has.
 #[cfg(feature = "cuda")]
 #[test]
 #[ignore = "needs a GPU"]
@@ -316,7 +337,9 @@ fn two_and_three_subdomains_on_one_gpu_through_nccl_equal_the_single_gpu_run_bit
 
 /// y-z blocks on one GPU (the rows of every plane gathered and written back on the device, the
 /// host in between): 2 x 2 and 2 slabs x 3 uneven row blocks, R = 1..3 (rows of 3 to 6 must hold
-/// the halo), CPML of R points under a free surface: the single-GPU run bit for bit.
+/// the halo), CPML under a free surface of R points; and on a wider grid, CPML of 12 points (wider
+/// than the halo, a y cut on a layer's edge, the blocks' y layers after the pass): the single-GPU
+/// run bit for bit.
 #[cfg(feature = "cuda")]
 #[test]
 #[ignore = "needs a GPU"]
@@ -325,6 +348,8 @@ fn y_z_blocks_on_one_gpu_equal_the_single_gpu_run_bit_for_bit() {
     for radius in 1..=3 {
         let (cfg, problem) = setup(radius, true, 15, radius);
         gpu_blocks_of(&cfg, &problem, &[(vec![23, 25], vec![6, 6]), (vec![15, 33], vec![4, 5, 3])], &host);
+        let (cfg, problem) = setup_wide(radius, true, 15, 12);
+        gpu_blocks_of(&cfg, &problem, &[(vec![23, 25], vec![14, 14]), (vec![15, 14, 19], vec![12, 16])], &host);
     }
 }
 
@@ -339,7 +364,7 @@ fn nccl_overlapping_the_step_equals_the_single_gpu_run_bit_for_bit() {
     use seismic_run::decomposition::nccl::NcclExchange;
     let nccl = || Box::new(NcclExchange::in_process(0, Box::new(InProcess::default())).unwrap().overlapping()) as _;
     for radius in 1..=8 {
-        let (cfg, problem) = setup(radius, true, 15, radius.min(4));
+        let (cfg, problem) = setup_wide(radius, true, 15, 12);
         for split in gpu_splits_of(&cfg, &problem, &[vec![23, 25], vec![15, 14, 19]], &nccl) {
             assert!(split.iter().all(|&s| s > 0.0 && s < 0.1), "exchange seconds timed on the device: {split:?}");
         }

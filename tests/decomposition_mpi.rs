@@ -102,7 +102,14 @@ fn compare_runs(name: &str, input: &str, decomposition: &str, runs: &[(usize, &s
         let f = H5File::open(&h5).unwrap();
         let exchange: Vec<f64> = f.dataset("stats/exchange_seconds").unwrap().read_raw().unwrap();
         let seconds: Vec<f64> = f.dataset("stats/seconds").unwrap().read_raw().unwrap();
-        assert!(exchange.len() == seconds.len() && exchange.iter().zip(&seconds).all(|(x, s)| *x > 0.0 && x <= s));
+        assert_eq!(exchange.len(), seconds.len(), "{ranks} ranks: a step's exchange seconds each");
+        let odd = exchange.iter().zip(&seconds).position(|(x, s)| !(*x > 0.0 && x <= s));
+        assert!(
+            odd.is_none(),
+            "{ranks} ranks: step {odd:?}: exchange {:?} s of a {:?} s step",
+            odd.map(|i| exchange[i]),
+            odd.map(|i| seconds[i])
+        );
         let got = datasets(&h5);
         let names = |d: &[(String, Vec<u32>)]| d.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
         assert_eq!(names(&want), names(&got), "{ranks} ranks: datasets");
@@ -240,6 +247,23 @@ fn two_mpi_ranks_on_one_gpu_write_the_single_gpu_result_bit_for_bit() {
 #[ignore = "needs a GPU"]
 fn y_z_blocks_over_four_ranks_on_one_gpu_write_the_single_gpu_result_bit_for_bit() {
     y_z_blocks_compare("cuda", &[(4, "4 y-z blocks: 2 z-slabs")]);
+}
+
+/// CPML of 12 points (four times the 3 halo planes) under a free surface, R = 3, on a 40 x 36 x 64
+/// grid cut through the middle: 2 and 3 z-slab ranks and 4 y-z blocks over the GPUs present (a
+/// GPU each on a host with as many; ranks share them otherwise) write the single-GPU result bit
+/// for bit, each subdomain holding the layers of the grid's faces it has.
+#[cfg(feature = "cuda")]
+#[test]
+#[ignore = "needs a GPU"]
+fn cpml_wider_than_the_halo_over_gpu_ranks_writes_the_single_gpu_result_bit_for_bit() {
+    let input = INPUT
+        .replace("backend = \"cpu\"", "backend = \"cuda\"")
+        .replace("shape = [12, 12, 47]", "shape = [40, 36, 64]")
+        .replace("radius = 4", "radius = 3")
+        .replace("width = 4", "width = 12");
+    compare_runs("cuda-cpml12", &input, "z", &[(2, "halo exchange"), (3, "halo exchange")], &[]);
+    compare_runs("cuda-cpml12-yz", &input, "yz", &[(4, "4 y-z blocks")], &[]);
 }
 
 /// Two ranks on one GPU: `halo_exchange = "auto"` takes the host path and says why in the banner;

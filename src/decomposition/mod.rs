@@ -30,7 +30,7 @@ pub use stepper::{Decomposed, run};
 
 use crate::backend::Backend;
 use crate::backend::cpu::CpuSolver;
-use crate::boundary::{AxisProfile, BoundaryKind};
+use crate::boundary::BoundaryKind;
 use crate::grid::Layout;
 use crate::problem::{Problem, Tap};
 use anyhow::{Result, ensure};
@@ -269,29 +269,45 @@ impl Decomposition {
         Ok(Decomposition { nz, slabs, ny, rows, halo, receiver_rank })
     }
 
-    /// Errors unless GPU backends run this decomposition exactly. They place the CPML y and z
-    /// layers at each subdomain's own faces: with the global profiles (zero coefficients away from
-    /// the true layers) that is exact when no cut runs through a layer and the layers at the cut
-    /// faces lie in ghost planes or rows (no wider than the halo).
+    /// Errors unless GPU backends run this decomposition exactly. A subdomain on a GPU holds a
+    /// CPML layer at each of its faces that is the whole grid's ([`Boundary::cut`](crate::boundary::Boundary::cut)), of any
+    /// width: its owned points then compute as in one domain wherever no cut runs through a layer.
     pub fn check_gpu(&self, problem: &Problem) -> Result<()> {
         let b = &problem.boundary;
         if b.kind != BoundaryKind::Cpml || self.ranks() == 1 {
             return Ok(());
         }
         let w = b.width;
-        for (cuts, n, what) in [(&self.slabs, self.nz, "plane"), (&self.rows, self.ny, "row")] {
+        for (cuts, n, axis, what) in [(&self.slabs, self.nz, 2, "plane"), (&self.rows, self.ny, 1, "row")] {
+            let [low, high] = b.layer_faces[axis];
             for s in &cuts[..cuts.len() - 1] {
                 let c = s.1;
                 ensure!(
-                    w <= self.halo && c >= w && c <= n - w,
-                    "boundary.width = {w}: on a GPU a decomposed run needs every cut outside the CPML layers and the \
-                     layer no wider than the {} halo planes (the cut at {what} {c} of {n}): use fewer ranks or a \
-                     thinner layer",
-                    self.halo,
+                    (!low || c >= w) && (!high || c + w <= n),
+                    "boundary.width = {w}: the cut at {what} {c} of {n} runs through a CPML layer, which a \
+                     decomposed GPU run does not split: use fewer ranks or a thinner layer"
                 );
             }
         }
         Ok(())
+    }
+
+    /// [`even_blocks`](Self::even_blocks) with each cut moved out of the CPML layers where it
+    /// falls inside one (GPU runs need that: [`check_gpu`](Self::check_gpu)).
+    pub fn even_blocks_clear_of_layers(problem: &Problem, slabs: usize, rows: usize) -> Result<Decomposition> {
+        let b = &problem.boundary;
+        let w = b.cpml_width();
+        let counts = |n: usize, parts: usize, axis: usize| -> Result<Vec<usize>> {
+            let even = Self::even_planes(n, parts)?;
+            let [low, high] = b.layer_faces[axis];
+            let (first, last) = (if low { w } else { 0 }, if high { n.saturating_sub(w) } else { n });
+            let mut cuts: Vec<usize> = even[..parts - 1].iter().map(|r| r.end).collect();
+            if first <= last {
+                cuts.iter_mut().for_each(|c| *c = (*c).clamp(first, last));
+            }
+            Ok(cuts.iter().chain(&[n]).scan(0, |at, &c| Some(c - std::mem::replace(at, c))).collect())
+        };
+        Self::with_blocks(problem, &counts(problem.layout.nz, slabs, 2)?, &counts(problem.layout.ny, rows, 1)?)
     }
 
     pub fn ranks(&self) -> usize {
@@ -385,13 +401,7 @@ impl Decomposition {
                 r
             })
             .collect();
-        let mut boundary = problem.boundary.clone();
-        boundary.free_surface &= z0 == 0;
-        for (axis, lo, hi) in [(1, first_row, end_row), (2, first, end)] {
-            let p = &problem.boundary.profiles[axis];
-            boundary.profiles[axis] =
-                AxisProfile { b: p.b[lo..hi].to_vec(), a: p.a[lo..hi].to_vec(), damp: p.damp[lo..hi].to_vec() };
-        }
+        let boundary = problem.boundary.cut([0..l.nx, first_row..end_row, first..end]);
         let mut origin = problem.origin;
         origin[1] += first_row as f64 * problem.spacing[1];
         origin[2] += first as f64 * problem.spacing[2];

@@ -123,7 +123,11 @@ pub fn shot_over(
     let [lo, hi] = crate::problem::velocity_range(&part.vp);
     let range = [-host.max(-lo as f64)? as f32, host.max(hi as f64)? as f32];
     let skeleton = Problem::build_part(cfg, part.vp, share.start, range)?;
-    let d = Decomposition::even_blocks(&skeleton, pz, py)?;
+    // GPUs run a decomposition whose cuts stay out of the CPML layers (Decomposition::check_gpu).
+    let d = match cfg.run.backend {
+        BackendChoice::Cpu => Decomposition::even_blocks(&skeleton, pz, py)?,
+        _ => Decomposition::even_blocks_clear_of_layers(&skeleton, pz, py)?,
+    };
     drop(skeleton);
     let held = d.planes_held(rank);
     let part = model::sample_run_planes(cfg, &job.input_dir, held.clone()).context("model")?;

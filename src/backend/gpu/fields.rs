@@ -124,7 +124,8 @@ impl<Rt: GpuRuntime> Fields<Rt> {
             let mut axes = Vec::new();
             let slabs = b.slabs(shape);
             for slab in CPML_AXIS_ORDER.map(|a| slabs[a]) {
-                if slab.is_empty() {
+                // A subdomain's axis cut at both ends holds no layer: nothing to allocate.
+                if slab.is_empty() || b.layer_faces[slab.axis] == [false; 2] {
                     continue;
                 }
                 let table = |v: &[f64]| DeviceBuffer::from_slice(rt, &v.iter().map(|&x| x as f32).collect::<Vec<_>>());
@@ -141,8 +142,9 @@ impl<Rt: GpuRuntime> Fields<Rt> {
             Some(CpmlDev {
                 axes,
                 width: b.width as i32,
-                // The top layer of a free surface's axis has a = 0: nothing to compute there.
-                low: [1, 1, (!b.free_surface) as i32],
+                // No layer under a free surface (a = 0 there) nor at a subdomain's cut faces.
+                low: b.layer_faces.map(|f| f[0] as i32),
+                high: b.layer_faces.map(|f| f[1] as i32),
                 nz: layout.nz as i32,
                 pass: layer_pass,
             })
@@ -251,7 +253,9 @@ pub(super) struct CpmlDev<Rt: GpuRuntime> {
     /// In [`CPML_AXIS_ORDER`], the order their corrections are added.
     pub axes: Vec<CpmlAxisDev<Rt>>,
     pub width: i32,
+    /// Per axis, 1 where the low (high) face holds a layer ([`Boundary::layer_faces`](crate::boundary::Boundary::layer_faces)).
     pub low: [i32; 3],
+    pub high: [i32; 3],
     /// The grid's planes.
     pub nz: i32,
     /// Where a step computes them (never [`LayerPass::YLayers`] for a run whose y-layer kernel
@@ -268,6 +272,7 @@ impl<Rt: GpuRuntime> CpmlDev<Rt> {
             w: *w,
             width: self.width,
             low: self.low,
+            high: self.high,
             select,
             z_begin,
             z_end,
@@ -284,6 +289,11 @@ impl<Rt: GpuRuntime> CpmlDev<Rt> {
             l.b[a] = c.b.ptr();
         }
         l
+    }
+
+    /// Whether the low and high z faces hold a layer.
+    pub fn z_faces(&self) -> [bool; 2] {
+        [self.low[2] != 0, self.high[2] != 0]
     }
 
     pub fn swap(&mut self) {

@@ -50,8 +50,10 @@ pub struct Layers {
     pub w: [AxisWeights; 3],
     /// Points per layer; 0: no CPML.
     pub width: i32,
-    /// 1 where the axis's low face absorbs.
+    /// 1 where the axis's low face holds a layer (not under a free surface, nor at a cut).
     pub low: [i32; 3],
+    /// 1 where the axis's high face holds a layer (not at a subdomain's cut).
+    pub high: [i32; 3],
     /// Fused launches: 0 every block, 1 the blocks without layer points, 2 those with, 3 the
     /// blocks without y-layer rows, 4 those with; cpml.cu's z layers: 5 the rows of select 4 only.
     pub select: i32,
@@ -68,18 +70,19 @@ pub struct Layers {
     pub nz: i32,
 }
 const _: () = assert!(
-    size_of::<Layers>() == 384
+    size_of::<Layers>() == 392
         && align_of::<Layers>() == 8
         && offset_of!(Layers, b) == 96
         && offset_of!(Layers, w) == 120
         && offset_of!(Layers, width) == 336
         && offset_of!(Layers, low) == 340
-        && offset_of!(Layers, select) == 352
-        && offset_of!(Layers, z_end) == 360
-        && offset_of!(Layers, z_offset) == 364
-        && offset_of!(Layers, band_lo) == 368
-        && offset_of!(Layers, band_hi) == 372
-        && offset_of!(Layers, nz) == 376
+        && offset_of!(Layers, high) == 352
+        && offset_of!(Layers, select) == 364
+        && offset_of!(Layers, z_end) == 372
+        && offset_of!(Layers, z_offset) == 376
+        && offset_of!(Layers, band_lo) == 380
+        && offset_of!(Layers, band_hi) == 384
+        && offset_of!(Layers, nz) == 388
 );
 
 /// Grid, block and dynamic shared memory of one launch.

@@ -447,8 +447,9 @@ impl<Rt: GpuRuntime> StepLaunches<Rt> {
                         // planes go beside the band's launch, so that their short launches run
                         // alongside the gap's long one rather than after it.
                         let parts = match y.z_layers() {
-                            Some(_) => z_layer_planes(d.layout.nz, c.width as usize, c.low[2] != 0)
-                                .map(|p| overlap(&p, &planes)),
+                            Some(_) => {
+                                z_layer_planes(d.layout.nz, c.width as usize, c.z_faces()).map(|p| overlap(&p, &planes))
+                            }
                             None => [planes.start..planes.start, planes.clone(), planes.end..planes.end],
                         };
                         let z_layers = || match y.z_layers() {
@@ -522,10 +523,12 @@ impl<Rt: GpuRuntime> StepLaunches<Rt> {
             let span = planes.len() as u64;
             // In CPML_AXIS_ORDER; the y layers were the fused pass's with YLayers.
             // z layers: only where the planes meet them.
-            let [low_z, _, high_z] = z_layer_planes(d.layout.nz, c.width as usize, c.low[2] != 0);
+            let [low_z, _, high_z] = z_layer_planes(d.layout.nz, c.width as usize, c.z_faces());
             let meets_z = !overlap(&low_z, &planes).is_empty() || !overlap(&high_z, &planes).is_empty();
             for a in c.axes.iter().filter(|a| !(a.axis == 1 && c.pass == LayerPass::YLayers)) {
-                if a.axis == 2 && !meets_z {
+                // Faces with a layer: 0 on a subdomain's axis that is cut at both ends.
+                let faces = (c.low[a.axis] + c.high[a.axis]) as u64;
+                if faces == 0 || (a.axis == 2 && !meets_z) {
                     continue;
                 }
                 // cpml.cu: with nx a multiple of VEC the y and z layers march (VEC points of x a
@@ -559,11 +562,10 @@ impl<Rt: GpuRuntime> StepLaunches<Rt> {
                     // for; z layers: every y).
                     let across = if a.axis == 1 { e[2] } else { e[1] };
                     let bx = (e[0] / vec * across).div_ceil(128);
-                    // Both layers, or the high one alone where the low face does not absorb.
-                    let layers = if c.low[a.axis] != 0 { 2 } else { 1 };
+                    // The layers of the faces that hold one, each in segments.
                     let sms = rt.multiprocessors() as u64;
-                    let segments = march_segments(bx * layers, sms, c.width as u64, radius);
-                    [bx as u32, 1, (layers * segments) as u32]
+                    let segments = march_segments(bx * faces, sms, c.width as u64, radius);
+                    [bx as u32, 1, (faces * segments) as u32]
                 } else {
                     [(e[0] * e[1]).div_ceil(128) as u32, e[2].min(65535) as u32, 1]
                 };

@@ -87,12 +87,12 @@ pub(super) fn y_mode_tiles(ny: i32, (lo, hi): (i32, i32), band_tile: i32, gap_ti
     ((gap / gap_tile) as u32, ((ny.max(0) + band_tile - 1) / band_tile - gap / band_tile) as u32)
 }
 
-/// The planes of `nz` in the low z layer (where it absorbs), between the layers and in the high
-/// one, each `width` planes, as layers.h's layer_of assigns them (the low layer wins where they
-/// overlap).
-pub(super) fn z_layer_planes(nz: usize, width: usize, low: bool) -> [Range<usize>; 3] {
+/// The planes of `nz` in the low z layer, between the layers and in the high one, each `width`
+/// planes where its face holds one (`[low, high]`: not under a free surface, nor at a cut), as
+/// layers.h's layer_of assigns them (the low layer wins where both would claim a plane).
+pub(super) fn z_layer_planes(nz: usize, width: usize, [low, high]: [bool; 2]) -> [Range<usize>; 3] {
     let low_end = if low { width.min(nz) } else { 0 };
-    let high = nz.saturating_sub(width).max(width.min(nz));
+    let high = if high { nz.saturating_sub(width).max(low_end) } else { nz };
     [0..low_end, low_end..high, high..nz]
 }
 
@@ -149,9 +149,10 @@ impl LayerPass {
 pub(super) const X_PLANES: u64 = 2;
 
 /// Whether fused_step_ylayers can take a grid's y layers: it moves whole vectors along x and
-/// needs the two y layers apart (layers.h, add_layers).
-pub(super) fn y_layers_fit(shape: [usize; 3], width: usize, vec: u32) -> bool {
-    shape[0].is_multiple_of(vec as usize) && shape[1] >= 2 * width
+/// needs the two y layers apart (layers.h, add_layers), both of them (a y-z block cut along y
+/// has its layers computed after the pass).
+pub(super) fn y_layers_fit(shape: [usize; 3], width: usize, vec: u32, y_faces: [bool; 2]) -> bool {
+    shape[0].is_multiple_of(vec as usize) && shape[1] >= 2 * width && y_faces == [true; 2]
 }
 
 /// Whether cpml.cu takes the x layers by rows of vectors (its `x_rows`, which the launch matches):
@@ -300,9 +301,10 @@ mod tests {
             assert_eq!(LayerPass::for_grid(width), LayerPass::YLayers, "width {width}");
         }
         assert_eq!(LayerPass::for_grid(0), LayerPass::After, "no layers");
-        assert!(y_layers_fit([960, 64, 240], 20, 4));
-        assert!(!y_layers_fit([67, 45, 39], 3, 4), "rows of whole vectors only");
-        assert!(!y_layers_fit([68, 33, 39], 17, 4), "the two layers overlap");
+        assert!(y_layers_fit([960, 64, 240], 20, 4, [true; 2]));
+        assert!(!y_layers_fit([67, 45, 39], 3, 4, [true; 2]), "rows of whole vectors only");
+        assert!(!y_layers_fit([68, 33, 39], 17, 4, [true; 2]), "the two layers overlap");
+        assert!(!y_layers_fit([960, 64, 240], 20, 4, [true, false]), "a block cut along y");
     }
 
     #[test]
@@ -323,15 +325,70 @@ mod tests {
         assert_eq!(march_segments(10, 132, 7, 4), 1);
     }
 
-    /// layers.h's layer_of along z: 0 the low layer (where it absorbs), 1 the high one, None
-    /// neither; the low one wins where they overlap.
-    fn layer_of(z: usize, nz: usize, w: usize, low: bool) -> Option<usize> {
-        if z < w {
-            low.then_some(0)
-        } else if z + w >= nz {
-            Some(1)
+    /// layers.h's layer_of along z: 0 the low layer (where its face holds one), 1 the high one,
+    /// None neither; the low one wins where they overlap.
+    fn layer_of(z: usize, nz: usize, w: usize, faces: [bool; 2]) -> Option<usize> {
+        layer_at(z, nz, w, faces).map(|(half, _)| half)
+    }
+
+    /// layers.h's layer_of: the layer of grid index `i` of `n` and the index `t` within it.
+    fn layer_at(i: usize, n: usize, w: usize, [low, high]: [bool; 2]) -> Option<(usize, usize)> {
+        if low && i < w {
+            Some((0, i))
+        } else if high && i + w >= n {
+            Some((1, i + w - n))
         } else {
             None
+        }
+    }
+
+    /// Subdomains on GPUs, cut clear of the layers by the planner: every owned plane and row lies
+    /// in the layer, at the index within it, and has the coefficients it has in the whole grid,
+    /// for z-slabs and y-z blocks whose CPML is wider than the halo (the kernels' layer_of on the
+    /// subdomain's grid and its faces against the whole grid's).
+    #[test]
+    fn subdomains_hold_the_whole_grids_layers_on_their_owned_points() {
+        use crate::config::Config;
+        use crate::decomposition::Decomposition;
+        use crate::problem::Problem;
+        for (shape, width, free_surface, slabs, rows) in [
+            ([48, 48, 64], 12, true, 2, 1),
+            ([48, 48, 64], 12, false, 3, 1),
+            // Even cuts at 16, 32 and 48, two of them in the 20-plane layers: moved to 20 and 44.
+            ([48, 48, 64], 20, false, 4, 1),
+            ([48, 64, 48], 12, true, 2, 2),
+            ([48, 64, 48], 8, false, 3, 3),
+        ] {
+            let [nx, ny, nz] = shape;
+            let toml = format!(
+                "[grid]\nshape = [{nx}, {ny}, {nz}]\nspacing = [10.0, 10.0, 10.0]\n\
+                 [model]\nkind = \"constant\"\nvp = 2000.0\n[stencil]\nradius = 3\n[time]\nduration = 0.01\n\
+                 [source]\nposition = [80.0, 200.0, 240.0]\nfrequency = 10.0\n\
+                 [boundary]\nkind = \"cpml\"\nwidth = {width}\nfree_surface = {free_surface}\n"
+            );
+            let p = Problem::build(&Config::from_toml(&toml).unwrap(), vec![2000.0; nx * ny * nz]).unwrap();
+            let d = Decomposition::even_blocks_clear_of_layers(&p, slabs, rows).unwrap();
+            d.check_gpu(&p).unwrap();
+            assert!(d.halo < width, "{shape:?}: layers wider than the halo");
+            if width == 20 {
+                assert_eq!(d.slabs, vec![(0, 20), (20, 32), (32, 44), (44, 64)]);
+            }
+            let whole = &p.boundary;
+            for rank in 0..d.ranks() {
+                let sub = d.subdomain(&p, rank).unwrap();
+                let (b, l) = (&sub.problem.boundary, sub.problem.layout);
+                for (axis, owned, first, n, local) in
+                    [(2, d.planes_of(rank), sub.first, nz, l.nz), (1, d.rows_of(rank), sub.first_row, ny, l.ny)]
+                {
+                    for g in owned.0..owned.1 {
+                        let want = layer_at(g, n, width, whole.layer_faces[axis]);
+                        let got = layer_at(g - first, local, width, b.layer_faces[axis]);
+                        assert_eq!(got, want, "{shape:?} width {width}: rank {rank}, axis {axis}, point {g}");
+                        let (pw, pg) = (&whole.profiles[axis], &b.profiles[axis]);
+                        assert_eq!((pg.a[g - first], pg.b[g - first]), (pw.a[g], pw.b[g]));
+                    }
+                }
+            }
         }
     }
 
@@ -339,13 +396,13 @@ mod tests {
     fn the_z_layer_launches_cover_each_layer_as_the_kernels_assign_it() {
         for nz in [1, 5, 30, 39, 40, 41, 512, 600] {
             for w in [0, 1, 3, 17, 20, 24] {
-                for low in [true, false] {
-                    let [lo, between, hi] = z_layer_planes(nz, w, low);
+                for faces in [[true, true], [false, true], [true, false], [false, false]] {
+                    let [lo, between, hi] = z_layer_planes(nz, w, faces);
                     assert_eq!((lo.start, lo.end, between.end, hi.end), (0, between.start, hi.start, nz));
                     for z in 0..nz {
-                        let expected = layer_of(z, nz, w, low);
+                        let expected = layer_of(z, nz, w, faces);
                         let got = [&lo, &between, &hi].iter().position(|p| p.contains(&z));
-                        assert_eq!(got, Some(expected.map_or(1, |h| 2 * h)), "nz {nz} w {w} low {low} z {z}");
+                        assert_eq!(got, Some(expected.map_or(1, |h| 2 * h)), "nz {nz} w {w} {faces:?} z {z}");
                     }
                 }
             }

@@ -94,7 +94,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             && b.kind == BoundaryKind::Cpml
             && kernel == KernelChoice::Fused
             && in_pass_shape.layer_tile_fits(r)
-            && y_layers_fit(shape, b.width, in_pass_shape.vec)
+            && y_layers_fit(shape, b.width, in_pass_shape.vec, b.layer_faces[1])
         {
             layer_pass
         } else {
