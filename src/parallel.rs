@@ -41,6 +41,21 @@ pub struct Ranks {
 /// Process counts that MPI launchers put in the environment of each process they start.
 const LAUNCHER_SIZE: [&str; 3] = ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"];
 
+/// Ends every process of the MPI job when this one panics: unwinding would reach MPI_Finalize,
+/// which waits for the others, while they wait for this one's messages. The panic's own message
+/// is printed first, then the rank's line.
+#[cfg(feature = "mpi")]
+pub fn abort_all_on_panic() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        use mpi::traits::Communicator;
+        let world = mpi::topology::SimpleCommunicator::world();
+        eprintln!("error: rank {} of {} panicked: ending every rank", world.rank(), world.size());
+        world.abort(101)
+    }));
+}
+
 fn launched_by_mpi() -> bool {
     LAUNCHER_SIZE.iter().any(|k| std::env::var(k).ok().and_then(|v| v.parse::<usize>().ok()).is_some_and(|n| n > 1))
 }
@@ -57,6 +72,7 @@ impl Ranks {
                 bail!("MPI was already initialised in this process")
             };
             let world = universe.world();
+            abort_all_on_panic();
             let local = world.split_shared(world.rank());
             let _ = JOB_RANK.set(world.rank() as usize);
             return Ok(Ranks {

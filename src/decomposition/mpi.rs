@@ -12,7 +12,7 @@ use super::Domain;
 use super::{Decomposition, Exchange};
 use anyhow::{Context, Result, ensure};
 use mpi::collective::SystemOperation;
-use mpi::topology::{Communicator, SimpleCommunicator};
+use mpi::topology::{Communicator, Process, SimpleCommunicator};
 use mpi::traits::*;
 use std::sync::mpsc;
 
@@ -262,7 +262,7 @@ impl Exchange for MpiExchange {
         if self.rank() != 0 {
             let root = self.world.process_at_rank(0);
             for p in &parts {
-                root.send(&p[..]);
+                send_long(&root, p, TO_ROOT);
             }
             return Ok(None);
         }
@@ -270,8 +270,7 @@ impl Exchange for MpiExchange {
         let mut all = parts;
         for r in 1..self.size() {
             for _ in 0..per_rank {
-                let (v, _) = self.world.process_at_rank(r as i32).receive_vec::<f32>();
-                all.push(v);
+                all.push(receive_long(&self.world.process_at_rank(r as i32), TO_ROOT));
             }
         }
         Ok(Some(all))
@@ -284,13 +283,13 @@ impl Exchange for MpiExchange {
     ) -> Result<()> {
         ensure!(parts.len() == 1, "an MPI rank holds one subdomain, not {}", parts.len());
         if self.rank() != 0 {
-            self.world.process_at_rank(0).send_with_tag(&parts[0][..], TO_ROOT);
+            send_long(&self.world.process_at_rank(0), &parts[0], TO_ROOT);
             return Ok(());
         }
         let mut parts = parts;
         each(0, parts.pop().expect("one part"))?;
         for r in 1..self.size() {
-            let (v, _) = self.world.process_at_rank(r as i32).receive_vec_with_tag::<f32>(TO_ROOT);
+            let v = receive_long(&self.world.process_at_rank(r as i32), TO_ROOT);
             each(r, v)?;
         }
         Ok(())
@@ -307,4 +306,27 @@ impl Exchange for MpiExchange {
         self.world.all_reduce_into(&value, &mut out, SystemOperation::max());
         Ok(out)
     }
+}
+
+/// Values one message carries at most: MPI counts are 32-bit, and a rank's part of a model larger
+/// than one GPU holds billions.
+const MESSAGE_VALUES: usize = 1 << 28;
+
+/// `values` to `to` as their length and then messages of at most [`MESSAGE_VALUES`] (one pair
+/// of ranks and one tag keep their order).
+fn send_long(to: &Process<'_>, values: &[f32], tag: i32) {
+    to.send_with_tag(&(values.len() as u64), tag);
+    for chunk in values.chunks(MESSAGE_VALUES) {
+        to.send_with_tag(chunk, tag);
+    }
+}
+
+/// What [`send_long`] sent from `from`.
+fn receive_long(from: &Process<'_>, tag: i32) -> Vec<f32> {
+    let (len, _) = from.receive_with_tag::<u64>(tag);
+    let mut values = vec![0.0f32; len as usize];
+    for chunk in values.chunks_mut(MESSAGE_VALUES) {
+        from.receive_into_with_tag(chunk, tag);
+    }
+    values
 }

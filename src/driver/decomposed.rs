@@ -36,6 +36,7 @@ pub fn run(job: &Job, derived: &[Derived]) -> RunResult<()> {
     let (universe, _) = mpi::initialize_with_threading(mpi::Threading::Serialized)
         .context("MPI could not be initialised (run under mpirun)")?;
     let world = universe.world();
+    crate::parallel::abort_all_on_panic();
     let node = world.split_shared(0);
     let on_node = (node.rank() as usize, node.size() as usize);
     signals::install_handlers(false)?;
@@ -123,10 +124,10 @@ pub fn shot_over(
     let [lo, hi] = crate::problem::velocity_range(&part.vp);
     let range = [-host.max(-lo as f64)? as f32, host.max(hi as f64)? as f32];
     let skeleton = Problem::build_part(cfg, part.vp, share.start, range)?;
-    // GPUs run a decomposition whose cuts stay out of the CPML layers (Decomposition::check_gpu).
+    // GPUs: cuts balanced for the step's cost and clear of the CPML layers (Decomposition::for_gpus).
     let d = match cfg.run.backend {
         BackendChoice::Cpu => Decomposition::even_blocks(&skeleton, pz, py)?,
-        _ => Decomposition::even_blocks_clear_of_layers(&skeleton, pz, py)?,
+        _ => Decomposition::for_gpus(&skeleton, pz, py)?,
     };
     drop(skeleton);
     let held = d.planes_held(rank);

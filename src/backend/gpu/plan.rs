@@ -354,7 +354,8 @@ mod tests {
         for (shape, width, free_surface, slabs, rows) in [
             ([48, 48, 64], 12, true, 2, 1),
             ([48, 48, 64], 12, false, 3, 1),
-            // Even cuts at 16, 32 and 48, two of them in the 20-plane layers: moved to 20 and 44.
+            // Layers as wide as a quarter of the grid: the balanced cuts fall inside them and move
+            // to their edges.
             ([48, 48, 64], 20, false, 4, 1),
             ([48, 64, 48], 12, true, 2, 2),
             ([48, 64, 48], 8, false, 3, 3),
@@ -367,7 +368,7 @@ mod tests {
                  [boundary]\nkind = \"cpml\"\nwidth = {width}\nfree_surface = {free_surface}\nplacement = \"inside\"\n"
             );
             let p = Problem::build(&Config::from_toml(&toml).unwrap(), vec![2000.0; nx * ny * nz]).unwrap();
-            let d = Decomposition::even_blocks_clear_of_layers(&p, slabs, rows).unwrap();
+            let d = Decomposition::for_gpus(&p, slabs, rows).unwrap();
             d.check_gpu(&p).unwrap();
             assert!(d.halo < width, "{shape:?}: layers wider than the halo");
             if width == 20 {
