@@ -27,7 +27,7 @@ fn problem(n: usize, radius: usize, boundary: &str) -> Problem {
          [time]\nsteps = 100000\ndt = 0.0005\n\
          [source]\nposition = [{mid}, {mid}, {mid}]\nfrequency = 10.0\n\
          [[receivers]]\nline = {{ start = [100.0, {mid}, 500.0], end = [{}, {mid}, 500.0], count = 100 }}\n\
-         [boundary]\nkind = \"{boundary}\"\nwidth = 20\n",
+         [boundary]\nkind = \"{boundary}\"\nwidth = 20\nplacement = \"inside\"\n",
         n as f64 * h - 100.0
     );
     let cfg = Config::from_toml(&text).expect("benchmark configuration");

@@ -1,16 +1,20 @@
-//! Sources and receivers inside an absorbing layer: `Problem::build` warns, naming them
+//! Sources and receivers inside an absorbing layer (`[boundary] placement = "inside"`, where the
+//! layers take the grid's outer points): `Problem::build` warns, naming them
 //! (`Problem::in_absorbing_layer` tells for any position); none is named when all lie inside the
-//! layers, with no boundary, or at a free surface (which does not absorb).
+//! layers, with no boundary, or at a free surface (which does not absorb). With the layers
+//! outside the model (the default) no position of the model lies in one.
 
 use seismic_run::config::Config;
 use seismic_run::problem::Problem;
 
 /// A 400 m cube (41 points a side, 10 m apart) with a layer of 20 points (200 m); the source at
-/// `source`, receivers at `receivers`; `boundary` spliced into `[boundary]`.
+/// `source`, receivers at `receivers`; `boundary` spliced into `[boundary]`, the layers inside
+/// the grid unless it says otherwise.
 fn problem(source: [f64; 3], receivers: &[[f64; 3]], boundary: &str) -> Problem {
+    let placement = if boundary.contains("placement") { "" } else { "placement = \"inside\"\n" };
     let mut text = format!(
         "[grid]\nshape = [41, 41, 41]\nspacing = [10.0, 10.0, 10.0]\n[model]\nkind = \"constant\"\nvp = 2000.0\n\
-         [time]\nsteps = 2\n[source]\nposition = {source:?}\nfrequency = 10.0\n[boundary]\n{boundary}\n"
+         [time]\nsteps = 2\n[source]\nposition = {source:?}\nfrequency = 10.0\n[boundary]\n{placement}{boundary}\n"
     );
     for r in receivers {
         text += &format!("[[receivers]]\nposition = {r:?}\n");
@@ -58,4 +62,18 @@ fn no_warning_clear_of_the_layers_without_a_boundary_or_at_a_free_surface() {
     assert!(layer_warnings(&problem(top, &[], "width = 5\nfree_surface = true\n")).is_empty());
     // The sponge's layer damps as well.
     assert_eq!(layer_warnings(&problem(edge, &[], "kind = \"sponge\"\nwidth = 5\n")).len(), 1);
+}
+
+#[test]
+fn no_position_of_the_model_lies_in_a_layer_outside_it() {
+    // The model's faces and corners, by default and when asked for.
+    let faces = [[0.0, 200.0, 200.0], [400.0, 400.0, 400.0], [0.0, 0.0, 0.0]];
+    for boundary in
+        ["width = 20\nplacement = \"outside\"\n", "width = 20\nplacement = \"outside\"\nkind = \"sponge\"\n"]
+    {
+        let p = problem([20.0, 200.0, 200.0], &faces, boundary);
+        assert!(layer_warnings(&p).is_empty(), "{boundary}: {:?}", p.warnings);
+        assert!(faces.iter().all(|&f| !p.in_absorbing_layer(f)), "{boundary}");
+        assert!(p.in_absorbing_layer([-10.0, 200.0, 200.0]), "the layer lies beyond the model");
+    }
 }

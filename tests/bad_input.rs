@@ -333,7 +333,8 @@ fn grid_too_large_for_the_device() {
     let total = 80 << 30;
     check_fits(&p, KernelChoice::Fused, "test GPU", need + MEMORY_MARGIN, total).unwrap();
     let e = check_fits(&p, KernelChoice::Fused, "test GPU", need + MEMORY_MARGIN - 1, total).unwrap_err().to_string();
-    assert_names(&e, &["grid.shape = [24, 20, 16]", "test GPU", "GiB", "11 receivers x 10 steps"]);
+    // The grid of [24, 20, 16] points with 4-point layers outside it on every face.
+    assert_names(&e, &["run grid [32, 28, 24]", "grid.shape", "test GPU", "GiB", "11 receivers x 10 steps"]);
     // Longer runs need room for their traces.
     let longer = run_in(&dir, &input(CONSTANT, "").replace("steps = 10", "steps = 1000"), &[]).unwrap();
     assert!(estimate_bytes(&longer, KernelChoice::Fused) >= need + 4 * 11 * 990);

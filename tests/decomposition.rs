@@ -50,7 +50,7 @@ fn cfg_text_on(shape: [usize; 3], radius: usize, free_surface: bool, cut: usize,
          [stencil]\nradius = {radius}\n\
          [time]\nduration = 0.05\ncfl_safety = 0.8\n\
          [source]\nposition = [55.0, 62.0, {}]\nfrequency = 30.0\ndelay = 0.02\ninjection = \"sinc\"\nsinc_half_width = 2\n\
-         [boundary]\nkind = \"cpml\"\nwidth = {width}\nfree_surface = {free_surface}\n\
+         [boundary]\nkind = \"cpml\"\nwidth = {width}\nfree_surface = {free_surface}\nplacement = \"inside\"\n\
          [[receivers]]\nline = {{ start = [43.0, 57.0, 15.0], end = [43.0, 57.0, 455.0], count = 23 }}\n\
          interpolation = \"sinc\"\nsinc_half_width = 2\n\
          [[receivers]]\nline = {{ start = [71.0, 33.0, 5.0], end = [71.0, 33.0, 465.0], count = 47 }}\n\

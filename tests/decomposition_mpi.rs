@@ -1,6 +1,7 @@
-//! The decomposed run under mpirun (feature `mpi`): 2 and 3 ranks (24 + 23 and 16 + 16 + 15
-//! planes), each sampling only its planes of a layered model, write a result file whose traces,
-//! snapshots and model equal the single-rank run's bit for bit; y-z blocks over 2 and 4 ranks.
+//! The decomposed run under mpirun (feature `mpi`): 2 and 3 ranks (26 + 25 and 17 + 17 + 17
+//! planes of the run grid: 47 planes of model and a 4-point layer below them), each sampling only
+//! its planes of a layered model, write a result file whose traces, snapshots and model (cut to
+//! the model's planes) equal the single-rank run's bit for bit; y-z blocks over 2 and 4 ranks.
 
 #![cfg(feature = "mpi")]
 
@@ -132,7 +133,8 @@ fn two_and_three_mpi_ranks_write_the_single_rank_result_bit_for_bit() {
     }
 }
 
-/// y-z blocks (`decomposition = "yz"`) on a 12 x 40 x 24 grid: 2 ranks split it along y alone
+/// y-z blocks (`decomposition = "yz"`) on a 12 x 40 x 24 grid (its layers inside it, so that the
+/// cuts fall where the positions are): 2 ranks split it along y alone
 /// (2 row blocks), 4 into 2 x 2 blocks (the splits that move the fewest halo points); the source
 /// and snapshot planes on the cuts, receivers along y and z across them.
 #[test]
@@ -172,6 +174,7 @@ injection = "sinc"
 kind = "cpml"
 width = 4
 free_surface = true
+placement = "inside"
 [[receivers]]
 line = { start = [43.0, 15.0, 57.0], end = [43.0, 385.0, 57.0], count = 23 }
 interpolation = "sinc"

@@ -28,7 +28,7 @@ fn input(sources: &str) -> String {
         "[grid]\nshape = [{N}, {N}, {N}]\nspacing = [10.0, 10.0, 10.0]\n\
          [model]\nkind = \"constant\"\nvp = 2000.0\n\
          [time]\ndt = {DT}\nsteps = {STEPS}\n\
-         [boundary]\nkind = \"cpml\"\nwidth = 6\n\
+         [boundary]\nkind = \"cpml\"\nwidth = 6\nplacement = \"inside\"\n\
          {sources}\n\
          [[receivers]]\nposition = [100.0, 120.0, 90.0]\n\
          [[receivers]]\nposition = [250.0, 260.0, 240.0]\n\

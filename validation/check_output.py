@@ -60,7 +60,7 @@ def check_layout(f):
     for name in ("input", "version", "backend", "device", "kernel"):
         v = attr(f, name)
         check(v is None or isinstance(v, str), f"root attribute {name} is not a string")
-    for name in ("radius", "steps", "dt", "shape", "spacing", "origin"):
+    for name in ("radius", "steps", "dt", "shape", "spacing", "origin", "run_shape", "run_origin"):
         attr(f, name)
     if failures:
         return None
@@ -72,6 +72,9 @@ def check_layout(f):
     check(dt > 0 and steps > 0, "dt and steps must be positive")
     cfg = tomllib.loads(f.attrs["input"])
     check(list(cfg["grid"]["shape"]) == [nx, ny, nz], "input TOML grid.shape differs from the shape attribute")
+    # The run grid holds the model's grid, and the absorbing layers where they lie outside it.
+    run_points = int(np.prod(f.attrs["run_shape"]))
+    check(all(int(r) >= n for r, n in zip(f.attrs["run_shape"], (nx, ny, nz))), "run_shape smaller than shape")
 
     vp = dataset(f, "/model/vp", (nz, ny, nx), "float32")
     if vp is not None:
@@ -131,7 +134,8 @@ def check_layout(f):
             check(np.allclose(full, st.attrs["full_step_bytes"] / sec / 1e9),
                   "/stats/full_step_gbps != full_step_bytes / seconds")
             check(st.attrs["full_step_bytes"] >= st.attrs["step_bytes"], "/stats: full_step_bytes < step_bytes")
-            check(np.allclose(st["gpts_per_s"][...], nx * ny * nz / sec / 1e9), "/stats/gpts_per_s != points / seconds")
+            check(int(st.attrs["points"]) == run_points, "/stats: points differs from the run grid's")
+            check(np.allclose(st["gpts_per_s"][...], run_points / sec / 1e9), "/stats/gpts_per_s != points / seconds")
 
     if check("source" in f, "/source missing"):
         for name in ("position", "frequency", "amplitude", "delay", "wavelet"):

@@ -73,7 +73,7 @@ pub fn real_step_problem(shape: [usize; 3], radius: usize, steps: usize) -> Resu
          [model]\nkind = \"constant\"\nvp = 2000.0\n[stencil]\nradius = {radius}\n[time]\nsteps = {steps}\n\
          [source]\nposition = [{:?}, {:?}, {:?}]\nfrequency = 10.0\n\
          [[receivers]]\nline = {{ start = [{:?}, {:?}, 50.0], end = [{:?}, {:?}, 50.0], count = {} }}\n\
-         [boundary]\nkind = \"cpml\"\nwidth = {}\n",
+         [boundary]\nkind = \"cpml\"\nwidth = {}\nplacement = \"inside\"\n",
         mid(nx),
         mid(ny),
         mid(nz),

@@ -5,6 +5,7 @@
 //! allocates or writes anything. Checks that need the velocity (dt against the CFL limit, source
 //! and receivers inside the grid) are in `problem::Problem::build`.
 
+mod layer;
 mod model;
 mod output;
 mod run;
@@ -12,6 +13,7 @@ mod shot;
 mod survey;
 mod values;
 
+pub use layer::*;
 pub use model::*;
 pub use output::*;
 pub use run::*;
@@ -96,6 +98,7 @@ impl Config {
     /// checked by `Problem::build`, which knows the velocity.)
     pub fn check_values(&self) -> Result<()> {
         self.grid.validate()?;
+        self.check_run_grid()?;
         if self.run.check_units {
             for (a, h) in self.grid.spacing.iter().enumerate() {
                 check_spacing_units(&format!("grid.spacing[{a}]"), *h)?;
@@ -121,7 +124,8 @@ impl Config {
                     self.check_velocity_units(&format!("model.velocities[{i}]"), *v)?;
                 }
             }
-            ModelConfig::File { spacing, .. } => {
+            ModelConfig::File { spacing, origin, .. } => {
+                finite3("model.origin", *origin, -MAX_LENGTH, MAX_LENGTH, "a coordinate in m")?;
                 for (i, h) in spacing.iter().enumerate() {
                     finite_in(&format!("model.spacing[{i}]"), *h, MIN_SPACING, MAX_LENGTH, "a spacing in m")?;
                     if self.run.check_units {

@@ -33,9 +33,9 @@ pub enum ModelConfig {
         depths: Vec<f64>,
         velocities: Vec<f64>,
     },
-    /// A gridded model in a file. Its first sample sits at coordinate 0 of every axis, in the
-    /// grid's coordinates (origin included); 2D files (axes x and z) are extruded along y. A
-    /// SEG-Y file may leave `shape`, `spacing` and `axis_order` empty: its headers give them.
+    /// A gridded model in a file. Its first sample sits at `origin` (m, in the grid's
+    /// coordinates); 2D files (axes x and z) are extruded along y. A SEG-Y file may leave
+    /// `shape`, `spacing` and `axis_order` empty: its headers give them.
     File {
         /// Relative to the input file's directory.
         path: PathBuf,
@@ -49,6 +49,8 @@ pub enum ModelConfig {
         axis_order: String,
         /// Optional SHA-256 (hex) of the whole file, checked before use.
         sha256: Option<String>,
+        /// Position (m) of the file's first sample, x, y, z.
+        origin: [f64; 3],
     },
     /// A named data set from `models/`, resampled to the grid (2D models are extruded along y).
     Marmousi {
@@ -86,6 +88,8 @@ pub struct ModelTable {
     pub units: Option<Units>,
     pub axis_order: Option<String>,
     pub sha256: Option<String>,
+    #[serde(default, deserialize_with = "three_opt")]
+    pub origin: Option<[f64; 3]>,
     pub x_offset: Option<f64>,
 }
 
@@ -104,6 +108,7 @@ impl TryFrom<ModelTable> for ModelConfig {
             ("units", t.units.is_some()),
             ("axis_order", t.axis_order.is_some()),
             ("sha256", t.sha256.is_some()),
+            ("origin", t.origin.is_some()),
             ("x_offset", t.x_offset.is_some()),
         ]
         .into_iter()
@@ -114,11 +119,11 @@ impl TryFrom<ModelTable> for ModelConfig {
             ModelKind::Layered => ("layered", &["depths", "velocities"], &["depths", "velocities"]),
             // A SEG-Y file's headers can give its shape and spacing; other files cannot.
             ModelKind::File if t.format == Some(FileFormat::Segy) => {
-                ("file", &["path", "format", "shape", "spacing", "units", "axis_order", "sha256"], &["path"])
+                ("file", &["path", "format", "shape", "spacing", "units", "axis_order", "sha256", "origin"], &["path"])
             }
             ModelKind::File => (
                 "file",
-                &["path", "format", "shape", "spacing", "units", "axis_order", "sha256"],
+                &["path", "format", "shape", "spacing", "units", "axis_order", "sha256", "origin"],
                 &["path", "shape", "spacing"],
             ),
             ModelKind::Marmousi => ("marmousi", &["x_offset"], &[]),
@@ -151,6 +156,7 @@ impl TryFrom<ModelTable> for ModelConfig {
                     (None, _) => default_axis_order(),
                 },
                 sha256: t.sha256,
+                origin: t.origin.unwrap_or_default(),
             },
             ModelKind::Marmousi => ModelConfig::Marmousi { x_offset: t.x_offset.unwrap_or(0.0) },
         })

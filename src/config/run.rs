@@ -1,6 +1,7 @@
 //! `[stencil]`, `[time]`, `[boundary]` and `[run]`: the discretisation, the absorbing boundary
 //! and how the run executes (backend, kernel, precision, decomposition, halo exchange).
 
+use super::Placement;
 use anyhow::Result;
 use serde::Deserialize;
 
@@ -43,6 +44,9 @@ pub struct BoundaryConfig {
     /// Pressure-free top face (z = 0) instead of an absorbing one.
     #[serde(default)]
     pub free_surface: bool,
+    /// Where the absorbing layers sit: outside the model (the default) or inside it.
+    #[serde(default)]
+    pub placement: Placement,
 }
 
 fn default_width() -> usize {
@@ -51,7 +55,12 @@ fn default_width() -> usize {
 
 impl Default for BoundaryConfig {
     fn default() -> Self {
-        BoundaryConfig { kind: BoundaryKind::Cpml, width: default_width(), free_surface: false }
+        BoundaryConfig {
+            kind: BoundaryKind::Cpml,
+            width: default_width(),
+            free_surface: false,
+            placement: Placement::default(),
+        }
     }
 }
 

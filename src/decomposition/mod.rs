@@ -483,7 +483,7 @@ mod tests {
         let toml = format!(
             "[grid]\nshape = [12, 10, {nz}]\nspacing = [10.0, 10.0, 10.0]\n[model]\nkind = \"constant\"\nvp = 2000.0\n\
              [stencil]\nradius = 2\n[time]\nduration = 0.01\n[source]\nposition = [60.0, 50.0, 100.0]\nfrequency = 10.0\n\
-             [boundary]\nkind = \"{boundary}\"\nwidth = 3\n"
+             [boundary]\nkind = \"{boundary}\"\nwidth = 3\nplacement = \"inside\"\n"
         );
         let cfg = Config::from_toml(&toml).unwrap();
         Problem::build(&cfg, vec![2000.0; 12 * 10 * nz]).unwrap()
@@ -592,7 +592,7 @@ mod tests {
         let cfg = Config::from_toml(
             "[grid]\nshape = [12, 10, 31]\nspacing = [10.0, 10.0, 10.0]\n[model]\nkind = \"constant\"\nvp = 2000.0\n\
              [stencil]\nradius = 2\n[time]\nduration = 0.01\n[source]\nposition = [60.0, 50.0, 100.0]\nfrequency = 10.0\n\
-             [boundary]\nkind = \"cpml\"\nwidth = 3\n",
+             [boundary]\nkind = \"cpml\"\nwidth = 3\nplacement = \"inside\"\n",
         )
         .unwrap();
         assert_eq!(p.layout.nz, 31);

@@ -106,7 +106,7 @@ pub fn shot_over(
         return Err(anyhow!("{key} needs run.backend set: \"cpu\", \"cuda\" or \"hip\" (every rank the same)").into());
     }
     // y-z blocks: rows x slabs, the split moving the fewest halo points.
-    let shape = cfg.grid.shape;
+    let shape = cfg.run_grid().shape;
     let (py, pz) = match kind {
         Decompose::Z => (1, ranks),
         Decompose::Yz => Decomposition::block_counts(shape, ranks, 2 * cfg.stencil.radius),
@@ -116,7 +116,7 @@ pub fn shot_over(
     // decomposition's halo; then the planes it holds, ghost planes included.
     let nz = shape[2];
     let share = Decomposition::even_planes(nz, pz)?[rank / py].clone();
-    let part = model::sample_planes(cfg, &job.input_dir, share.clone()).context("model")?;
+    let part = model::sample_run_planes(cfg, &job.input_dir, share.clone()).context("model")?;
     if rank == 0 {
         for w in &part.warnings {
             eprintln!("warning: {w}");
@@ -132,7 +132,7 @@ pub fn shot_over(
     };
     drop(skeleton);
     let held = d.planes_held(rank);
-    let part = model::sample_planes(cfg, &job.input_dir, held.clone()).context("model")?;
+    let part = model::sample_run_planes(cfg, &job.input_dir, held.clone()).context("model")?;
     let mut problem = Problem::build_part(cfg, part.vp, held.start, range)?;
     // The model moves into the subdomain; the model file gets the owned block from it.
     let sub = d.subdomain_taking(&mut problem, rank)?;

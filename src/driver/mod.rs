@@ -109,14 +109,15 @@ pub fn validate(job: &Job) -> RunResult<Vec<derived::Derived>> {
         // A decomposed run checks each rank's share of the grid itself.
         let buffers = if cfg.output.snapshot_every > 0 { SNAPSHOT_BUFFERS } else { 0 };
         let base = resources::base_host_bytes(cfg, buffers);
-        resources::check_host_bytes(cfg.grid.shape, base, "the velocity model and snapshot buffers")?;
+        let shape = cfg.run_grid().shape;
+        resources::check_run_grid_host_bytes(cfg, base, "the velocity model and snapshot buffers")?;
         if cfg.run.backend == crate::config::BackendChoice::Cpu {
             // The grid fits the host's memory by now, so its padded layout's size is addressable.
             let radius = cfg.stencil.radius.clamp(1, crate::numerics::stencil::MAX_RADIUS);
-            let layout = crate::grid::Layout::new(cfg.grid.shape, radius);
+            let layout = crate::grid::Layout::new(shape, radius);
             let per_point = crate::backend::registry::cpu_host_bytes_per_point(layout, cfg.run.precision);
             let bytes = base + per_point * layout.points() as f64;
-            resources::check_host_bytes(cfg.grid.shape, bytes, "the velocity model, snapshot buffers and CPU fields")?;
+            resources::check_run_grid_host_bytes(cfg, bytes, "the velocity model, snapshot buffers and CPU fields")?;
         }
     }
     Ok(derived)

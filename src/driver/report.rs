@@ -30,10 +30,13 @@ pub fn print_header(
         problem.steps,
         problem.dt * problem.steps as f64
     );
+    let region = plan.region(problem);
+    let [mx, my, mz] = region.shape;
     println!(
-        "  boundary  {}, {} points{}",
+        "  boundary  {}, {} points{}{}",
         format!("{:?}", b.kind).to_lowercase(),
         b.width,
+        if region.is_whole() { String::new() } else { format!(" outside the model of {mx} x {my} x {mz}") },
         if b.free_surface { ", free surface at z = 0" } else { "" }
     );
     println!(

@@ -74,8 +74,8 @@ fn shots(ranks: &Ranks, job: &Job, derived: &[Derived]) -> RunResult<()> {
         return grouped(ranks, job, &files, &shots, &inputs, &digests, derived);
     }
     let buffers = if cfg.output.snapshot_every > 0 { SNAPSHOT_BUFFERS } else { 0 };
-    resources::check_host_bytes(
-        cfg.grid.shape,
+    resources::check_run_grid_host_bytes(
+        cfg,
         resources::base_host_bytes(cfg, buffers),
         "the velocity model and snapshot buffers",
     )?;

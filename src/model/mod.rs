@@ -5,16 +5,19 @@
 //! - `layered`: horizontal layers, `velocities[i]` from the previous depth down to `depths[i]`
 //!   (a point exactly at `depths[i]` belongs to the layer below), `velocities` one longer than
 //!   `depths`; depth is the grid's z coordinate (origin included);
-//! - `file`: a gridded model in a file ([`file`](mod@file); SEG-Y: [`segy`]), its first sample at coordinate 0 of
-//!   each axis in the grid's coordinates, resampled trilinearly (bilinearly for 2D files, extruded
-//!   along y);
+//! - `file`: a gridded model in a file ([`file`](mod@file); SEG-Y: [`segy`]), its first sample at
+//!   `model.origin` (default 0 on every axis) in the grid's coordinates, resampled trilinearly
+//!   (bilinearly for 2D files, extruded along y);
 //! - `marmousi`: the named data set ([`dataset`]); the grid's x coordinate plus `x_offset` is the
 //!   model's horizontal position, its z coordinate the depth; extruded along y.
 //!
 //! Grid points beyond a gridded model's extent take the velocity at its edge, with a warning.
+//! The model is sampled on the grid of `[grid]`; absorbing layers outside it take its edge
+//! values on the run grid ([`extend`], [`sample_run_planes`]).
 //! Every error names the key or file at fault.
 
 pub mod dataset;
+pub mod extend;
 pub mod file;
 pub mod npy;
 pub mod segy;
@@ -66,6 +69,22 @@ pub fn sample_planes(cfg: &Config, input_dir: &Path, planes: Range<usize>) -> Re
     sample_planes_with_data_dirs(cfg, input_dir, &data_dirs(), planes)
 }
 
+/// As [`sample_planes`], for the run grid's z-planes `planes` ([`Config::run_grid`]): with the
+/// absorbing layers outside the model, the model's edge values extended into them
+/// ([`extend::extend_edges`]).
+pub fn sample_run_planes(cfg: &Config, input_dir: &Path, planes: Range<usize>) -> Result<Model> {
+    let region = cfg.model_region();
+    if region.is_whole() {
+        return sample_planes(cfg, input_dir, planes);
+    }
+    let run_grid = cfg.run_grid();
+    ensure!(planes.end <= run_grid.shape[2], "z-planes {planes:?} of {}", run_grid.shape[2]);
+    let model_planes = region.model_planes(planes.clone());
+    let model = sample_planes(cfg, input_dir, model_planes.clone())?;
+    let vp = extend::extend_edges(&region, &run_grid, &model.vp, model_planes.start, planes)?;
+    Ok(Model { vp, warnings: model.warnings })
+}
+
 fn sample_planes_with_data_dirs(
     cfg: &Config,
     input_dir: &Path,
@@ -81,7 +100,7 @@ fn sample_planes_with_data_dirs(
             filled(grid, planes, *vp as f32)?
         }
         ModelConfig::Layered { depths, velocities } => layered(grid, planes, depths, velocities)?,
-        ModelConfig::File { path, format, shape, spacing, units, axis_order, sha256 } => {
+        ModelConfig::File { path, format, shape, spacing, units, axis_order, sha256, origin } => {
             check_model_path(cfg, input_dir)?;
             let path = input_dir.join(path);
             let spec = file::FileSpec {
@@ -94,9 +113,11 @@ fn sample_planes_with_data_dirs(
                 sha256: sha256.as_deref(),
                 key: "model",
             };
+            // Model coordinate = grid coordinate - origin (the file's first sample at 0).
+            let offset = origin.map(|o| 0.0 - o);
             let (nz, hz) = spec.z_axis()?;
-            let volume = spec.read_planes(Some(volume::planes_needed(nz, hz, grid, planes.clone(), 0.0)))?;
-            volume.resample(grid, planes, [0.0; 3], &format!("model file {}", path.display()), &mut warnings)?
+            let volume = spec.read_planes(Some(volume::planes_needed(nz, hz, grid, planes.clone(), offset[2])))?;
+            volume.resample(grid, planes, offset, &format!("model file {}", path.display()), &mut warnings)?
         }
         ModelConfig::Marmousi { x_offset } => {
             ensure!(x_offset.is_finite(), "model.x_offset must be finite, got {x_offset}");

@@ -127,7 +127,8 @@ impl VelocityVolume {
     }
 
     /// Samples the model at the run grid's points of z-planes `planes`, dense (planes, ny, nx).
-    /// Run-grid point p lies at model coordinate `origin + p * spacing + offset` (m), the model's first sample at 0.
+    /// Run-grid point p lies at model coordinate `origin + p * spacing + offset` (m), the model's
+    /// first sample at 0.
     /// `name` names the model in warnings about the run grid reaching beyond its extent.
     pub fn resample(
         &self,
@@ -155,9 +156,13 @@ impl VelocityVolume {
             let end = (n - 1) as f64 * self.spacing[a];
             let tol = 1e-6 * self.spacing[a].max(grid.spacing[a]);
             if lo < -tol || hi > end + tol {
+                // Both extents in the grid's coordinates.
+                let (from, to) = (0.0 - offset[a], end - offset[a]);
+                let (grid_lo, grid_hi) =
+                    (grid.origin[a], grid.origin[a] + (grid.shape[a] - 1) as f64 * grid.spacing[a]);
                 warnings.push(format!(
-                    "{name}: the model covers {ax} from 0 to {end} m but the grid reaches {ax} from {lo} to {hi} m; \
-                     points beyond the model take the velocity at its edge",
+                    "{name}: the model covers {ax} from {from} to {to} m but the grid reaches {ax} from {grid_lo} to \
+                     {grid_hi} m; points beyond the model take the velocity at its edge",
                     ax = AXES[a]
                 ));
             }

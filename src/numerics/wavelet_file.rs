@@ -145,14 +145,6 @@ pub fn parse_text(text: &str) -> Result<WaveletSamples> {
     Ok(WaveletSamples { values, interval, start: times[0] })
 }
 
-/// An IBM System/360 single-precision float (big-endian bits) as f64.
-pub fn ibm_to_f64(bits: u32) -> f64 {
-    let sign = if bits >> 31 == 1 { -1.0 } else { 1.0 };
-    let exponent = ((bits >> 24) & 0x7f) as i32 - 64;
-    let fraction = (bits & 0x00ff_ffff) as f64 / (1u32 << 24) as f64;
-    sign * fraction * 16f64.powi(exponent)
-}
-
 fn read_segy_trace(path: &Path, trace: usize) -> Result<WaveletSamples> {
     let name = path.display();
     let mut f = std::fs::File::open(path).with_context(|| format!("cannot read wavelet file {name}"))?;
@@ -187,7 +179,8 @@ fn read_segy_trace(path: &Path, trace: usize) -> Result<WaveletSamples> {
         .chunks_exact(4)
         .map(|c| {
             let bits = u32::from_be_bytes([c[0], c[1], c[2], c[3]]);
-            if format == 1 { ibm_to_f64(bits) } else { f32::from_bits(bits) as f64 }
+            // An IBM float's 24-bit fraction fits f32 exactly: the model reader's decode serves.
+            if format == 1 { crate::model::segy::ibm_to_f32(bits) as f64 } else { f32::from_bits(bits) as f64 }
         })
         .collect();
     Ok(WaveletSamples { values, interval: interval_us as f64 * 1e-6, start: 0.0 })
@@ -205,14 +198,5 @@ mod tests {
         let uneven = parse_text("0 1\n0.001 2\n0.003 3\n").unwrap_err();
         assert!(format!("{uneven:#}").contains("evenly spaced"), "{uneven:#}");
         assert!(format!("{:#}", parse_text("0 1 2\n").unwrap_err()).contains("expected two"));
-    }
-
-    #[test]
-    fn ibm_floats_decode() {
-        // 0x42640000 = 100.0, 0xC276A000 = -118.625, 0x3F100000 = 1/256 (IBM examples).
-        assert_eq!(ibm_to_f64(0x4264_0000), 100.0);
-        assert_eq!(ibm_to_f64(0xC276_A000), -118.625);
-        assert_eq!(ibm_to_f64(0x3F10_0000), 1.0 / 256.0);
-        assert_eq!(ibm_to_f64(0), 0.0);
     }
 }

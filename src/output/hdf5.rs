@@ -9,9 +9,11 @@
 //! run never leaves a file that looks finished. Layout (README "Output file"):
 //!
 //! - root attributes: input (the TOML text), version, backend, device, kernel, radius, dt, steps,
-//!   shape, spacing, origin, provenance (survey shots), checksums (the CRC-32 of every dataset,
-//!   [`super::checksum`], written last: a file without it is not complete);
+//!   shape, spacing, origin (the model's), run_shape, run_origin (the run grid's), provenance
+//!   (survey shots), checksums (the CRC-32 of every dataset, [`super::checksum`], written last: a
+//!   file without it is not complete);
 //! - /model/vp (nz, ny, nx) f32 with attributes spacing, origin (x, y, z order, m), axes = "zyx";
+//!   it and the snapshots cover the model only ([`super::crop`]: no absorbing layer outside it);
 //! - /snapshots/pressure (nsnap, nz, ny, nx) or /snapshots/pressure_xz (nsnap, nz, nx) and
 //!   friends, /snapshots/step, /snapshots/time;
 //! - /receivers/pressure (nreceivers, nt), /receivers/position (nreceivers, 3), /receivers/taps
@@ -23,6 +25,7 @@
 //!   (and /stats/exchange_seconds, the halo exchange's part of each step, for a decomposed run).
 
 use super::checksum::{self, Entry, PartsCrc, bytes_of};
+use super::crop;
 use super::safe::TempFile;
 use crate::backend::DeviceInfo;
 use crate::grid::Section;
@@ -30,7 +33,7 @@ use crate::output::plan::OutputPlan;
 use crate::problem::{Positioning, Problem};
 use crate::solver::{RunRecord, SnapshotSink, StepStats};
 use anyhow::{Result, anyhow, bail, ensure};
-use rust_hdf5::{H5Dataset, H5File, H5Group, VarLenUnicode};
+use rust_hdf5::{H5Dataset, H5File, H5Group, H5Type, VarLenUnicode};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::{Scope, ScopedJoinHandle};
@@ -308,24 +311,21 @@ fn attr_f64(ds: &H5Dataset, name: &str, value: f64) -> Result<()> {
     ds.new_attr::<f64>().shape(()).create(name).map_err(h5)?.write_numeric(&value).map_err(h5)
 }
 
-/// spacing, origin (x, y, z; m) and axes on a dataset holding grid values.
-fn grid_attrs(ds: &H5Dataset, problem: &Problem, axes: &str) -> Result<()> {
+/// spacing, origin (x, y, z; m) and axes on a dataset holding the model's grid values.
+fn grid_attrs(ds: &H5Dataset, problem: &Problem, origin: [f64; 3], axes: &str) -> Result<()> {
     attr_f64s(ds, "spacing", &problem.spacing)?;
-    attr_f64s(ds, "origin", &problem.origin)?;
+    attr_f64s(ds, "origin", &origin)?;
     attr_string(ds, "axes", axes)
 }
 
 /// A 1-D dataset `group`/`name` of `values`, its checksum added to `sums`.
-fn dataset_f64(sums: &mut Vec<Entry>, group: (&H5Group, &str), name: &str, values: &[f64]) -> Result<H5Dataset> {
-    let ds = group.0.new_dataset::<f64>().shape([values.len()]).create(name).map_err(h5)?;
-    ds.write_raw(values).map_err(h5)?;
-    sums.push(checksum::whole(&format!("{}/{name}", group.1), bytes_of(values)));
-    Ok(ds)
-}
-
-/// A 1-D dataset `group`/`name` of `values`, its checksum added to `sums`.
-fn dataset_u64(sums: &mut Vec<Entry>, group: (&H5Group, &str), name: &str, values: &[u64]) -> Result<H5Dataset> {
-    let ds = group.0.new_dataset::<u64>().shape([values.len()]).create(name).map_err(h5)?;
+fn dataset_1d<T: H5Type + bytemuck::Pod>(
+    sums: &mut Vec<Entry>,
+    group: (&H5Group, &str),
+    name: &str,
+    values: &[T],
+) -> Result<H5Dataset> {
+    let ds = group.0.new_dataset::<T>().shape([values.len()]).create(name).map_err(h5)?;
     ds.write_raw(values).map_err(h5)?;
     sums.push(checksum::whole(&format!("{}/{name}", group.1), bytes_of(values)));
     Ok(ds)
@@ -348,7 +348,9 @@ fn write_file(
     volume_slabs: bool,
 ) -> Result<()> {
     let ResultFile { h5: file, handle } = target;
-    let grid = problem.shape();
+    // The file covers the model: fields of the run grid are cut to it (`crop`) where they differ.
+    let (run, region) = (problem.shape(), plan.region(problem));
+    let grid = region.shape;
     let [nx, ny, nz] = grid;
     let root = file.root_group();
     root.set_attr_string("input", &meta.input_toml).map_err(h5)?;
@@ -361,7 +363,9 @@ fn write_file(
     root.set_attr_numeric("steps", &(problem.steps as u64)).map_err(h5)?;
     root.set_attr_array_numeric("shape", &grid.map(|n| n as u64)).map_err(h5)?;
     root.set_attr_array_numeric("spacing", &problem.spacing).map_err(h5)?;
-    root.set_attr_array_numeric("origin", &problem.origin).map_err(h5)?;
+    root.set_attr_array_numeric("origin", &region.origin).map_err(h5)?;
+    root.set_attr_array_numeric("run_shape", &run.map(|n| n as u64)).map_err(h5)?;
+    root.set_attr_array_numeric("run_origin", &problem.origin).map_err(h5)?;
     let boundary = format!("{:?}", problem.boundary.kind).to_lowercase();
     root.set_attr_string("boundary", &boundary).map_err(h5)?;
     root.set_attr_numeric("boundary_width", &(problem.boundary.width as u64)).map_err(h5)?;
@@ -395,9 +399,9 @@ fn write_file(
         let snaps = file.create_group("snapshots").map_err(h5)?;
         snaps.set_attr_numeric("every", &(plan.snapshot_every as u64)).map_err(h5)?;
         let steps: Vec<u64> = plan.snapshot_steps.iter().map(|&s| s as u64).collect();
-        dataset_u64(&mut sums, (&snaps, "snapshots"), "step", &steps)?;
+        dataset_1d(&mut sums, (&snaps, "snapshots"), "step", &steps)?;
         let times: Vec<f64> = plan.snapshot_steps.iter().map(|&s| s as f64 * problem.dt).collect();
-        dataset_f64(&mut sums, (&snaps, "snapshots"), "time", &times)?;
+        dataset_1d(&mut sums, (&snaps, "snapshots"), "time", &times)?;
         for spec in &plan.snapshots {
             let mut shape = vec![nsnap];
             shape.extend(spec.section.shape(grid));
@@ -408,13 +412,14 @@ fn write_file(
                 builder
             };
             let ds = builder.create(&spec.name).map_err(h5)?;
+            // A plane's index in the model's grid.
             let (axes, index) = match spec.section {
                 Section::Volume => ("zyx", None),
-                Section::Xz { iy } => ("zx", Some(iy)),
-                Section::Xy { iz } => ("yx", Some(iz)),
-                Section::Yz { ix } => ("zy", Some(ix)),
+                Section::Xz { iy } => ("zx", Some(iy - region.first[1])),
+                Section::Xy { iz } => ("yx", Some(iz - region.first[2])),
+                Section::Yz { ix } => ("zy", Some(ix - region.first[0])),
             };
-            grid_attrs(&ds, problem, axes)?;
+            grid_attrs(&ds, problem, region.origin, axes)?;
             if let (Some(at), Some(i)) = (spec.at, index) {
                 attr_f64(&ds, "at", at)?;
                 ds.new_attr::<u64>().shape(()).create("index").map_err(h5)?.write_numeric(&(i as u64)).map_err(h5)?;
@@ -431,7 +436,12 @@ fn write_file(
     let mut vp_sum = PartsCrc::new("model/vp", nz, nx * ny * 4);
     // Which z-planes of the model are written: all at once from a whole model, else as they come.
     let mut vp_written = vec![false; nz];
+    let mut vp_cropped = Vec::new();
+    // `first`: the run grid's z-plane of `values`.
     let mut write_vp = |first: usize, values: &[f32]| -> Result<()> {
+        let Some((first, values)) = crop::model_planes(&region, first, values, &mut vp_cropped)? else {
+            return Ok(());
+        };
         let planes = values.len() / (nx * ny).max(1);
         ensure!(
             values.len() == planes * nx * ny && first + planes <= nz,
@@ -457,6 +467,7 @@ fn write_file(
     };
     writeback();
 
+    let mut cropped = Vec::new();
     // z-planes of each (snapshot, volume section) that came as slabs.
     let mut slab_planes = vec![0usize; plan.snapshot_steps.len() * plan.snapshots.len()];
     let (record, stats) = loop {
@@ -472,8 +483,9 @@ fn write_file(
                     if volume_slabs && spec.section == Section::Volume {
                         continue;
                     }
-                    let (part, tail) = rest.split_at(spec.section.len(grid));
+                    let (part, tail) = rest.split_at(spec.section.len(run));
                     rest = tail;
+                    let part = crop::model_section(&region, &spec.section, part, &mut cropped)?;
                     let mut starts = vec![index];
                     let mut counts = vec![1];
                     for n in spec.section.shape(grid) {
@@ -491,6 +503,9 @@ fn write_file(
             }
             Ok(Message::ModelPlanes { first, values }) => write_vp(first, &values)?,
             Ok(Message::VolumeSlab { index, step, section, first, values }) => {
+                let Some((first, values)) = crop::model_planes(&region, first, &values, &mut cropped)? else {
+                    continue;
+                };
                 let planes = values.len() / (nx * ny).max(1);
                 ensure!(
                     plan.snapshot_steps.get(index) == Some(&step)
@@ -500,8 +515,8 @@ fn write_file(
                     "volume slab of planes {first}..{} for snapshot {index} (step {step}), section {section}",
                     first + planes
                 );
-                snapshot_sets[section].write_slice(&[index, first, 0, 0], &[1, planes, ny, nx], &values).map_err(h5)?;
-                snapshot_sums[section].add(index * nz + first, bytes_of(&values))?;
+                snapshot_sets[section].write_slice(&[index, first, 0, 0], &[1, planes, ny, nx], values).map_err(h5)?;
+                snapshot_sums[section].add(index * nz + first, bytes_of(values))?;
                 slab_planes[index * plan.snapshots.len() + section] += planes;
             }
             Ok(Message::Finish(b)) => break *b,
@@ -522,7 +537,7 @@ fn write_file(
     if let Some(z) = vp_written.iter().position(|&w| !w) {
         bail!("the model's z-plane {z} never reached the writer; no output written");
     }
-    grid_attrs(&vp, problem, "zyx")?;
+    grid_attrs(&vp, problem, region.origin, "zyx")?;
     attr_string(&vp, "units", "m/s")?;
     sums.push(vp_sum.finish()?);
     for s in snapshot_sums {
@@ -548,7 +563,7 @@ fn write_file(
         sums.push(checksum::whole("receivers/position", bytes_of(&positions)));
         attr_string(&pos, "columns", "x, y, z (m)")?;
         let taps: Vec<u64> = problem.receivers.iter().map(|r| r.taps.len() as u64).collect();
-        dataset_u64(&mut sums, (&rec, "receivers"), "taps", &taps)?;
+        dataset_1d(&mut sums, (&rec, "receivers"), "taps", &taps)?;
         let mut methods: Vec<String> = Vec::new();
         for r in &problem.receivers {
             let m = match r.interpolation {
@@ -566,13 +581,13 @@ fn write_file(
 
     let st = file.create_group("stats").map_err(h5)?;
     let stg = (&st, "stats");
-    dataset_u64(&mut sums, stg, "step", &(0..problem.steps as u64).collect::<Vec<_>>())?;
-    dataset_f64(&mut sums, stg, "seconds", &stats.seconds)?;
-    dataset_f64(&mut sums, stg, "effective_gbps", &stats.effective_gbps)?;
-    dataset_f64(&mut sums, stg, "full_step_gbps", &stats.full_step_gbps)?;
-    dataset_f64(&mut sums, stg, "gpts_per_s", &stats.gpts_per_s)?;
+    dataset_1d(&mut sums, stg, "step", &(0..problem.steps as u64).collect::<Vec<_>>())?;
+    dataset_1d(&mut sums, stg, "seconds", &stats.seconds)?;
+    dataset_1d(&mut sums, stg, "effective_gbps", &stats.effective_gbps)?;
+    dataset_1d(&mut sums, stg, "full_step_gbps", &stats.full_step_gbps)?;
+    dataset_1d(&mut sums, stg, "gpts_per_s", &stats.gpts_per_s)?;
     if let Some(x) = &stats.exchange_seconds {
-        dataset_f64(&mut sums, stg, "exchange_seconds", x)?;
+        dataset_1d(&mut sums, stg, "exchange_seconds", x)?;
     }
     st.set_attr_numeric("mean_effective_gbps", &stats.mean_gbps).map_err(h5)?;
     st.set_attr_numeric("median_effective_gbps", &stats.median_gbps).map_err(h5)?;

@@ -4,6 +4,7 @@
 //! replacement of every output file ([`safe`]).
 
 pub mod checksum;
+pub mod crop;
 pub mod derived;
 pub mod hdf5;
 pub mod plan;

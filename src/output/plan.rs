@@ -3,7 +3,7 @@
 //! configuration and the problem; the time loop takes snapshots by it and the writers lay out
 //! the file by it.
 
-use crate::config::Config;
+use crate::config::{Config, ModelRegion};
 pub use crate::grid::Section;
 use crate::problem::Problem;
 use anyhow::{Context, Result, bail, ensure};
@@ -25,22 +25,35 @@ pub struct OutputPlan {
     pub snapshots: Vec<SnapshotSpec>,
     /// Number of steps done at each snapshot (the snapshot holds p at time `step * dt`).
     pub snapshot_steps: Vec<usize>,
+    /// The part of the run grid the result file covers: the model, without absorbing layers
+    /// outside it (None: the whole run grid). Snapshots and `/model/vp` are cropped to it where
+    /// they are written ([`super::crop`]).
+    pub model_region: Option<ModelRegion>,
 }
 
 impl OutputPlan {
     /// No snapshots at all.
     pub fn none() -> OutputPlan {
-        OutputPlan { snapshot_every: 0, snapshots: Vec::new(), snapshot_steps: Vec::new() }
+        OutputPlan { snapshot_every: 0, snapshots: Vec::new(), snapshot_steps: Vec::new(), model_region: None }
+    }
+
+    /// The part of `problem`'s grid the result file covers ([`Self::model_region`]).
+    pub fn region(&self, problem: &Problem) -> ModelRegion {
+        self.model_region.unwrap_or_else(|| ModelRegion::whole(problem.shape(), problem.origin))
     }
 
     /// Reads `[output]`: `snapshot_every` steps apart, the sections of `[[output.snapshot]]`
-    /// (the whole volume when none is listed). Planes snap to the nearest grid index.
+    /// (the whole volume when none is listed). Planes snap to the nearest grid index of the
+    /// model; the sections are the run grid's, cut to the model where they are written.
     pub fn from_config(cfg: &Config, problem: &Problem) -> Result<OutputPlan> {
+        let region = cfg.model_region();
+        ensure!(region.run_shape == problem.shape(), "the output plan of a problem of another configuration");
+        let model_region = Some(region);
         let every = cfg.output.snapshot_every;
         if every == 0 {
-            return Ok(OutputPlan::none());
+            return Ok(OutputPlan { model_region, ..OutputPlan::none() });
         }
-        let grid = problem.shape();
+        let grid = region.shape;
         let mut snapshots: Vec<SnapshotSpec> = Vec::new();
         let listed: Vec<_> = if cfg.output.snapshot.is_empty() {
             vec![crate::config::SnapshotConfig { kind: "volume".into(), at: None }]
@@ -63,19 +76,21 @@ impl OutputPlan {
                 }
                 Some(a) => {
                     let at = s.at.with_context(|| format!("{key}.at: a {} plane needs its position (m)", s.kind))?;
-                    let u = (at - problem.origin[a]) / problem.spacing[a];
+                    // In the model's grid; the section's index is the run grid's.
+                    let u = (at - region.origin[a]) / problem.spacing[a];
                     ensure!(
                         u > -0.5 && u < grid[a] as f64 - 0.5,
                         "{key}.at = {at} m lies outside the grid along {}",
                         ["x", "y", "z"][a]
                     );
                     let i = (u.round().max(0.0) as usize).min(grid[a] - 1);
+                    let run_index = region.first[a] + i;
                     let section = match a {
-                        0 => Section::Yz { ix: i },
-                        1 => Section::Xz { iy: i },
-                        _ => Section::Xy { iz: i },
+                        0 => Section::Yz { ix: run_index },
+                        1 => Section::Xz { iy: run_index },
+                        _ => Section::Xy { iz: run_index },
                     };
-                    (section, Some(problem.origin[a] + i as f64 * problem.spacing[a]))
+                    (section, Some(region.origin[a] + i as f64 * problem.spacing[a]))
                 }
             };
             let base = if section == Section::Volume { "pressure".to_string() } else { format!("pressure_{}", s.kind) };
@@ -85,7 +100,7 @@ impl OutputPlan {
             snapshots.push(SnapshotSpec { name, section, at });
         }
         let snapshot_steps = (1..=problem.steps / every).map(|k| k * every).collect();
-        Ok(OutputPlan { snapshot_every: every, snapshots, snapshot_steps })
+        Ok(OutputPlan { snapshot_every: every, snapshots, snapshot_steps, model_region })
     }
 
     /// Values in one snapshot: every section's, one after the other (the order of `snapshots`).

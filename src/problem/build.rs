@@ -11,16 +11,30 @@ use rayon::prelude::*;
 
 impl Problem {
     /// Builds the discrete problem from a parsed configuration and the velocity already sampled on
-    /// the grid (dense, (nz, ny, nx), m/s). Every error names the configuration key at fault.
+    /// the grid of `[grid]` (dense, (nz, ny, nx), m/s; [`crate::model::sample`]). With the
+    /// absorbing layers outside the model the problem's grid is the run grid
+    /// ([`Config::run_grid`]), the model's edge values extended into the layers. Every error
+    /// names the configuration key at fault.
     pub fn build(cfg: &Config, vp: Vec<f32>) -> Result<Problem> {
         let range = velocity_range(&vp);
-        Self::build_planes(cfg, vp, None, range)
+        let region = cfg.model_region();
+        if region.is_whole() {
+            return Self::build_planes(cfg, vp, None, range);
+        }
+        cfg.check_values()?;
+        let points = cfg.grid.points()?;
+        ensure!(vp.len() == points, "model: {} velocities for a grid of {points} points", vp.len());
+        let run_grid = cfg.run_grid();
+        let run_vp = crate::model::extend::extend_edges(&region, &run_grid, &vp, 0, 0..run_grid.shape[2])?;
+        drop(vp);
+        Self::build_planes(cfg, run_vp, None, range)
     }
 
-    /// [`Problem::build`] from z-planes `first_plane..` of the model only (`vp`, dense (planes,
-    /// ny, nx)), `range` the lowest and highest velocity of the whole model (the time step and
-    /// the boundary come from it): one rank's part of a decomposed run, which never holds the
-    /// whole model. The same problem as the whole model's, restricted to those planes.
+    /// [`Problem::build`] from z-planes `first_plane..` of the run grid only (`vp`, dense
+    /// (planes, ny, nx), as [`crate::model::sample_run_planes`] samples them), `range` the lowest
+    /// and highest velocity of the whole model (the time step and the boundary come from it):
+    /// one rank's part of a decomposed run, which never holds the whole model. The same problem
+    /// as the whole model's, restricted to those planes.
     pub fn build_part(cfg: &Config, vp: Vec<f32>, first_plane: usize, range: [f32; 2]) -> Result<Problem> {
         Self::build_planes(cfg, vp, Some(first_plane), range)
     }
@@ -28,9 +42,8 @@ impl Problem {
     /// `part`: the first z-plane of `vp`, or None for the whole model.
     fn build_planes(cfg: &Config, vp: Vec<f32>, part: Option<usize>, range: [f32; 2]) -> Result<Problem> {
         cfg.check_values()?;
-        let shape = cfg.grid.shape;
-        let spacing = cfg.grid.spacing;
-        let origin = cfg.grid.origin;
+        let run_grid = cfg.run_grid();
+        let (shape, spacing, origin) = (run_grid.shape, run_grid.spacing, run_grid.origin);
         for a in 0..3 {
             ensure!(shape[a] > 0, "grid.shape[{a}] must be positive, got {}", shape[a]);
             ensure!(

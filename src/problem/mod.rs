@@ -4,6 +4,9 @@
 //! velocity, the boundary profiles, the source taps and wavelet samples, and the receiver taps, and
 //! each applies them in the same order every step (see `backend::Backend::step`).
 //!
+//! The problem's grid is the run grid ([`Config::run_grid`]): the grid of `[grid]`, and the
+//! absorbing layers where they lie outside the model; positions keep the model's coordinates.
+//!
 //! This module owns the [`Problem`] and what it holds per step; `build` makes one from the
 //! configuration (every check of its values), `positioning` puts points between grid nodes on
 //! the grid (nearest, trilinear, windowed sinc) and `shot` places the source and receivers.
@@ -267,8 +270,9 @@ impl Problem {
     /// model, time and boundary), everything else kept (the model is not copied). Returns the
     /// warnings the new positions raise.
     pub fn set_shot(&mut self, cfg: &Config) -> Result<Vec<String>> {
+        let grid = cfg.run_grid();
         ensure!(
-            cfg.grid.shape == self.shape() && cfg.grid.spacing == self.spacing && cfg.grid.origin == self.origin,
+            grid.shape == self.shape() && grid.spacing == self.spacing && grid.origin == self.origin,
             "a shot must use the survey's grid"
         );
         let (sources, receivers, warnings) = shot_geometry(cfg, self.dt, self.steps)?;

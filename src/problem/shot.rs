@@ -82,11 +82,15 @@ fn wavelet(s: &config::SourceConfig, key: &str, dt: f64) -> Result<Wavelet> {
 /// `steps` steps) and the warnings they raise: the part of a [`Problem`](super::Problem) that
 /// differs between the shots of a survey.
 pub fn shot_geometry(cfg: &Config, dt: f64, steps: usize) -> Result<(Vec<PointSource>, Vec<Receiver>, Vec<String>)> {
-    let (shape, spacing, origin) = (cfg.grid.shape, cfg.grid.spacing, cfg.grid.origin);
+    // Positions must lie in the model (the grid of `[grid]`); their taps are on the run grid,
+    // which holds absorbing layers outside the model too.
+    let model = &cfg.grid;
+    let run_grid = cfg.run_grid();
+    let (shape, spacing, origin) = (run_grid.shape, run_grid.spacing, run_grid.origin);
     let inside = |p: [f64; 3], key: &str| -> Result<()> {
         for a in 0..3 {
-            let lo = origin[a];
-            let hi = origin[a] + (shape[a] - 1) as f64 * spacing[a];
+            let lo = model.origin[a];
+            let hi = model.origin[a] + (model.shape[a] - 1) as f64 * spacing[a];
             ensure!(
                 p[a] >= lo - 1e-9 * spacing[a] && p[a] <= hi + 1e-9 * spacing[a],
                 "{key} = {p:?} m lies outside the grid ({} from {lo} to {hi} m)",

@@ -8,14 +8,14 @@ use anyhow::{Result, bail, ensure};
 /// Host bytes a run needs before any backend exists: the velocity as loaded, the problem's copy,
 /// and `snapshot_buffers` f32 snapshot buffers of `cfg`'s sections (see [`snapshot_values`]).
 pub fn base_host_bytes(cfg: &Config, snapshot_buffers: usize) -> f64 {
-    let points = cfg.grid.shape.iter().map(|&n| n as f64).product::<f64>();
+    let points = cfg.run_grid().shape.iter().map(|&n| n as f64).product::<f64>();
     points * 8.0 + 4.0 * (snapshot_buffers * snapshot_values(cfg)) as f64
 }
 
 /// Values in one snapshot of the sections `[output]` lists (the volume when none is), from the
 /// grid alone (an unknown kind counts as the volume; `OutputPlan::from_config` rejects it later).
 pub fn snapshot_values(cfg: &Config) -> usize {
-    let grid = cfg.grid.shape;
+    let grid = cfg.run_grid().shape;
     let section = |kind: &str| match kind {
         "xz" => Section::Xz { iy: 0 },
         "xy" => Section::Xy { iz: 0 },
@@ -30,10 +30,26 @@ pub fn snapshot_values(cfg: &Config) -> usize {
 
 /// Fails, naming `grid.shape`, when `bytes` more than what the host has available.
 pub fn check_host_bytes(shape: [usize; 3], bytes: f64, what: &str) -> Result<()> {
+    check_bytes(&format!("grid.shape = {shape:?}"), bytes, what)
+}
+
+/// [`check_host_bytes`] for a run of `cfg`, naming its `grid.shape` and, where the absorbing
+/// layers lie outside the model, the run grid they make.
+pub fn check_run_grid_host_bytes(cfg: &Config, bytes: f64, what: &str) -> Result<()> {
+    let (shape, run) = (cfg.grid.shape, cfg.run_grid().shape);
+    let layers = if run == shape {
+        String::new()
+    } else {
+        format!(" (a run grid of {run:?} points with the absorbing layers outside it)")
+    };
+    check_bytes(&format!("grid.shape = {shape:?}{layers}"), bytes, what)
+}
+
+fn check_bytes(grid: &str, bytes: f64, what: &str) -> Result<()> {
     if let Some(available) = available_host_memory() {
         ensure!(
             bytes <= available as f64,
-            "grid.shape = {shape:?} needs about {:.1} GiB of host memory for {what}, but only {:.1} GiB is available",
+            "{grid} needs about {:.1} GiB of host memory for {what}, but only {:.1} GiB is available",
             bytes / GIB,
             available as f64 / GIB
         );

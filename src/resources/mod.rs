@@ -6,8 +6,8 @@
 mod host;
 
 pub use host::{
-    available_host_memory, base_host_bytes, check_host_bytes, check_host_memory, check_run_host_bytes, run_host_items,
-    snapshot_values,
+    available_host_memory, base_host_bytes, check_host_bytes, check_host_memory, check_run_grid_host_bytes,
+    check_run_host_bytes, run_host_items, snapshot_values,
 };
 
 use crate::output::plan::OutputPlan;
@@ -18,8 +18,10 @@ use host::GIB;
 /// Bytes the result file will hold: the velocity, snapshots, traces and positions, statistics,
 /// plus the input text and headers.
 pub fn output_file_bytes(problem: &Problem, plan: &OutputPlan, input_len: usize) -> f64 {
-    let points = problem.layout.points() as f64;
-    let snapshots = plan.snapshot_steps.len() as f64 * plan.snapshot_len(problem.shape()) as f64 * 4.0
+    // The file covers the model, without absorbing layers outside it.
+    let model = plan.region(problem).shape;
+    let points = model.iter().map(|&n| n as f64).product::<f64>();
+    let snapshots = plan.snapshot_steps.len() as f64 * plan.snapshot_len(model) as f64 * 4.0
         + plan.snapshot_steps.len() as f64 * 16.0;
     let receivers = problem.receivers.len() as f64;
     let traces = receivers * problem.steps as f64 * 4.0 + receivers * 24.0;

@@ -16,7 +16,7 @@ use std::path::Path;
 /// a result file differ for the same input (the stencil, time step, boundary, source or receiver
 /// interpolation, what the file stores). A survey shot computed by a binary of another numerics
 /// version is not kept by `--resume`.
-pub const NUMERICS_VERSION: u32 = 1;
+pub const NUMERICS_VERSION: u32 = 2;
 
 /// The SHA-256 (hex) of the data files `cfg` reads: its model (a `kind = "file"` model's file as
 /// read, a named data set's known digest) and its sources' wavelet files; None for a run given by

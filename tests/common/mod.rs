@@ -9,7 +9,10 @@ use seismic_run::problem::Problem;
 use std::f64::consts::PI;
 
 /// A homogeneous (or user-velocity) run described in grid indices, turned into a `Problem`
-/// through the same path as the CLI (`Config::from_toml` then `Problem::build`).
+/// through the same path as the CLI (`Config::from_toml` then `Problem::build`). Its absorbing
+/// layers lie inside the grid (`placement = "inside"`), so that `shape` is the run grid the
+/// measured cases were measured on (tests/layer_placement.rs shows a run with the layers outside
+/// equal to one with them inside a grid enlarged by them).
 #[derive(Clone, Debug)]
 pub struct Setup {
     pub shape: [usize; 3],
@@ -41,7 +44,7 @@ impl Setup {
              [stencil]\nradius = {}\n\n\
              [time]\nduration = {}\ncfl_safety = {}\n\n\
              [source]\nposition = {}\nfrequency = {}\ndelay = {}\ninjection = \"nearest\"\n\n\
-             [boundary]\nkind = \"{}\"\nwidth = {}\nfree_surface = {}\n",
+             [boundary]\nkind = \"{}\"\nwidth = {}\nfree_surface = {}\nplacement = \"inside\"\n",
             self.shape[0],
             self.shape[1],
             self.shape[2],

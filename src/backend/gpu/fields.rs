@@ -44,8 +44,8 @@ pub fn check_fits(problem: &Problem, kernel: KernelChoice, device: &str, free: u
         let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
         let [nx, ny, nz] = problem.shape();
         bail!(
-            "grid.shape = [{nx}, {ny}, {nz}] (radius {}, {} kernel, {} receivers x {} steps) needs {:.2} GiB of GPU \
-             memory, but {device} has only {:.2} GiB free of {:.2} GiB: use a smaller grid, fewer receivers or steps, \
+            "the run grid [{nx}, {ny}, {nz}] (grid.shape and any absorbing layers outside it; radius {}, {} kernel, \
+             {} receivers x {} steps) needs {:.2} GiB of GPU memory, but {device} has only {:.2} GiB free of {:.2} GiB: use a smaller grid, fewer receivers or steps, \
              or the CPU backend",
             problem.stencil.radius,
             kernel_name(kernel),

@@ -44,7 +44,7 @@ impl Case {
              [stencil]\nradius = {}\n\n\
              [time]\nsteps = {STEPS}\ncfl_safety = 0.6\n\n\
              [source]\nposition = {}\nfrequency = 15.0\ninjection = \"trilinear\"\n\n\
-             [boundary]\nkind = \"{}\"\nwidth = {}\nfree_surface = {}\n\n\
+             [boundary]\nkind = \"{}\"\nwidth = {}\nfree_surface = {}\nplacement = \"inside\"\n\n\
              [run]\nprecision = \"{}\"\n",
             self.radius,
             at([nx / 2, ny / 2, nz / 3]),

@@ -365,7 +365,7 @@ mod tests {
                 "[grid]\nshape = [{nx}, {ny}, {nz}]\nspacing = [10.0, 10.0, 10.0]\n\
                  [model]\nkind = \"constant\"\nvp = 2000.0\n[stencil]\nradius = 3\n[time]\nduration = 0.01\n\
                  [source]\nposition = [80.0, 200.0, 240.0]\nfrequency = 10.0\n\
-                 [boundary]\nkind = \"cpml\"\nwidth = {width}\nfree_surface = {free_surface}\n"
+                 [boundary]\nkind = \"cpml\"\nwidth = {width}\nfree_surface = {free_surface}\nplacement = \"inside\"\n"
             );
             let p = Problem::build(&Config::from_toml(&toml).unwrap(), vec![2000.0; nx * ny * nz]).unwrap();
             let d = Decomposition::for_gpus(&p, slabs, rows).unwrap();
