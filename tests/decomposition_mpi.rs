@@ -252,9 +252,10 @@ fn y_z_blocks_over_four_ranks_on_one_gpu_write_the_single_gpu_result_bit_for_bit
 }
 
 /// CPML of 12 points (four times the 3 halo planes) under a free surface, R = 3, on a 40 x 36 x 64
-/// grid cut through the middle: 2 and 3 z-slab ranks and 4 y-z blocks over the GPUs present (a
-/// GPU each on a host with as many; ranks share them otherwise) write the single-GPU result bit
-/// for bit, each subdomain holding the layers of the grid's faces it has.
+/// model (64 x 60 x 76 points with the layers outside it) cut through the middle: 2 and 3 z-slab
+/// ranks and 4 y-z blocks over the GPUs present (a GPU each on a host with as many; ranks share
+/// them otherwise) write the single-GPU result bit for bit, each subdomain holding the layers of
+/// the grid's faces it has.
 #[cfg(feature = "cuda")]
 #[test]
 #[ignore = "needs a GPU"]
