@@ -110,8 +110,8 @@ pub(super) fn z_layer_window(planes: usize) -> u32 {
 
 /// Whether the interior's tiles of `gap_tile` rows take the y mode's gap: where the gap that a whole
 /// number of them and of the y-layer tiles fills ([`y_mode_band`]) keeps at least 3/4 of its rows
-/// (H200: marmousi.toml's 16-row gap, lost whole to the y-layer kernel's tiles, ran 0.62 s against
-/// 0.60 in the y-layer module's shape).
+/// (H200: the 16-row gap of survey-marmousi.toml's 960 x 64 x 240 grid, lost whole to the
+/// y-layer kernel's tiles, ran 0.62 s against 0.60 in the y-layer module's shape).
 pub(super) fn gap_in_interior_shape(ny: i32, width: i32, band_tile: i32, gap_tile: i32) -> bool {
     let (lo, hi) = y_band(ny, width, band_tile);
     let (slo, shi) = y_mode_band(ny, width, band_tile, gap_tile);
@@ -138,7 +138,7 @@ pub enum LayerPass {
 impl LayerPass {
     /// The default for a grid with CPML layers `width` points wide: the y layers in the pass
     /// (faster than after it on an H200 from 3.9% of the points in the y layers, 1024^3, to 62%,
-    /// marmousi.toml, since each of the y mode's launches has its own tiles, shape and window).
+    /// survey-marmousi.toml, since each of the y mode's launches has its own tiles, shape and window).
     pub fn for_grid(width: usize) -> LayerPass {
         if width > 0 { LayerPass::YLayers } else { LayerPass::After }
     }
@@ -286,7 +286,7 @@ mod tests {
         // the gap 24..176 shortened to 24..168 (6 tiles of 12), 7 y-layer tiles.
         assert_eq!(y_mode_band(200, 24, 8, 12), (24, 168));
         assert_eq!(y_mode_tiles(200, (24, 168), 8, 12), (12, 7));
-        // The interior's 12-row tiles take marmousi-large's and 512^3's gaps; marmousi.toml's
+        // The interior's 12-row tiles take marmousi-large's and 512^3's gaps; survey-marmousi.toml's
         // (64 rows, 20-point layers: rows 24..40) would be lost whole, so the y-layer module's
         // 8-row fused_step takes it.
         assert!(gap_in_interior_shape(200, 24, 8, 12));
@@ -312,7 +312,8 @@ mod tests {
         // H200: 132 multiprocessors, 660 resident blocks; R = 4.
         // 512^3, 20-point layers: 1024 blocks, 1.55 waves; splitting adds a wave per segment.
         assert_eq!(march_segments(1024, 132, 20, 4), 1);
-        // 960 x 64 x 240 (marmousi.toml): the y layers' 960 blocks (1.45 waves) into 2 (2.9 waves).
+        // 960 x 64 x 240 (survey-marmousi.toml): the y layers' 960 blocks (1.45 waves) into 2
+        // (2.9 waves).
         assert_eq!(march_segments(960, 132, 20, 4), 2);
         // Its z layer under a free surface: 128 blocks, split as far as 4-point segments allow.
         assert_eq!(march_segments(128, 132, 20, 4), 5);
