@@ -33,10 +33,13 @@ use crate::output::plan::OutputPlan;
 use crate::problem::{Positioning, Problem};
 use crate::solver::{RunRecord, SnapshotSink, StepStats};
 use anyhow::{Result, anyhow, bail, ensure};
-use rust_hdf5::{H5Dataset, H5File, H5Group, H5Type, VarLenUnicode};
+use attrs::{attr_f64, attr_string, dataset_1d, grid_attrs, h5};
+use rust_hdf5::H5File;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::{Scope, ScopedJoinHandle};
+
+mod attrs;
 
 /// Everything the file says about the run besides the fields.
 #[derive(Clone, Debug)]
@@ -293,42 +296,6 @@ fn disk_full_hint(e: anyhow::Error, path: &Path) -> anyhow::Error {
     } else {
         e
     }
-}
-
-fn h5(e: rust_hdf5::Hdf5Error) -> anyhow::Error {
-    anyhow!("HDF5: {e}")
-}
-
-fn attr_string(ds: &H5Dataset, name: &str, value: &str) -> Result<()> {
-    ds.new_attr::<VarLenUnicode>().shape(()).create(name).map_err(h5)?.write_string(value).map_err(h5)
-}
-
-fn attr_f64s(ds: &H5Dataset, name: &str, values: &[f64]) -> Result<()> {
-    ds.new_attr::<f64>().shape([values.len()]).create(name).map_err(h5)?.write_array(values).map_err(h5)
-}
-
-fn attr_f64(ds: &H5Dataset, name: &str, value: f64) -> Result<()> {
-    ds.new_attr::<f64>().shape(()).create(name).map_err(h5)?.write_numeric(&value).map_err(h5)
-}
-
-/// spacing, origin (x, y, z; m) and axes on a dataset holding the model's grid values.
-fn grid_attrs(ds: &H5Dataset, problem: &Problem, origin: [f64; 3], axes: &str) -> Result<()> {
-    attr_f64s(ds, "spacing", &problem.spacing)?;
-    attr_f64s(ds, "origin", &origin)?;
-    attr_string(ds, "axes", axes)
-}
-
-/// A 1-D dataset `group`/`name` of `values`, its checksum added to `sums`.
-fn dataset_1d<T: H5Type + bytemuck::Pod>(
-    sums: &mut Vec<Entry>,
-    group: (&H5Group, &str),
-    name: &str,
-    values: &[T],
-) -> Result<H5Dataset> {
-    let ds = group.0.new_dataset::<T>().shape([values.len()]).create(name).map_err(h5)?;
-    ds.write_raw(values).map_err(h5)?;
-    sums.push(checksum::whole(&format!("{}/{name}", group.1), bytes_of(values)));
-    Ok(ds)
 }
 
 /// The temporary result file as rust-hdf5 writes it, and a second handle on it (for
