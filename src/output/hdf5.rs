@@ -12,8 +12,9 @@
 //!   shape, spacing, origin (the model's), run_shape, run_origin (the run grid's), provenance
 //!   (survey shots), checksums (the CRC-32 of every dataset, [`super::checksum`], written last: a
 //!   file without it is not complete);
-//! - /model/vp (nz, ny, nx) f32 with attributes spacing, origin (x, y, z order, m), axes = "zyx";
-//!   it and the snapshots cover the model only ([`super::crop`]: no absorbing layer outside it);
+//! - /model/vp (nz, ny, nx) f32 with attributes spacing, origin (x, y, z order, m), axes = "zyx"
+//!   (absent with `output.model = false`); it and the snapshots cover the model only
+//!   ([`super::crop`]: no absorbing layer outside it);
 //! - /snapshots/pressure (nsnap, nz, ny, nx) or /snapshots/pressure_xz (nsnap, nz, nx) and
 //!   friends, /snapshots/step, /snapshots/time;
 //! - /receivers/pressure (nreceivers, nt), /receivers/position (nreceivers, 3), /receivers/taps
@@ -398,14 +399,25 @@ fn write_file(
         }
     }
 
-    let model = file.create_group("model").map_err(h5)?;
-    let vp = model.new_dataset::<f32>().shape([nz, ny, nx]).create("vp").map_err(h5)?;
+    // `output.model = false`: no /model group (the root attributes keep the grid).
+    let vp = match plan.model {
+        true => Some(
+            file.create_group("model")
+                .map_err(h5)?
+                .new_dataset::<f32>()
+                .shape([nz, ny, nx])
+                .create("vp")
+                .map_err(h5)?,
+        ),
+        false => None,
+    };
     let mut vp_sum = PartsCrc::new("model/vp", nz, nx * ny * 4);
     // Which z-planes of the model are written: all at once from a whole model, else as they come.
-    let mut vp_written = vec![false; nz];
+    let mut vp_written = vec![!plan.model; nz];
     let mut vp_cropped = Vec::new();
     // `first`: the run grid's z-plane of `values`.
     let mut write_vp = |first: usize, values: &[f32]| -> Result<()> {
+        let Some(vp) = &vp else { return Ok(()) };
         let Some((first, values)) = crop::model_planes(&region, first, values, &mut vp_cropped)? else {
             return Ok(());
         };
@@ -504,9 +516,11 @@ fn write_file(
     if let Some(z) = vp_written.iter().position(|&w| !w) {
         bail!("the model's z-plane {z} never reached the writer; no output written");
     }
-    grid_attrs(&vp, problem, region.origin, "zyx")?;
-    attr_string(&vp, "units", "m/s")?;
-    sums.push(vp_sum.finish()?);
+    if let Some(vp) = &vp {
+        grid_attrs(vp, problem, region.origin, "zyx")?;
+        attr_string(vp, "units", "m/s")?;
+        sums.push(vp_sum.finish()?);
+    }
     for s in snapshot_sums {
         sums.push(s.finish()?);
     }
