@@ -308,8 +308,12 @@ fn gather_figure(name: &str, traces: &[f32], axis: (&[f64], &str), samples: usiz
     Ok(fig)
 }
 
+/// An xz view of the snapshots: the series, the y index of its plane and the model's plane there
+/// (None where the file holds no model).
+type XzView = (SnapshotSeries, usize, Option<Vec<f32>>);
+
 /// The xz view of the snapshots, its model plane and where it lies.
-fn xz_view(r: &ResultFile) -> Result<Option<(SnapshotSeries, usize, Option<Vec<f32>>)>> {
+fn xz_view(r: &ResultFile) -> Result<Option<XzView>> {
     let Some((series, iy)) = r.xz_view() else { return Ok(None) };
     let series = series.clone();
     let model = r.model_xz(iy)?;
