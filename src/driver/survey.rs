@@ -80,8 +80,8 @@ fn shots(ranks: &Ranks, job: &Job, derived: &[Derived]) -> RunResult<()> {
         "the velocity model and snapshot buffers",
     )?;
 
-    let vp = crate::model::load(cfg, input_dir).context("model")?;
-    let mut problem = Problem::build(&inputs[0].1, vp)?;
+    let model = crate::model::load_model(cfg, input_dir).context("model")?;
+    let mut problem = Problem::build_with_density(&inputs[0].1, model.vp, model.rho)?;
     for w in &problem.warnings {
         eprintln!("warning: {w}");
     }
