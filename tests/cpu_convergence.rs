@@ -77,6 +77,7 @@ fn error(radius: usize, m: usize, dt: f64, steps: usize) -> f64 {
         receivers: vec![],
         warnings: vec![],
         precision: seismic_run::config::Precision::F32,
+        density: None,
     };
     let mut p0 = vec![0.0f64; n * n * n];
     let mut pm1 = vec![0.0f64; n * n * n];

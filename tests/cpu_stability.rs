@@ -35,6 +35,7 @@ pub fn closed_box(shape: [usize; 3], spacing: [f64; 3], radius: usize, vp: Vec<f
         receivers: Vec::new(),
         warnings: Vec::new(),
         precision: seismic_run::config::Precision::F32,
+        density: None,
     }
 }
 

@@ -110,7 +110,7 @@ fn a_resume_runs_again_the_shots_of_a_changed_input_and_strict_refuses_them() {
             "velocity",
             base.replace("1500.0, 2500.0", "1600.0, 2500.0"),
             &[],
-            |r| matches!(&r.config.model, seismic_run::config::ModelConfig::Layered { velocities, .. } if velocities[0] == 1600.0),
+            |r| matches!(&r.config.model.velocity, seismic_run::config::ModelConfig::Layered { velocities, .. } if velocities[0] == 1600.0),
         ),
         ("steps", base.clone(), &["--steps", "30"], |r| r.steps == 30),
         ("free surface", base.replace("width = 5\n", "width = 5\nfree_surface = true\n"), &[], |r| {

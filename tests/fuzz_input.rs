@@ -243,7 +243,7 @@ fn approximate_bytes(cfg: &Config) -> Option<f64> {
 
 /// The steps a case would take, from the parsed input alone (None for models from files).
 fn approximate_steps(cfg: &Config) -> Option<f64> {
-    let vmax = match &cfg.model {
+    let vmax = match &cfg.model.velocity {
         ModelConfig::Constant { vp } => *vp,
         ModelConfig::Layered { velocities, .. } => velocities.iter().cloned().fold(0.0, f64::max),
         _ => return None,

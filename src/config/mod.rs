@@ -5,6 +5,7 @@
 //! allocates or writes anything. Checks that need the velocity (dt against the CFL limit, source
 //! and receivers inside the grid) are in `problem::Problem::build`.
 
+mod density;
 mod layer;
 mod model;
 mod output;
@@ -13,6 +14,7 @@ mod shot;
 mod survey;
 mod values;
 
+pub use density::*;
 pub use layer::*;
 pub use model::*;
 pub use output::*;
@@ -33,7 +35,7 @@ use values::{check_spacing_units, finite_in, finite3};
 #[serde(deny_unknown_fields)]
 pub struct Config {
     pub grid: GridConfig,
-    pub model: ModelConfig,
+    pub model: ModelSection,
     #[serde(default)]
     pub stencil: StencilConfig,
     pub time: TimeConfig,
@@ -104,7 +106,7 @@ impl Config {
                 check_spacing_units(&format!("grid.spacing[{a}]"), *h)?;
             }
         }
-        match &self.model {
+        match &self.model.velocity {
             ModelConfig::Constant { vp } => {
                 finite_in("model.vp", *vp, MIN_VELOCITY, MAX_VELOCITY, "a positive velocity in m/s")?;
                 self.check_velocity_units("model.vp", *vp)?;
@@ -124,7 +126,12 @@ impl Config {
                     self.check_velocity_units(&format!("model.velocities[{i}]"), *v)?;
                 }
             }
-            ModelConfig::File { spacing, origin, .. } => {
+            ModelConfig::File { spacing, origin, units, .. } => {
+                ensure!(
+                    !units.is_density(),
+                    "model.units = \"{}\" is a density unit: the velocity file's units are \"m/s\" or \"km/s\"",
+                    units.name()
+                );
                 finite3("model.origin", *origin, -MAX_LENGTH, MAX_LENGTH, "a coordinate in m")?;
                 for (i, h) in spacing.iter().enumerate() {
                     finite_in(&format!("model.spacing[{i}]"), *h, MIN_SPACING, MAX_LENGTH, "a spacing in m")?;
@@ -137,6 +144,7 @@ impl Config {
                 finite_in("model.x_offset", *x_offset, -MAX_LENGTH, MAX_LENGTH, "a length in m")?
             }
         }
+        self.check_density()?;
         let t = &self.time;
         if let Some(d) = t.duration {
             finite_in("time.duration", d, f64::MIN_POSITIVE, MAX_TIME, "a positive time in s")?;

@@ -1,6 +1,8 @@
 //! `[grid]` and `[model]`: the grid's shape, spacing and origin, and the velocity model (a
-//! constant, layers, a file or the Marmousi model), its keys checked per kind.
+//! constant, layers, a file or the Marmousi model), its keys checked per kind, beside the optional
+//! density ([`DensityConfig`]).
 
+use super::DensityConfig;
 use super::values::*;
 use anyhow::{Context, Result, ensure};
 use serde::Deserialize;
@@ -20,10 +22,20 @@ pub struct GridConfig {
     pub origin: [f64; 3],
 }
 
-/// `[model]`, by `kind`. Parsed through [`ModelTable`] so that wrong types and unknown keys are
-/// reported at their own line (an internally tagged enum would buffer the table and lose it).
+/// `[model]`: the velocity model and the density. Parsed through [`ModelTable`] so that wrong
+/// types and unknown keys are reported at their own line (an internally tagged enum would buffer
+/// the table and lose it).
 #[derive(Deserialize, Debug, Clone, PartialEq)]
 #[serde(try_from = "ModelTable")]
+pub struct ModelSection {
+    /// The velocity model, by `kind`.
+    pub velocity: ModelConfig,
+    /// `density`: None for the constant-density equation.
+    pub density: Option<DensityConfig>,
+}
+
+/// The velocity model of `[model]`, by `kind`.
+#[derive(Debug, Clone, PartialEq)]
 pub enum ModelConfig {
     Constant {
         vp: f64,
@@ -91,6 +103,16 @@ pub struct ModelTable {
     #[serde(default, deserialize_with = "three_opt")]
     pub origin: Option<[f64; 3]>,
     pub x_offset: Option<f64>,
+    pub density: Option<DensityConfig>,
+}
+
+impl TryFrom<ModelTable> for ModelSection {
+    type Error = String;
+
+    fn try_from(mut t: ModelTable) -> Result<ModelSection, String> {
+        let density = t.density.take();
+        Ok(ModelSection { velocity: ModelConfig::try_from(t)?, density })
+    }
 }
 
 impl TryFrom<ModelTable> for ModelConfig {
@@ -173,6 +195,7 @@ pub enum FileFormat {
     Segy,
 }
 
+/// A model file's units: of velocity (`[model] units`) or density (`[model] density.units`).
 #[derive(Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Units {
     #[default]
@@ -180,6 +203,44 @@ pub enum Units {
     MetresPerSecond,
     #[serde(rename = "km/s")]
     KilometresPerSecond,
+    #[serde(rename = "kg/m3")]
+    KilogramsPerCubicMetre,
+    #[serde(rename = "g/cm3")]
+    GramsPerCubicCentimetre,
+}
+
+impl Units {
+    /// Whether these are units of density (kg/m3, g/cm3) rather than velocity.
+    pub fn is_density(self) -> bool {
+        matches!(self, Units::KilogramsPerCubicMetre | Units::GramsPerCubicCentimetre)
+    }
+
+    /// The factor into SI units (m/s, kg/m3).
+    pub fn to_si(self) -> f32 {
+        match self {
+            Units::MetresPerSecond | Units::KilogramsPerCubicMetre => 1.0,
+            Units::KilometresPerSecond | Units::GramsPerCubicCentimetre => 1000.0,
+        }
+    }
+
+    /// As written in the input.
+    pub fn name(self) -> &'static str {
+        match self {
+            Units::MetresPerSecond => "m/s",
+            Units::KilometresPerSecond => "km/s",
+            Units::KilogramsPerCubicMetre => "kg/m3",
+            Units::GramsPerCubicCentimetre => "g/cm3",
+        }
+    }
+
+    /// The SI unit of the quantity, and the range of values (SI) a file may hold.
+    pub fn si_range(self) -> (&'static str, f64, f64) {
+        if self.is_density() {
+            ("kg/m3", super::MIN_DENSITY, super::MAX_DENSITY)
+        } else {
+            ("m/s", super::MIN_VELOCITY, super::MAX_VELOCITY)
+        }
+    }
 }
 
 impl GridConfig {

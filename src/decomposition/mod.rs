@@ -453,6 +453,17 @@ impl Decomposition {
             }
             vp
         });
+        // The subdomain's density: its held planes and rows. Its halo planes at a cut take the
+        // edge plane's values ([`Problem::buoyancy_into`]), read only by ghost planes, which the
+        // exchange overwrites.
+        let density = problem.density.as_ref().map(|d| {
+            let mut rho = Vec::with_capacity(l.nx * (end_row - first_row) * (end - first));
+            for z in first..end {
+                let at = (z - d.first) * plane;
+                rho.extend_from_slice(&d.rho[at + first_row * l.nx..at + end_row * l.nx]);
+            }
+            crate::problem::Density { rho, first: 0, rho_ref: d.rho_ref }
+        });
         let sub = Problem {
             layout: Layout::new([l.nx, end_row - first_row, end - first], l.halo),
             spacing: problem.spacing,
@@ -468,6 +479,7 @@ impl Decomposition {
             receivers: rec,
             warnings: Vec::new(),
             precision: problem.precision,
+            density,
         };
         let grid = [l.nx, l.ny, l.nz];
         Ok(SubDomain { rank, owned: (z0, z1), first, owned_rows: (y0, y1), first_row, grid, problem: sub, receivers })

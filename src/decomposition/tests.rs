@@ -123,9 +123,14 @@ fn subdomains_from_a_part_of_the_model_equal_those_from_the_whole() {
     let d = Decomposition::even(&whole, 3).unwrap();
     for rank in 0..3 {
         let held = d.planes_held(rank);
-        let part =
-            Problem::build_part(&cfg, vp[held.start * plane..held.end * plane].to_vec(), held.start, whole.vp_range)
-                .unwrap();
+        let part = Problem::build_part(
+            &cfg,
+            vp[held.start * plane..held.end * plane].to_vec(),
+            held.start,
+            whole.vp_range,
+            None,
+        )
+        .unwrap();
         let (a, b) = (d.subdomain(&whole, rank).unwrap(), d.subdomain(&part, rank).unwrap());
         assert_eq!(a.problem.vp, b.problem.vp, "rank {rank}");
         assert_eq!((a.problem.dt, a.problem.steps), (b.problem.dt, b.problem.steps));
@@ -133,7 +138,7 @@ fn subdomains_from_a_part_of_the_model_equal_those_from_the_whole() {
         assert_eq!(a.problem.source().taps, b.problem.source().taps);
         assert_eq!(a.problem.vp_range, b.problem.vp_range);
     }
-    let short = Problem::build_part(&cfg, vp[..5 * plane].to_vec(), 0, whole.vp_range).unwrap();
+    let short = Problem::build_part(&cfg, vp[..5 * plane].to_vec(), 0, whole.vp_range, None).unwrap();
     let e = d.subdomain(&short, 1).unwrap_err().to_string();
     assert!(e.contains("rank 1 holds z-planes 9..23 but the problem's model has planes 0..5"), "{e}");
 }

@@ -124,7 +124,16 @@ pub fn shot_over(
     }
     let [lo, hi] = crate::problem::velocity_range(&part.vp);
     let range = [-host.max(-lo as f64)? as f32, host.max(hi as f64)? as f32];
-    let skeleton = Problem::build_part(cfg, part.vp, share.start, range)?;
+    // The whole model's lowest and highest density (every rank samples one where any does): a
+    // uniform one takes the constant-density path on every rank.
+    let rho_range = match &part.rho {
+        Some(rho) => {
+            let [lo, hi] = model::density::density_range(rho);
+            Some([-host.max(-lo as f64)? as f32, host.max(hi as f64)? as f32])
+        }
+        None => None,
+    };
+    let skeleton = Problem::build_part(cfg, part.vp, share.start, range, None)?;
     // GPUs: cuts balanced for the step's cost and clear of the CPML layers (Decomposition::for_gpus).
     let d = match cfg.run.backend {
         BackendChoice::Cpu => Decomposition::even_blocks(&skeleton, pz, py)?,
@@ -132,8 +141,24 @@ pub fn shot_over(
     };
     drop(skeleton);
     let held = d.planes_held(rank);
-    let part = model::sample_run_planes(cfg, &job.input_dir, held.clone()).context("model")?;
-    let mut problem = Problem::build_part(cfg, part.vp, held.start, range)?;
+    // A variable density's part reaches R planes beyond the held ones, where the grid has them.
+    let sampled = match rho_range {
+        Some([lo, hi]) if lo != hi => {
+            held.start.saturating_sub(cfg.stencil.radius)..(held.end + cfg.stencil.radius).min(nz)
+        }
+        _ => held.clone(),
+    };
+    let mut part = model::sample_run_planes(cfg, &job.input_dir, sampled.clone()).context("model")?;
+    let plane = shape[0] * shape[1];
+    part.vp.truncate((held.end - sampled.start) * plane);
+    part.vp.drain(..(held.start - sampled.start) * plane);
+    let density = match (part.rho, rho_range) {
+        (Some(rho), Some([lo, hi])) if lo != hi => {
+            Some(crate::problem::Density { rho, first: sampled.start, rho_ref: lo })
+        }
+        _ => None,
+    };
+    let mut problem = Problem::build_part(cfg, part.vp, held.start, range, density)?;
     // The model moves into the subdomain; the model file gets the owned block from it.
     let sub = d.subdomain_taking(&mut problem, rank)?;
     let model_ready = started.elapsed();

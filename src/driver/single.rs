@@ -15,8 +15,8 @@ use anyhow::Context;
 
 pub fn run(job: &Job, derived: &[Derived]) -> RunResult<()> {
     let (cfg, out_path) = (&job.cfg, &job.output);
-    let vp = crate::model::load(cfg, &job.input_dir).context("model")?;
-    let problem = Problem::build(cfg, vp)?;
+    let model = crate::model::load_model(cfg, &job.input_dir).context("model")?;
+    let problem = Problem::build_with_density(cfg, model.vp, model.rho)?;
     let model_ready = job.started.elapsed();
     for w in &problem.warnings {
         eprintln!("warning: {w}");

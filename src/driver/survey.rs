@@ -83,8 +83,8 @@ fn shots(ranks: &Ranks, job: &Job, derived: &[Derived], mut start_up: report::St
         "the velocity model and snapshot buffers",
     )?;
 
-    let vp = crate::model::load(cfg, input_dir).context("model")?;
-    let mut problem = Problem::build(&inputs[0].1, vp)?;
+    let model = crate::model::load_model(cfg, input_dir).context("model")?;
+    let mut problem = Problem::build_with_density(&inputs[0].1, model.vp, model.rho)?;
     start_up.mark("model");
     for w in &problem.warnings {
         eprintln!("warning: {w}");

@@ -1,4 +1,5 @@
-//! Gridded velocity files: raw little-endian f32 or `.npy`, any axis order, m/s or km/s; SEG-Y
+//! Gridded velocity and density files: raw little-endian f32 or `.npy`, any axis order, m/s or
+//! km/s (kg/m3 or g/cm3 for a density); SEG-Y
 //! files are read by [`super::segy`] through the same [`FileSpec`].
 //!
 //! Everything about the file is checked before it is used, and each error names the file (and the
@@ -178,8 +179,8 @@ impl FileSpec<'_> {
                 kept as f64 * 4.0 / (1u64 << 30) as f64
             )
         })?;
-        let scale = if self.units == Units::KilometresPerSecond { 1000.0 } else { 1.0 };
-        let (min, max) = (crate::config::MIN_VELOCITY, crate::config::MAX_VELOCITY);
+        let scale = self.units.to_si();
+        let (si, min, max) = self.units.si_range();
         let mut above: Option<(usize, f32)> = None;
         let mut reader = BufReader::new(f);
         let mut block = vec![0u8; 1 << 22];
@@ -203,8 +204,9 @@ impl FileSpec<'_> {
                 }
                 bail!(
                     "model file {file}: value {raw} at index {index:?} (axes {:?}, flat index {flat}); \
-                     velocities must be finite and positive",
-                    self.axis_order
+                     {} must be finite and positive",
+                    self.axis_order,
+                    if self.units.is_density() { "densities" } else { "velocities" }
                 );
             }
             let v = raw * scale;
@@ -222,9 +224,9 @@ impl FileSpec<'_> {
         }
         if let Some((flat, v)) = above {
             bail!(
-                "model file {file}: value at flat index {flat} is {v:e} m/s ({}), outside {min:e} to {max:e} m/s: check \
-                 {}.units",
-                if self.units == Units::KilometresPerSecond { "km/s x 1000" } else { "m/s" },
+                "model file {file}: value at flat index {flat} is {v:e} {si} ({}), outside {min:e} to {max:e} {si}: \
+                 check {}.units",
+                if scale != 1.0 { format!("{} x {scale}", self.units.name()) } else { si.to_string() },
                 self.key
             );
         }

@@ -1,4 +1,5 @@
-//! Velocity models: built-in kinds, files and named data sets, sampled onto the run grid.
+//! Velocity models: built-in kinds, files and named data sets, sampled onto the run grid, and the
+//! density beside them ([`density`]).
 //!
 //! `[model] kind` picks one of:
 //! - `constant`: `vp` everywhere;
@@ -17,6 +18,7 @@
 //! Every error names the key or file at fault.
 
 pub mod dataset;
+pub mod density;
 pub mod extend;
 pub mod file;
 pub mod npy;
@@ -29,13 +31,14 @@ use crate::config::{Config, GridConfig, ModelConfig};
 use anyhow::{Result, ensure};
 use std::ops::Range;
 use std::path::Path;
-use volume::alloc_planes;
 
-/// Velocity on the run grid and what the user should know about how it was made.
+/// Velocity (and density) on the run grid and what the user should know about how it was made.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Model {
     /// m/s, dense (nz, ny, nx), x fastest.
     pub vp: Vec<f32>,
+    /// kg/m^3, on the same points as `vp`; None for a constant density ([`density`]).
+    pub rho: Option<Vec<f32>>,
     /// e.g. the grid reaching beyond a file model's extent.
     pub warnings: Vec<String>,
 }
@@ -44,11 +47,16 @@ pub struct Model {
 /// section are taken relative to `input_dir` (the directory of the input file). Warnings go to
 /// stderr; [`sample`] returns them instead.
 pub fn load(cfg: &Config, input_dir: &Path) -> Result<Vec<f32>> {
+    Ok(load_model(cfg, input_dir)?.vp)
+}
+
+/// As [`load`], the density too ([`Model::rho`]).
+pub fn load_model(cfg: &Config, input_dir: &Path) -> Result<Model> {
     let model = sample(cfg, input_dir)?;
     for w in &model.warnings {
         eprintln!("warning: {w}");
     }
-    Ok(model.vp)
+    Ok(model)
 }
 
 /// As [`load`], with data sets looked for in [`data_dirs`] and warnings returned.
@@ -81,8 +89,12 @@ pub fn sample_run_planes(cfg: &Config, input_dir: &Path, planes: Range<usize>) -
     ensure!(planes.end <= run_grid.shape[2], "z-planes {planes:?} of {}", run_grid.shape[2]);
     let model_planes = region.model_planes(planes.clone());
     let model = sample_planes(cfg, input_dir, model_planes.clone())?;
-    let vp = extend::extend_edges(&region, &run_grid, &model.vp, model_planes.start, planes)?;
-    Ok(Model { vp, warnings: model.warnings })
+    let vp = extend::extend_edges(&region, &run_grid, &model.vp, model_planes.start, planes.clone())?;
+    let rho = match &model.rho {
+        Some(rho) => Some(extend::extend_edges(&region, &run_grid, rho, model_planes.start, planes)?),
+        None => None,
+    };
+    Ok(Model { vp, rho, warnings: model.warnings })
 }
 
 fn sample_planes_with_data_dirs(
@@ -94,12 +106,12 @@ fn sample_planes_with_data_dirs(
     let grid = &cfg.grid;
     ensure!(planes.start <= planes.end && planes.end <= grid.shape[2], "z-planes {planes:?} of {}", grid.shape[2]);
     let mut warnings = Vec::new();
-    let vp = match &cfg.model {
+    let vp = match &cfg.model.velocity {
         ModelConfig::Constant { vp } => {
             ensure!(vp.is_finite() && *vp > 0.0, "model.vp must be positive and finite, got {vp}");
-            filled(grid, planes, *vp as f32)?
+            filled(grid, planes.clone(), *vp as f32)?
         }
-        ModelConfig::Layered { depths, velocities } => layered(grid, planes, depths, velocities)?,
+        ModelConfig::Layered { depths, velocities } => layered(grid, planes.clone(), depths, velocities)?,
         ModelConfig::File { path, format, shape, spacing, units, axis_order, sha256, origin } => {
             check_model_path(cfg, input_dir)?;
             let path = input_dir.join(path);
@@ -117,28 +129,33 @@ fn sample_planes_with_data_dirs(
             let offset = origin.map(|o| 0.0 - o);
             let (nz, hz) = spec.z_axis()?;
             let volume = spec.read_planes(Some(volume::planes_needed(nz, hz, grid, planes.clone(), offset[2])))?;
-            volume.resample(grid, planes, offset, &format!("model file {}", path.display()), &mut warnings)?
+            volume.resample(grid, planes.clone(), offset, &format!("model file {}", path.display()), &mut warnings)?
         }
         ModelConfig::Marmousi { x_offset } => {
             ensure!(x_offset.is_finite(), "model.x_offset must be finite, got {x_offset}");
             let d = descriptor("marmousi")?;
             let (nz, hz) = d.z_axis()?;
             let volume = d.load_planes(dirs, Some(volume::planes_needed(nz, hz, grid, planes.clone(), 0.0)))?;
-            volume.resample(grid, planes, [*x_offset, 0.0, 0.0], "model marmousi", &mut warnings)?
+            volume.resample(grid, planes.clone(), [*x_offset, 0.0, 0.0], "model marmousi", &mut warnings)?
         }
     };
-    Ok(Model { vp, warnings })
+    let rho = density::sample_density_planes(cfg, Some(input_dir), planes, &vp, &mut warnings)?;
+    Ok(Model { vp, rho, warnings })
 }
 
-/// Checks, before anything is read, that a file model's `model.path` (relative to `input_dir`)
-/// names a regular file (links followed): opening a FIFO would block, a device read without end.
-/// Other model kinds have no file of the input's to check.
+/// Checks, before anything is read, that a file model's `model.path` and a density file's
+/// `model.density.file` (relative to `input_dir`) name regular files (links followed): opening a
+/// FIFO would block, a device read without end. Other model kinds have no file of the input's to
+/// check.
 pub fn check_model_path(cfg: &Config, input_dir: &Path) -> Result<()> {
-    let ModelConfig::File { path, .. } = &cfg.model else { return Ok(()) };
+    if let Some(crate::config::DensityConfig::File { path, .. }) = &cfg.model.density {
+        check_regular_file(&input_dir.join(path), "model.density.file")?;
+    }
+    let ModelConfig::File { path, .. } = &cfg.model.velocity else { return Ok(()) };
     check_regular_file(&input_dir.join(path), "model.path")
 }
 
-fn check_regular_file(path: &Path, key: &str) -> Result<()> {
+pub(crate) fn check_regular_file(path: &Path, key: &str) -> Result<()> {
     match std::fs::metadata(path) {
         Ok(m) if m.is_file() => Ok(()),
         Ok(m) => {
@@ -190,12 +207,5 @@ fn layered(grid: &GridConfig, planes: Range<usize>, depths: &[f64], velocities: 
     for (i, v) in velocities.iter().enumerate() {
         ensure!(v.is_finite() && *v > 0.0, "model.velocities[{i}] must be positive and finite, got {v}");
     }
-    let [nx, ny, _] = grid.shape;
-    let mut out = alloc_planes(grid, planes.len())?;
-    for iz in planes {
-        let z = grid.origin[2] + iz as f64 * grid.spacing[2];
-        let layer = depths.iter().position(|&d| z < d).unwrap_or(depths.len());
-        out.resize(out.len() + nx * ny, velocities[layer] as f32);
-    }
-    Ok(out)
+    density::fill_layers(grid, planes, depths, velocities)
 }

@@ -15,7 +15,6 @@
 
 use super::file::{FileSpec, sha256_of};
 use super::volume::{VelocityVolume, parse_axis_order};
-use crate::config::Units;
 use anyhow::{Context, Result, bail, ensure};
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -423,8 +422,9 @@ pub fn read_planes(spec: &FileSpec, held_z: Option<Range<usize>>) -> Result<Velo
         )
     })?;
     values.resize(kept, 0.0);
-    let scale = if spec.units == Units::KilometresPerSecond { 1000.0 } else { 1.0 };
-    let max = crate::config::MAX_VELOCITY;
+    let scale = spec.units.to_si();
+    let (si, _, max) = spec.units.si_range();
+    let what = if spec.units.is_density() { "densities" } else { "velocities" };
     let mut r = BufReader::new(f);
     r.seek(SeekFrom::Start(l.first_trace)).with_context(|| format!("cannot read {name}"))?;
     let mut trace = vec![0u8; l.trace_bytes() as usize];
@@ -436,14 +436,14 @@ pub fn read_planes(spec: &FileSpec, held_z: Option<Range<usize>>) -> Result<Velo
             let v = raw * scale;
             ensure!(
                 raw.is_finite() && raw > 0.0,
-                "model file {name}: value {raw} in trace {} at sample {k}; velocities must be finite and positive",
+                "model file {name}: value {raw} in trace {} at sample {k}; {what} must be finite and positive",
                 t + 1
             );
             ensure!(
                 v.is_finite() && v as f64 <= max,
-                "model file {name}: value in trace {} at sample {k} is {v:e} m/s ({}), above {max:e} m/s: check {}.units",
+                "model file {name}: value in trace {} at sample {k} is {v:e} {si} ({}), above {max:e} {si}: check {}.units",
                 t + 1,
-                if scale > 1.0 { "km/s x 1000" } else { "m/s" },
+                if scale > 1.0 { format!("{} x {scale}", spec.units.name()) } else { si.to_string() },
                 spec.key
             );
             if held_z.contains(&k) {

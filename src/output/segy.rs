@@ -339,7 +339,7 @@ pub fn describe(r: &ResultFile, t: &resample::OnIntegerInterval) -> Vec<String> 
     let [ox, oy, oz] = r.origin;
     let s = r.source_position();
     let name = r.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let model = match &c.model {
+    let model = match &c.model.velocity {
         crate::config::ModelConfig::Constant { vp } => format!("constant vp = {vp} m/s"),
         crate::config::ModelConfig::Layered { velocities, .. } => format!("{} layers", velocities.len()),
         crate::config::ModelConfig::File { path, .. } => format!("file {}", path.display()),

@@ -1,46 +1,86 @@
-//! [`Problem::build`]: the discrete problem from a parsed configuration and the sampled velocity,
-//! every value checked and every error naming the key at fault.
+//! [`Problem::build`]: the discrete problem from a parsed configuration and the sampled velocity
+//! (and density), every value checked and every error naming the key at fault.
 
-use super::{MANY_STEPS, MAX_STEPS, MIN_POINTS_PER_WAVELENGTH, Problem, shot_geometry, velocity_range};
+use super::{Density, MANY_STEPS, MAX_STEPS, MIN_POINTS_PER_WAVELENGTH, Problem, shot_geometry, velocity_range};
 use crate::boundary::{Boundary, BoundaryKind};
 use crate::config::Config;
 use crate::grid::Layout;
 use crate::numerics::{Stencil, stencil::MAX_RADIUS};
 use anyhow::{Result, bail, ensure};
 use rayon::prelude::*;
+use std::ops::Range;
 
 impl Problem {
     /// Builds the discrete problem from a parsed configuration and the velocity already sampled on
-    /// the grid of `[grid]` (dense, (nz, ny, nx), m/s; [`crate::model::sample`]). With the
-    /// absorbing layers outside the model the problem's grid is the run grid
+    /// the grid of `[grid]` (dense, (nz, ny, nx), m/s; [`crate::model::sample`]), the density made
+    /// from the configuration where it needs no file (constant, Gardner's relation, layers; a
+    /// density file is read by [`crate::model::sample`], whose model [`Problem::build_with_density`]
+    /// takes). With the absorbing layers outside the model the problem's grid is the run grid
     /// ([`Config::run_grid`]), the model's edge values extended into the layers. Every error
     /// names the configuration key at fault.
     pub fn build(cfg: &Config, vp: Vec<f32>) -> Result<Problem> {
+        let planes = 0..cfg.grid.shape[2];
+        let rho = crate::model::density::sample_density_planes(cfg, None, planes, &vp, &mut Vec::new())?;
+        Self::build_with_density(cfg, vp, rho)
+    }
+
+    /// [`Problem::build`] with the density `rho` (kg/m^3, on the points of `vp`; None for a
+    /// constant density) as [`crate::model::sample`] gives it. A density the same everywhere takes
+    /// the constant-density path.
+    pub fn build_with_density(cfg: &Config, vp: Vec<f32>, rho: Option<Vec<f32>>) -> Result<Problem> {
         let range = velocity_range(&vp);
-        let region = cfg.model_region();
-        if region.is_whole() {
-            return Self::build_planes(cfg, vp, None, range);
+        if let Some(rho) = &rho {
+            ensure!(rho.len() == vp.len(), "model: {} densities for {} velocities", rho.len(), vp.len());
         }
-        cfg.check_values()?;
-        let points = cfg.grid.points()?;
-        ensure!(vp.len() == points, "model: {} velocities for a grid of {points} points", vp.len());
-        let run_grid = cfg.run_grid();
-        let run_vp = crate::model::extend::extend_edges(&region, &run_grid, &vp, 0, 0..run_grid.shape[2])?;
-        drop(vp);
-        Self::build_planes(cfg, run_vp, None, range)
+        let region = cfg.model_region();
+        let (vp, rho) = if region.is_whole() {
+            (vp, rho)
+        } else {
+            cfg.check_values()?;
+            let points = cfg.grid.points()?;
+            ensure!(vp.len() == points, "model: {} velocities for a grid of {points} points", vp.len());
+            let run_grid = cfg.run_grid();
+            let planes = 0..run_grid.shape[2];
+            let extend = |v: &[f32]| crate::model::extend::extend_edges(&region, &run_grid, v, 0, planes.clone());
+            let rho = match rho {
+                Some(rho) => Some(extend(&rho)?),
+                None => None,
+            };
+            (extend(&vp)?, rho)
+        };
+        let density = rho.and_then(|rho| {
+            let [lo, hi] = crate::model::density::density_range(&rho);
+            // Uniform: the constant-density path (a NaN, never uniform, is refused in build_planes).
+            (lo != hi || rho.iter().any(|r| r.is_nan())).then_some(Density { rho, first: 0, rho_ref: lo })
+        });
+        Self::build_planes(cfg, vp, None, range, density)
     }
 
     /// [`Problem::build`] from z-planes `first_plane..` of the run grid only (`vp`, dense
     /// (planes, ny, nx), as [`crate::model::sample_run_planes`] samples them), `range` the lowest
     /// and highest velocity of the whole model (the time step and the boundary come from it):
     /// one rank's part of a decomposed run, which never holds the whole model. The same problem
-    /// as the whole model's, restricted to those planes.
-    pub fn build_part(cfg: &Config, vp: Vec<f32>, first_plane: usize, range: [f32; 2]) -> Result<Problem> {
-        Self::build_planes(cfg, vp, Some(first_plane), range)
+    /// as the whole model's, restricted to those planes. `density`: the part's density (its
+    /// planes those of `vp` and up to R more each side, its `rho_ref` the whole model's lowest),
+    /// None for a constant one.
+    pub fn build_part(
+        cfg: &Config,
+        vp: Vec<f32>,
+        first_plane: usize,
+        range: [f32; 2],
+        density: Option<Density>,
+    ) -> Result<Problem> {
+        Self::build_planes(cfg, vp, Some(first_plane), range, density)
     }
 
     /// `part`: the first z-plane of `vp`, or None for the whole model.
-    fn build_planes(cfg: &Config, vp: Vec<f32>, part: Option<usize>, range: [f32; 2]) -> Result<Problem> {
+    fn build_planes(
+        cfg: &Config,
+        vp: Vec<f32>,
+        part: Option<usize>,
+        range: [f32; 2],
+        density: Option<Density>,
+    ) -> Result<Problem> {
         cfg.check_values()?;
         let run_grid = cfg.run_grid();
         let (shape, spacing, origin) = (run_grid.shape, run_grid.spacing, run_grid.origin);
@@ -80,6 +120,9 @@ impl Problem {
         // The one velocity range of every model kind: a sampled model's lowest and highest values.
         cfg.check_velocity_units("model (its lowest velocity)", range[0] as f64)?;
         cfg.check_velocity_units("model (its highest velocity)", range[1] as f64)?;
+        if let Some(d) = &density {
+            check_density(cfg, d, first_plane..first_plane + vp.len() / plane.max(1), plane, shape[2], radius)?;
+        }
         let stencil = Stencil::new(radius);
         let layout = Layout::new(shape, radius);
         let [vmin, vmax] = range.map(|v| v as f64);
@@ -178,9 +221,42 @@ impl Problem {
             receivers,
             warnings,
             precision,
+            density,
         };
         let layer_warnings = problem.absorbing_layer_warnings();
         problem.warnings.extend(layer_warnings);
         Ok(problem)
     }
+}
+
+/// A variable density's checks: every value finite and in range (the lowest and highest also in
+/// the usual range unless `[run] check_units = false`), `rho_ref` no higher than any, and its
+/// planes covering the velocity's `held` and the R planes beyond each side that the grid has.
+fn check_density(cfg: &Config, d: &Density, held: Range<usize>, plane: usize, nz: usize, radius: usize) -> Result<()> {
+    let (lo, hi) = (crate::config::MIN_DENSITY, crate::config::MAX_DENSITY);
+    let bad = |v: f32| !(v as f64 >= lo && v as f64 <= hi);
+    let first_bad = d.rho.par_chunks(1 << 16).find_map_first(|c| {
+        let any = c.iter().fold(false, |any, &v| any | bad(v));
+        any.then(|| c.iter().find(|&&v| bad(v))).flatten()
+    });
+    if let Some(bad) = first_bad {
+        bail!("model.density: densities must be finite and from {lo:e} to {hi:e} kg/m3, found {bad:e}");
+    }
+    let [min, max] = crate::model::density::density_range(&d.rho);
+    ensure!(
+        d.rho_ref > 0.0 && d.rho_ref <= min,
+        "model.density: the reference density {} is above the lowest, {min}",
+        d.rho_ref
+    );
+    if cfg.run.check_units {
+        crate::config::check_density("model.density (its lowest value)", min as f64, true)?;
+        crate::config::check_density("model.density (its highest value)", max as f64, true)?;
+    }
+    let covered = d.planes(plane);
+    let needed = held.start.saturating_sub(radius)..(held.end + radius).min(nz);
+    ensure!(
+        d.rho.len().is_multiple_of(plane.max(1)) && covered.start <= needed.start && needed.end <= covered.end,
+        "model.density: z-planes {covered:?} for a part needing {needed:?}"
+    );
+    Ok(())
 }

@@ -8,13 +8,16 @@
 //! absorbing layers where they lie outside the model; positions keep the model's coordinates.
 //!
 //! This module owns the [`Problem`] and what it holds per step; `build` makes one from the
-//! configuration (every check of its values), `positioning` puts points between grid nodes on
-//! the grid (nearest, trilinear, windowed sinc) and `shot` places the source and receivers.
+//! configuration (every check of its values), `density` holds a variable density and the factors
+//! made from it, `positioning` puts points between grid nodes on the grid (nearest, trilinear,
+//! windowed sinc) and `shot` places the source and receivers.
 
 mod build;
+mod density;
 mod positioning;
 mod shot;
 
+pub use density::Density;
 pub use positioning::{DEFAULT_SINC_HALF_WIDTH, MAX_SINC_HALF_WIDTH, Positioning, Tap, sinc, trilinear};
 pub use shot::{PointSource, Receiver, SourceInjection, shot_geometry};
 
@@ -48,6 +51,8 @@ pub struct Problem {
     pub warnings: Vec<String>,
     /// Storage of the wavefields and c^2 dt^2 (`run.precision`).
     pub precision: Precision,
+    /// The density where it varies; None for a constant density (the constant-density equation).
+    pub density: Option<Density>,
 }
 
 /// Points per minimum wavelength under which numerical dispersion shows.
@@ -89,6 +94,7 @@ impl Problem {
             receivers: vec![],
             warnings: vec![],
             precision: Precision::F32,
+            density: None,
         }
     }
 
@@ -153,11 +159,12 @@ impl Problem {
 
     /// Theoretical bytes one time step must move (the seeds' effective-bandwidth numerator): p^n
     /// read once with the stencil's face halos, p^{n-1} and c^2 dt^2 read once, p^{n+1} written
-    /// once; f32. In f16 (2 bytes a value) the second time level is the increment d^n, read and
-    /// written, besides p^{n+1}: five fields instead of four. Boundary-layer work is not counted,
-    /// so GB/s computed from it is a lower bound.
+    /// once; f32; with a variable density, the buoyancy read once too. In f16 (2 bytes a value)
+    /// the second time level is the increment d^n, read and written, besides p^{n+1}: five fields
+    /// instead of four. Boundary-layer work is not counted, so GB/s computed from it is a lower
+    /// bound.
     pub fn step_bytes(&self) -> u64 {
-        let f32_bytes = step_bytes(self.shape(), self.stencil.radius, true);
+        let f32_bytes = step_bytes_with(self.shape(), self.stencil.radius, true, self.variable_density());
         match self.precision {
             Precision::F32 => f32_bytes,
             Precision::F16 => step_bytes_f16(self.shape(), self.stencil.radius),
@@ -181,11 +188,12 @@ impl Problem {
         if self.precision == Precision::F32 {
             return 1.0;
         }
-        let peak = self.source_injection().peak(|p| self.vel2dt2_at(p));
+        let peak = self.source_injection().peak(|p| self.stiffness_at(p));
         if peak > 0.0 && peak.is_finite() { (-peak.log2().round()).exp2() } else { 1.0 }
     }
 
-    /// c^2 dt^2 per point of `vp`, dense: the factor of the Laplacian in the update.
+    /// c^2 dt^2 per point of `vp`, dense: the factor of the Laplacian in the update for a constant
+    /// density (the stiffness, [`Problem::stiffness`], for any).
     pub fn vel2dt2(&self) -> Vec<f64> {
         self.vp.iter().map(|&v| self.c2dt2(v)).collect()
     }
@@ -285,11 +293,17 @@ impl Problem {
 /// (2R planes on each face, no edges or corners: a star stencil reads none) and the output; with
 /// `leapfrog`, also p^{n-1} and c^2 dt^2 read once.
 pub fn step_bytes(shape: [usize; 3], radius: usize, leapfrog: bool) -> u64 {
+    step_bytes_with(shape, radius, leapfrog, false)
+}
+
+/// [`step_bytes`], with `variable_density` the buoyancy field read once too (its face halos come
+/// from the same cache lines as the interior's neighbours and are not counted).
+pub fn step_bytes_with(shape: [usize; 3], radius: usize, leapfrog: bool, variable_density: bool) -> u64 {
     let [nx, ny, nz] = shape.map(|n| n as u64);
     let r = radius as u64;
     let points = nx * ny * nz;
     let halo = 2 * r * (nx * ny + ny * nz + nx * nz);
-    let fields = if leapfrog { 4 } else { 2 };
+    let fields = if leapfrog { 4 } else { 2 } + variable_density as u64;
     4 * (fields * points + halo)
 }
 
@@ -302,8 +316,21 @@ pub fn step_bytes_f16(shape: [usize; 3], radius: usize) -> u64 {
 /// [`step_bytes`] of the leapfrog plus the CPML memory variables' bytes of layers of
 /// `cpml_width` points ([`cpml_step_bytes`]).
 pub fn full_step_bytes(shape: [usize; 3], radius: usize, cpml_width: usize, free_surface: bool) -> u64 {
-    step_bytes(shape, radius, true) + cpml_step_bytes(shape, cpml_width, free_surface)
+    full_step_bytes_with(shape, radius, cpml_width, free_surface, false)
 }
 
+/// [`full_step_bytes`], with `variable_density` the buoyancy read too ([`step_bytes_with`]).
+pub fn full_step_bytes_with(
+    shape: [usize; 3],
+    radius: usize,
+    cpml_width: usize,
+    free_surface: bool,
+    variable_density: bool,
+) -> u64 {
+    step_bytes_with(shape, radius, true, variable_density) + cpml_step_bytes(shape, cpml_width, free_surface)
+}
+
+#[cfg(test)]
+mod density_tests;
 #[cfg(test)]
 mod tests;

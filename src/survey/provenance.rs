@@ -26,7 +26,7 @@ pub fn data_digest(cfg: &Config, input_dir: &Path) -> Result<Option<String>> {
         let mut f = std::fs::File::open(path).with_context(|| format!("{what} {}: cannot open it", path.display()))?;
         crate::model::file::sha256_of(&mut f).with_context(|| format!("{what} {}: cannot read it", path.display()))
     };
-    let model = match &cfg.model {
+    let model = match &cfg.model.velocity {
         ModelConfig::Constant { .. } | ModelConfig::Layered { .. } => None,
         ModelConfig::File { path, .. } => Some(file_digest(&input_dir.join(path), "model file")?),
         // A named data set is checked against its known digest when it is read.

@@ -2,7 +2,7 @@
 //! errors for files that are no regular grid.
 
 use super::*;
-use crate::config::FileFormat;
+use crate::config::{FileFormat, Units};
 
 /// IBM float bits of `v` (positive, exactly representable: at most 24 significant bits).
 fn ibm(v: f32) -> u32 {
