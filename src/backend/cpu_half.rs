@@ -97,6 +97,10 @@ impl CpuHalfSolver {
     }
 
     pub fn with_storage(problem: &Problem, storage: HalfStorage) -> Result<Self> {
+        ensure!(
+            problem.density.is_none(),
+            "f16 storage does not take a variable density (model.density): drop run.precision = \"f16\""
+        );
         let layout = problem.layout;
         let shape = problem.shape();
         let r = problem.stencil.radius;

@@ -11,7 +11,8 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
     /// and d2p/dx2 from p^n and dphi/dx from the current phi_x = b psi_x of the neighbours in the
     /// same layer (phi is zero outside its layers),
     ///   dpsi/dx = dphi/dx + D(a D p),  phi_x' = b (phi_x + a dp/dx),
-    ///   zeta_x <- b zeta_x + a (d2p/dx2 + dpsi/dx),  p^{n+1} += c^2 dt^2 (dpsi/dx + zeta_x).
+    ///   zeta_x <- b zeta_x + a (d2p/dx2 + dpsi/dx),  p^{n+1} += c^2 dt^2 (dpsi/dx + zeta_x),
+    /// c^2 dt^2 = K bh (one rounding) where the density varies.
     /// SAFETY: the new phi_x and zeta_x of the row are this task's.
     #[inline(always)]
     pub(super) unsafe fn cpml_x_row(&self, c: &CpmlSweep<'_, T>, out: &mut [T], iy: usize, iz: usize) {
@@ -139,7 +140,14 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
         let x = h.x0 + j;
         let lanes = |v: &[T], at: usize| -> [T; XLANES] { v[at..at + XLANES].try_into().expect("a whole chunk") };
         let (aq, bq, ps) = (lanes(c.a[0], x), lanes(c.b[0], x), lanes(psi, h.seg + j));
-        let (z, v, o) = (lanes(zeta, h.slab + j), lanes(self.vel, h.o + j), lanes(out, x));
+        let (z, mut v, o) = (lanes(zeta, h.slab + j), lanes(self.vel, h.o + j), lanes(out, x));
+        if let Some(bh) = self.bh {
+            // c^2 dt^2 = K bh where the density varies.
+            let b = lanes(bh, h.o + j);
+            for i in 0..XLANES {
+                v[i] = v[i] * b[i];
+            }
+        }
         let mut r = XValues { psi: [T::default(); XLANES], zeta: z, out: o };
         for i in 0..XLANES {
             let ds = dpsi[i] + sa[i];
@@ -168,11 +176,13 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
         let (ps, ns) = (&psi[h.seg..h.seg + n], &mut psi_next[h.seg..h.seg + n]);
         let (z, v) = (&mut zeta[h.slab..h.slab + n], &self.vel[h.o..h.o + n]);
         let out = &mut out[x0..x0 + n];
+        let bh = self.bh.map(|b| &b[h.o..h.o + n]);
         for i in 0..n {
             let ds = dpsi[i] + sa[i];
             ns[i] = bq[i] * aq[i].mul_add(dp[i], ps[i]);
             z[i] = bq[i].mul_add(z[i], aq[i] * (d2[i] + ds));
-            out[i] = v[i].mul_add(ds + z[i], out[i]);
+            let v = bh.map_or(v[i], |b| v[i] * b[i]);
+            out[i] = v.mul_add(ds + z[i], out[i]);
         }
     }
 
@@ -291,6 +301,17 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
         }
         let (p0, ns, z) = (&psi[po..po + n], &mut nrow[x0..x0 + n], &mut zrow[x0..x0 + n]);
         let (out, v) = (&mut out[x0..x0 + n], &vel[o..o + n]);
+        if let Some(bh) = self.bh {
+            // c^2 dt^2 = K bh where the density varies.
+            let b = &bh[o..o + n];
+            for i in 0..n {
+                let ds = dpsi[i] + sa[i];
+                ns[i] = bq * aq.mul_add(dp[i], p0[i]);
+                z[i] = bq.mul_add(z[i], aq * (d2[i] + ds));
+                out[i] = (v[i] * b[i]).mul_add(ds + z[i], out[i]);
+            }
+            return;
+        }
         for i in 0..n {
             let ds = dpsi[i] + sa[i];
             ns[i] = bq * aq.mul_add(dp[i], p0[i]);

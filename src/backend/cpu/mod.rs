@@ -6,6 +6,9 @@
 //! the portable target and chosen at run time; every build computes the same bits. The fields are
 //! first touched by the ranges that sweep them, and the step allocates nothing
 //! (tests/cpu_no_alloc.rs). Generic over f32 and f64 so tests can take rounding out of play.
+//! Where the density varies, rows take the variable-density operator (`sweep`'s
+//! `density_laplacian_chunk`, [`crate::problem::Density`] has the scheme); the constant-density
+//! rows are unchanged.
 //!
 //! This module owns the solver's state and its step in parts; `sweep` the interior update,
 //! `cpml` the layers' update within the sweep, `isa` the instruction-set builds and the
@@ -121,7 +124,13 @@ pub struct CpuSolver<T: Real> {
     centre: T,
     /// First-derivative weights scaled by 1/h per axis.
     c1: [Vec<T>; 3],
+    /// The stiffness K: c^2 dt^2 for a constant density, c^2 dt^2 rho / rho_ref for a variable
+    /// one ([`Problem::stiffness_into`]).
     vel2dt2: Field<T>,
+    /// The buoyancy rho_ref / rho in every element (halo and padding included,
+    /// [`Problem::buoyancy_into`]) where the density varies: the sweep then takes the
+    /// variable-density operator.
+    bh: Option<Field<T>>,
     damp: Option<[Vec<T>; 3]>,
     cpml: Option<([CpmlAxis<T>; 3], CpmlProfiles<T>)>,
     /// The x layers' weights of D(a D p) (the same on every row), see [`x_layer_weights`].
@@ -211,7 +220,12 @@ impl<T: Real> CpuSolver<T> {
         let chunks =
             partition(layout.nz, rayon::current_num_threads(), |iz| if z_layer[iz].is_some() { 2.0 } else { 1.0 });
         let mut vel2dt2 = first_touch::<T>(&layout, &chunks);
-        problem.vel2dt2_into(&layout, &mut vel2dt2, T::of);
+        problem.stiffness_into(&layout, &mut vel2dt2, T::of);
+        let bh = problem.density.as_ref().map(|_| {
+            let mut bh = first_touch::<T>(&layout, &chunks);
+            problem.buoyancy_into(&layout, &mut bh, T::of);
+            bh
+        });
         let damp = (b.kind == BoundaryKind::Sponge)
             .then(|| std::array::from_fn(|a| b.profiles[a].damp.iter().map(|&g| T::of(g)).collect()));
         let cpml = (b.kind == BoundaryKind::Cpml).then(|| {
@@ -258,6 +272,7 @@ impl<T: Real> CpuSolver<T> {
             centre,
             c1,
             vel2dt2,
+            bh,
             damp,
             cpml,
             x_weights,
@@ -457,6 +472,7 @@ impl<T: Real> CpuSolver<T> {
             l: self.layout,
             cur: &self.cur,
             vel: &self.vel2dt2,
+            bh: self.bh.as_deref(),
             next: Parts::new(&mut self.prev),
             damp: self.damp.as_ref(),
             centre: self.centre,

@@ -59,6 +59,9 @@ pub(super) struct Sweep<'a, T: Real, const R: usize> {
     pub(super) l: Layout,
     pub(super) cur: &'a [T],
     pub(super) vel: &'a [T],
+    /// The buoyancy where the density varies (every element written): the variable-density
+    /// operator, and the CPML corrections scaled by K bh = c^2 dt^2.
+    pub(super) bh: Option<&'a [T]>,
     pub(super) next: Parts<T>,
     pub(super) damp: Option<&'a [Vec<T>; 3]>,
     pub(super) centre: T,
@@ -197,7 +200,10 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
         let w = if WHOLE { N } else { N.min(l.nx - x0) };
         let o = row + x0;
         let mut lap = [T::default(); N];
-        laplacian_chunk::<T, R, N>(self.cur, o, [l.pitch, l.plane], &self.coef, self.centre, &mut lap);
+        match self.bh {
+            None => laplacian_chunk::<T, R, N>(self.cur, o, [l.pitch, l.plane], &self.coef, self.centre, &mut lap),
+            Some(bh) => density_laplacian_chunk::<T, R, N>(self.cur, bh, o, [l.pitch, l.plane], &self.coef, &mut lap),
+        }
         let out = &mut out[x0..x0 + w];
         let (c, v) = (&self.cur[o..o + w], &self.vel[o..o + w]);
         if let Some(g) = self.damp {
@@ -212,6 +218,41 @@ impl<T: Real, const R: usize> Sweep<'_, T, R> {
         } else {
             for i in 0..w {
                 out[i] = two * c[i] - out[i] + v[i] * lap[i];
+            }
+        }
+    }
+}
+
+/// The variable-density operator at the N points from offset `o` of field `f` with buoyancy `bh`
+/// (the same layout; strides 1, pitch, plane): per axis x, y, z in turn and k = 1..R,
+///   acc = fma(h_k (bh_0 + bh_{+k}), p_{+k} - p_0, acc),  acc = fma(h_k (bh_0 + bh_{-k}), p_{-k} - p_0, acc),
+/// from acc = 0, h_k half the axis's k-th second-derivative weight (each product, sum and
+/// difference rounded once; [`crate::problem::Density`] has the scheme). Points past the row's
+/// end are computed from padding and discarded by the caller.
+#[inline(always)]
+pub(super) fn density_laplacian_chunk<T: Real, const R: usize, const N: usize>(
+    f: &[T],
+    bh: &[T],
+    o: usize,
+    [py, pz]: [usize; 2],
+    coef: &[[T; R]; 3],
+    lap: &mut [T; N],
+) {
+    let reach = R * pz.max(py).max(1);
+    assert!(o >= reach && o + reach + N <= f.len().min(bh.len()), "the stencil of chunk {o} leaves the field");
+    // SAFETY: every `off` below lies in [o - reach, o + reach], so off..off + N is inside f and bh.
+    let at = |v: &[T], off: usize| -> [T; N] { unsafe { *v.as_ptr().add(off).cast::<[T; N]>() } };
+    let (p0, b0) = (at(f, o), at(bh, o));
+    let half = T::of(0.5);
+    *lap = [T::default(); N];
+    for (weights, stride) in coef.iter().zip([1, py, pz]) {
+        for (k, &c) in weights.iter().enumerate() {
+            let h = half * c;
+            let d = (k + 1) * stride;
+            let (pp, bp, pm, bm) = (at(f, o + d), at(bh, o + d), at(f, o - d), at(bh, o - d));
+            for i in 0..N {
+                lap[i] = (h * (b0[i] + bp[i])).mul_add(pp[i] - p0[i], lap[i]);
+                lap[i] = (h * (b0[i] + bm[i])).mul_add(pm[i] - p0[i], lap[i]);
             }
         }
     }
