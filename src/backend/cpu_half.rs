@@ -12,8 +12,11 @@
 //! reference's (cpu.rs). The field is held scaled by [`Problem::field_scale`] (a power of two, so
 //! exact); traces and snapshots divide it back out. Values are kept as f32 numbers that f16
 //! represents exactly (the results of 16-bit storage without a conversion on every read). This
-//! path is simple and separate from the tuned f32 sweep: one task per z-plane for the interior,
-//! the CPML layers in sequence, memory variables f32 over the whole grid.
+//! path is simple and separate from the tuned f32 sweep: one task per z-plane for the interior
+//! and for each axis's CPML layers, memory variables f32 over the whole grid. Values are rounded a
+//! row at a time through the `half` crate's slice conversions ([`round_f16_slice`]: F16C where
+//! the CPU has it, the same bits as one value at a time, both directions being exact or
+//! correctly rounded).
 
 use super::cpu::layer_weights_into;
 use super::{Backend, DeviceInfo};
@@ -22,6 +25,7 @@ use crate::grid::{Layout, Section, for_each_section};
 use crate::problem::Problem;
 use anyhow::{Result, ensure};
 use half::f16;
+use half::slice::HalfFloatSliceExt;
 use rayon::prelude::*;
 use std::time::Instant;
 
@@ -29,6 +33,21 @@ use std::time::Instant;
 #[inline(always)]
 pub fn round_f16(x: f32) -> f32 {
     f16::from_f32(x).to_f32()
+}
+
+/// Values a row is computed and rounded in at a time (a stack buffer's length).
+const CHUNK: usize = 64;
+
+/// Every value of `xs` rounded to the nearest f16 (ties to even), in place: [`round_f16`] of each,
+/// bit for bit, through the `half` crate's slice conversions, which use the CPU's F16C
+/// instructions eight values at a time where it has them (detected at run time).
+pub fn round_f16_slice(xs: &mut [f32]) {
+    let mut h = [f16::ZERO; CHUNK];
+    for part in xs.chunks_mut(CHUNK) {
+        let h = &mut h[..part.len()];
+        h.convert_from_f32_slice(part);
+        h.convert_to_f32_slice(part);
+    }
 }
 
 /// The storage variants of the f16 mode, for the measurements that chose the default.
@@ -61,7 +80,13 @@ struct CpmlState {
     zeta: [Vec<f32>; 3],
     /// New psi of the current step (psi is double-buffered, as on the GPU).
     psi_new: Vec<f32>,
+    /// Per axis and grid index q, the weights of the compact D(a D p): w+_k, w-_k and their sum
+    /// ([`layer_weights_into`]), which depend on q alone.
+    weights: [Vec<LayerWeights>; 3],
 }
+
+/// (w+_k at k - 1, w-_k at k - 1, their sum) of one grid index.
+type LayerWeights = ([f32; 8], [f32; 8], f32);
 
 pub struct CpuHalfSolver {
     layout: Layout,
@@ -116,15 +141,28 @@ impl CpuHalfSolver {
         let damp = (b.kind == BoundaryKind::Sponge)
             .then(|| std::array::from_fn(|a| b.profiles[a].damp.iter().map(|&g| g as f32).collect()));
         let n = shape.iter().product::<usize>();
-        let cpml = (b.kind == BoundaryKind::Cpml).then(|| CpmlState {
-            width: b.width,
-            coef: std::array::from_fn(|a| {
+        let cpml = (b.kind == BoundaryKind::Cpml).then(|| {
+            let coef: [[Vec<f32>; 2]; 3] = std::array::from_fn(|a| {
                 let p = &b.profiles[a];
                 [&p.a, &p.b].map(|v| v.iter().map(|&v| v as f32).collect())
-            }),
-            psi: std::array::from_fn(|_| vec![0.0; n]),
-            zeta: std::array::from_fn(|_| vec![0.0; n]),
-            psi_new: vec![0.0; n],
+            });
+            let weights = std::array::from_fn(|axis| {
+                (0..shape[axis])
+                    .map(|q| {
+                        let (mut wp, mut wm) = ([0.0f32; 8], [0.0f32; 8]);
+                        let ws = layer_weights_into(&coef[axis][0], &c2[axis], q, &mut wp[..r], &mut wm[..r]);
+                        (wp, wm, ws)
+                    })
+                    .collect()
+            });
+            CpmlState {
+                width: b.width,
+                coef,
+                psi: std::array::from_fn(|_| vec![0.0; n]),
+                zeta: std::array::from_fn(|_| vec![0.0; n]),
+                psi_new: vec![0.0; n],
+                weights,
+            }
         });
         let taps = |t: &[crate::problem::Tap]| -> Vec<(usize, f32)> {
             t.iter()
@@ -227,11 +265,12 @@ impl CpuHalfSolver {
             let (cur, d) = (&self.cur, &target);
             self.prev[origin..origin + l.nz * l.plane].par_chunks_mut(l.plane).enumerate().for_each(|(iz, plane)| {
                 for iy in 0..l.ny {
-                    let at = iy * l.pitch;
                     let row = l.row(iy, iz);
-                    for ix in 0..l.nx {
-                        plane[at + ix] = round_f16(cur[row + ix] + d[row + ix]);
+                    let out = &mut plane[iy * l.pitch..][..l.nx];
+                    for (ix, o) in out.iter_mut().enumerate() {
+                        *o = cur[row + ix] + d[row + ix];
                     }
+                    round_f16_slice(out);
                 }
             });
             self.inc = Some(target);
@@ -276,72 +315,159 @@ impl CpuHalfSolver {
     }
 
     /// The interior update of z-plane iz; `plane` is that plane of the target, from its row 0.
+    /// A row is computed `CHUNK` values at a time, each operation over the chunk's values before
+    /// the next (the same operations in the same order for every value), then rounded together.
     #[inline(always)]
     fn interior_plane(&self, plane: &mut [f32], iz: usize, increment: bool) {
         let l = self.layout;
         let r = self.radius;
         let (cur, vel, damp) = (&self.cur, &self.vel, self.damp.as_ref());
         let (c2, centre) = (&self.c2, self.centre);
+        let mut lap_buf = [0.0f32; CHUNK];
         for iy in 0..l.ny {
             let row = l.row(iy, iz);
-            let out = &mut plane[iy * l.pitch..][..l.nx];
-            for (ix, o) in out.iter_mut().enumerate() {
-                let i = row + ix;
+            for (chunk, out) in plane[iy * l.pitch..][..l.nx].chunks_mut(CHUNK).enumerate() {
+                let (first, len) = (chunk * CHUNK, out.len());
+                let at = row + first;
+                let lap = &mut lap_buf[..len];
                 // The order of cpu.rs `laplacian_chunk`: centre, then x, y, z, k ascending.
-                let mut lap = centre * cur[i];
+                for (v, &p) in lap.iter_mut().zip(&cur[at..at + len]) {
+                    *v = centre * p;
+                }
                 for (axis, s) in [1, l.pitch, l.plane].into_iter().enumerate() {
                     for k in 1..=r {
-                        lap = c2[axis][k].mul_add(cur[i - k * s] + cur[i + k * s], lap);
+                        let (lo, hi) = (&cur[at - k * s..][..len], &cur[at + k * s..][..len]);
+                        for ((v, &m), &p) in lap.iter_mut().zip(lo).zip(hi) {
+                            *v = c2[axis][k].mul_add(m + p, *v);
+                        }
                     }
                 }
-                let v = match (damp, increment) {
+                let (p, vel) = (&cur[at..at + len], &vel[at..at + len]);
+                match (damp, increment) {
                     (Some(g), false) => {
-                        let gi = g[0][ix] * (g[1][iy] * g[2][iz]);
-                        gi * (2.0 * cur[i] - gi * *o + vel[i] * lap)
+                        for (j, o) in out.iter_mut().enumerate() {
+                            let gi = g[0][first + j] * (g[1][iy] * g[2][iz]);
+                            *o = gi * (2.0 * p[j] - gi * *o + vel[j] * lap[j]);
+                        }
                     }
                     (Some(g), true) => {
-                        let gi = g[0][ix] * (g[1][iy] * g[2][iz]);
-                        gi * (2.0 * cur[i] - gi * (cur[i] - *o) + vel[i] * lap) - cur[i]
+                        for (j, o) in out.iter_mut().enumerate() {
+                            let gi = g[0][first + j] * (g[1][iy] * g[2][iz]);
+                            *o = gi * (2.0 * p[j] - gi * (p[j] - *o) + vel[j] * lap[j]) - p[j];
+                        }
                     }
-                    (None, false) => 2.0 * cur[i] - *o + vel[i] * lap,
-                    (None, true) => *o + vel[i] * lap,
-                };
-                *o = round_f16(v);
+                    (None, false) => {
+                        for (j, o) in out.iter_mut().enumerate() {
+                            *o = 2.0 * p[j] - *o + vel[j] * lap[j];
+                        }
+                    }
+                    (None, true) => {
+                        for (j, o) in out.iter_mut().enumerate() {
+                            *o += vel[j] * lap[j];
+                        }
+                    }
+                }
+                round_f16_slice(out);
             }
         }
     }
 
     /// One axis's CPML update over both of its layers, rounded to f16 (boundary.rs has the
-    /// formulation; the f32 reference's operation order): phi = b psi of the point's neighbours in
-    /// its own layer gives dpsi/dx_i, then phi, zeta and p^{n+1} are updated.
+    /// formulation; the f32 reference's operation order). A point writes only its own phi, zeta
+    /// and p^{n+1}, so the z-planes are computed in parallel.
     fn cpml_axis(&mut self, axis: usize, out: &mut [f32]) {
         let l = self.layout;
-        let r = self.radius;
         let c = self.cpml.as_mut().expect("CPML state");
         let w = c.width;
-        let n = [l.nx, l.ny, l.nz];
-        let na = n[axis];
+        let [a, b] = &c.coef[axis];
+        let pass = AxisPass {
+            layout: l,
+            axis,
+            radius: self.radius,
+            width: w,
+            a,
+            b,
+            weights: &c.weights[axis],
+            c1: &self.c1[axis],
+            c2: &self.c2[axis],
+            cur: &self.cur,
+            vel: &self.vel,
+            phi: &c.psi[axis],
+        };
+        let dense_plane = l.nx * l.ny;
+        let origin = l.index(0, 0, 0);
+        let planes = out[origin..origin + l.nz * l.plane]
+            .par_chunks_mut(l.plane)
+            .zip(c.psi_new.par_chunks_mut(dense_plane))
+            .zip(c.zeta[axis].par_chunks_mut(dense_plane));
+        #[cfg(target_arch = "x86_64")]
+        let fma = std::arch::is_x86_feature_detected!("fma");
+        planes.enumerate().for_each(|(iz, ((out_plane, phi_next), zeta))| {
+            #[cfg(target_arch = "x86_64")]
+            if fma {
+                // SAFETY: the CPU has FMA (checked above).
+                unsafe { pass.plane_fma(iz, out_plane, phi_next, zeta) };
+                return;
+            }
+            pass.plane(iz, out_plane, phi_next, zeta)
+        });
+        std::mem::swap(&mut c.psi[axis], &mut c.psi_new);
+    }
+}
+
+/// What one axis's CPML update reads: the layout, the axis's profiles and weights, the stencil's
+/// weights along it, p^n, c^2 dt^2 and the old phi (dense, (nz, ny, nx)).
+struct AxisPass<'a> {
+    layout: Layout,
+    axis: usize,
+    radius: usize,
+    width: usize,
+    a: &'a [f32],
+    b: &'a [f32],
+    weights: &'a [LayerWeights],
+    c1: &'a [f32],
+    c2: &'a [f32],
+    cur: &'a [f32],
+    vel: &'a [f32],
+    phi: &'a [f32],
+}
+
+impl AxisPass<'_> {
+    /// [`Self::plane`] with hardware fused multiply-adds (the same bits: FMA is exactly rounded
+    /// either way, this only avoids the software fallback).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "fma")]
+    unsafe fn plane_fma(&self, iz: usize, out_plane: &mut [f32], phi_next: &mut [f32], zeta: &mut [f32]) {
+        self.plane(iz, out_plane, phi_next, zeta)
+    }
+
+    /// The layer points of z-plane iz: phi = b psi of the point's neighbours in its own layer
+    /// gives dpsi/dx_i, then phi, zeta and p^{n+1} are updated; each row's layer segments are
+    /// rounded together. `out_plane` is the plane of p^{n+1} from its row 0, `phi_next` and
+    /// `zeta` the dense planes.
+    #[inline(always)]
+    fn plane(&self, iz: usize, out_plane: &mut [f32], phi_next: &mut [f32], zeta: &mut [f32]) {
+        let (l, axis, r, w) = (self.layout, self.axis, self.radius, self.width);
+        let na = [l.nx, l.ny, l.nz][axis];
         let s = [1, l.pitch, l.plane][axis];
         let ds = [1, l.nx, l.nx * l.ny][axis];
-        let [a, b] = &c.coef[axis];
-        let (c1, c2) = (&self.c1[axis], &self.c2[axis]);
-        let cur = &self.cur;
+        let (a, b, c1, c2, cur, vel, phi) = (self.a, self.b, self.c1, self.c2, self.cur, self.vel, self.phi);
         let in_layer = |q: usize| q < w || q + w >= na;
         let same_layer = |q: usize, t: usize| (q < w) == (t < w);
-        // Only the layer points along the axis: both layers, or the one layer of a thin axis.
-        let layer_idx: Vec<usize> = (0..na).filter(|&q| in_layer(q)).collect();
-        let full = |a: usize| -> Vec<usize> { if a == axis { layer_idx.clone() } else { (0..n[a]).collect() } };
-        let (xs, ys, zs) = (full(0), full(1), full(2));
-        let phi = &c.psi[axis];
-        let phi_next = &mut c.psi_new;
-        let zeta = &mut c.zeta[axis];
-        let vel = &self.vel;
-        for &iz in &zs {
-            for &iy in &ys {
-                for &ix in &xs {
-                    let (i, d, q) = (l.row(iy, iz) + ix, (iz * l.ny + iy) * l.nx + ix, [ix, iy, iz][axis]);
-                    let (mut wp, mut wm) = ([0.0f32; 8], [0.0f32; 8]);
-                    let ws = layer_weights_into(a, c2, q, &mut wp[..r], &mut wm[..r]);
+        if axis == 2 && !in_layer(iz) {
+            return;
+        }
+        // The layer points of a row: both x layers, or the one layer of a thin x axis; the whole
+        // row for the other axes.
+        let segments = if axis == 0 && 2 * w < l.nx { [0..w, l.nx - w..l.nx] } else { [0..l.nx, 0..0] };
+        let plane_start = iz * l.nx * l.ny;
+        for iy in (0..l.ny).filter(|&iy| axis != 1 || in_layer(iy)) {
+            let row = l.row(iy, iz);
+            for seg in segments.iter().filter(|seg| !seg.is_empty()) {
+                for ix in seg.clone() {
+                    let (i, q) = (row + ix, [ix, iy, iz][axis]);
+                    let (e, d) = (iy * l.nx + ix, plane_start + iy * l.nx + ix);
+                    let (wp, wm, ws) = &self.weights[q];
                     let (mut dp, mut dphi, mut d2, mut sa) = (0.0f32, 0.0f32, c2[0] * cur[i], 0.0f32);
                     for k in 1..=r {
                         let (lo, hi) = (cur[i - k * s], cur[i + k * s]);
@@ -359,14 +485,15 @@ impl CpuHalfSolver {
                     }
                     let sa = (-ws).mul_add(cur[i], sa);
                     let dpsi = dphi + sa;
-                    phi_next[d] = b[q] * a[q].mul_add(dp, phi[d]);
-                    let z = b[q].mul_add(zeta[d], a[q] * (d2 + dpsi));
-                    zeta[d] = z;
-                    out[i] = round_f16(vel[i].mul_add(dpsi + z, out[i]));
+                    phi_next[e] = b[q] * a[q].mul_add(dp, phi[d]);
+                    let z = b[q].mul_add(zeta[e], a[q] * (d2 + dpsi));
+                    zeta[e] = z;
+                    let o = &mut out_plane[iy * l.pitch + ix];
+                    *o = vel[i].mul_add(dpsi + z, *o);
                 }
+                round_f16_slice(&mut out_plane[iy * l.pitch..][seg.clone()]);
             }
         }
-        std::mem::swap(&mut c.psi[axis], &mut c.psi_new);
     }
 }
 
