@@ -18,12 +18,15 @@
 //! the CPU has it, the same bits as one value at a time, both directions being exact or
 //! correctly rounded).
 
+mod cpml;
+
 use super::cpu::layer_weights_into;
 use super::{Backend, DeviceInfo};
 use crate::boundary::{BoundaryKind, CPML_AXIS_ORDER};
 use crate::grid::{Layout, Section, for_each_section};
 use crate::problem::Problem;
 use anyhow::{Result, ensure};
+use cpml::{AxisPass, LayerWeights};
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 use rayon::prelude::*;
@@ -84,9 +87,6 @@ struct CpmlState {
     /// ([`layer_weights_into`]), which depend on q alone.
     weights: [Vec<LayerWeights>; 3],
 }
-
-/// (w+_k at k - 1, w-_k at k - 1, their sum) of one grid index.
-type LayerWeights = ([f32; 8], [f32; 8], f32);
 
 pub struct CpuHalfSolver {
     layout: Layout,
@@ -412,88 +412,6 @@ impl CpuHalfSolver {
             pass.plane(iz, out_plane, phi_next, zeta)
         });
         std::mem::swap(&mut c.psi[axis], &mut c.psi_new);
-    }
-}
-
-/// What one axis's CPML update reads: the layout, the axis's profiles and weights, the stencil's
-/// weights along it, p^n, c^2 dt^2 and the old phi (dense, (nz, ny, nx)).
-struct AxisPass<'a> {
-    layout: Layout,
-    axis: usize,
-    radius: usize,
-    width: usize,
-    a: &'a [f32],
-    b: &'a [f32],
-    weights: &'a [LayerWeights],
-    c1: &'a [f32],
-    c2: &'a [f32],
-    cur: &'a [f32],
-    vel: &'a [f32],
-    phi: &'a [f32],
-}
-
-impl AxisPass<'_> {
-    /// [`Self::plane`] with hardware fused multiply-adds (the same bits: FMA is exactly rounded
-    /// either way, this only avoids the software fallback).
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "fma")]
-    unsafe fn plane_fma(&self, iz: usize, out_plane: &mut [f32], phi_next: &mut [f32], zeta: &mut [f32]) {
-        self.plane(iz, out_plane, phi_next, zeta)
-    }
-
-    /// The layer points of z-plane iz: phi = b psi of the point's neighbours in its own layer
-    /// gives dpsi/dx_i, then phi, zeta and p^{n+1} are updated; each row's layer segments are
-    /// rounded together. `out_plane` is the plane of p^{n+1} from its row 0, `phi_next` and
-    /// `zeta` the dense planes.
-    #[inline(always)]
-    fn plane(&self, iz: usize, out_plane: &mut [f32], phi_next: &mut [f32], zeta: &mut [f32]) {
-        let (l, axis, r, w) = (self.layout, self.axis, self.radius, self.width);
-        let na = [l.nx, l.ny, l.nz][axis];
-        let s = [1, l.pitch, l.plane][axis];
-        let ds = [1, l.nx, l.nx * l.ny][axis];
-        let (a, b, c1, c2, cur, vel, phi) = (self.a, self.b, self.c1, self.c2, self.cur, self.vel, self.phi);
-        let in_layer = |q: usize| q < w || q + w >= na;
-        let same_layer = |q: usize, t: usize| (q < w) == (t < w);
-        if axis == 2 && !in_layer(iz) {
-            return;
-        }
-        // The layer points of a row: both x layers, or the one layer of a thin x axis; the whole
-        // row for the other axes.
-        let segments = if axis == 0 && 2 * w < l.nx { [0..w, l.nx - w..l.nx] } else { [0..l.nx, 0..0] };
-        let plane_start = iz * l.nx * l.ny;
-        for iy in (0..l.ny).filter(|&iy| axis != 1 || in_layer(iy)) {
-            let row = l.row(iy, iz);
-            for seg in segments.iter().filter(|seg| !seg.is_empty()) {
-                for ix in seg.clone() {
-                    let (i, q) = (row + ix, [ix, iy, iz][axis]);
-                    let (e, d) = (iy * l.nx + ix, plane_start + iy * l.nx + ix);
-                    let (wp, wm, ws) = &self.weights[q];
-                    let (mut dp, mut dphi, mut d2, mut sa) = (0.0f32, 0.0f32, c2[0] * cur[i], 0.0f32);
-                    for k in 1..=r {
-                        let (lo, hi) = (cur[i - k * s], cur[i + k * s]);
-                        dp = c1[k].mul_add(hi - lo, dp);
-                        if q + k < na && in_layer(q + k) && same_layer(q + k, q) {
-                            dphi = c1[k].mul_add(phi[d + k * ds], dphi);
-                        }
-                        if q >= k && in_layer(q - k) && same_layer(q - k, q) {
-                            dphi = (-c1[k]).mul_add(phi[d - k * ds], dphi);
-                        }
-                        d2 = c2[k].mul_add(lo + hi, d2);
-                        // The compact self-adjoint D(a D p) (boundary.rs) as cpu.rs evaluates it.
-                        sa = wp[k - 1].mul_add(hi, sa);
-                        sa = wm[k - 1].mul_add(lo, sa);
-                    }
-                    let sa = (-ws).mul_add(cur[i], sa);
-                    let dpsi = dphi + sa;
-                    phi_next[e] = b[q] * a[q].mul_add(dp, phi[d]);
-                    let z = b[q].mul_add(zeta[e], a[q] * (d2 + dpsi));
-                    zeta[e] = z;
-                    let o = &mut out_plane[iy * l.pitch + ix];
-                    *o = vel[i].mul_add(dpsi + z, *o);
-                }
-                round_f16_slice(&mut out_plane[iy * l.pitch..][seg.clone()]);
-            }
-        }
     }
 }
 
