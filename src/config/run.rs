@@ -38,7 +38,7 @@ fn default_safety() -> f64 {
 pub struct BoundaryConfig {
     #[serde(default)]
     pub kind: BoundaryKind,
-    /// Absorbing layer width in grid points.
+    /// Absorbing layer width in grid points ([`crate::boundary::DEFAULT_WIDTH`] by default).
     #[serde(default = "default_width")]
     pub width: usize,
     /// Pressure-free top face (z = 0) instead of an absorbing one.
@@ -50,7 +50,7 @@ pub struct BoundaryConfig {
 }
 
 fn default_width() -> usize {
-    20
+    crate::boundary::DEFAULT_WIDTH
 }
 
 impl Default for BoundaryConfig {

@@ -1,6 +1,7 @@
 //! What a run prints before its first step: the grid, time, boundary, backend and output.
 
 use crate::backend::DeviceInfo;
+use crate::boundary::{BoundaryKind, DEFAULT_WIDTH, DEFAULT_WIDTH_REASON};
 use crate::output::plan::OutputPlan;
 use crate::problem::Problem;
 use std::path::Path;
@@ -32,8 +33,13 @@ pub fn print_header(
     );
     let region = plan.region(problem);
     let [mx, my, mz] = region.shape;
+    let why = if b.kind == BoundaryKind::Cpml && b.width == DEFAULT_WIDTH {
+        format!(" (the default: {DEFAULT_WIDTH_REASON})")
+    } else {
+        String::new()
+    };
     println!(
-        "  boundary  {}, {} points{}{}",
+        "  boundary  {}, {} points{why}{}{}",
         format!("{:?}", b.kind).to_lowercase(),
         b.width,
         if region.is_whole() { String::new() } else { format!(" outside the model of {mx} x {my} x {mz}") },

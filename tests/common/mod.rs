@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod reflection;
+
 use seismic_run::backend::cpu::{CpuSolver, Real};
 use seismic_run::config::Config;
 use seismic_run::problem::Problem;
