@@ -257,8 +257,15 @@ pub fn shot_over(
         );
         let [model, backend, copied, total] =
             [model_ready, backend_ready, model_copied, started.elapsed()].map(|t| t.as_secs_f64());
+        // Between the backend and the time loop: the halo exchange's set-up (NCCL's communicator)
+        // and the model's copy into the result, where it is made.
+        let exchange_and_model = if plan.model {
+            "the halo exchange's set-up and the model into the result"
+        } else {
+            "the halo exchange's set-up"
+        };
         println!(
-            "  whole shot (rank 0)  {total:.2} s: model {model:.2} s, backend set-up {:.2} s, the model into the result \
+            "  whole shot (rank 0)  {total:.2} s: model {model:.2} s, backend set-up {:.2} s, {exchange_and_model} \
              {:.2} s, time loop {:.2} s, files {:.2} s",
             backend - model,
             copied - backend,
