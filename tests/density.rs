@@ -26,6 +26,8 @@ use seismic_run::problem::{Density, Problem};
 use seismic_run::solver::{self, SnapshotSink};
 use std::path::Path;
 
+mod process;
+
 /// The problem of an input, its model (and density) sampled as a run samples it, relative paths
 /// from `dir`.
 fn problem_in(toml: &str, dir: &Path) -> anyhow::Result<Problem> {
@@ -433,4 +435,30 @@ fn decomposed_runs_with_a_variable_density_equal_one_bit_for_bit() {
             }
         }
     }
+}
+
+/// The result file of a run with a variable density holds /model/rho beside /model/vp, cropped
+/// to the model as vp is, its checksum listed and right.
+#[test]
+fn the_result_file_holds_the_density() {
+    let dir = process::scratch("density", "result");
+    let path = dir.join("input.toml");
+    std::fs::write(&path, small_input("density = [1900.0, 2350.0]", "[output]\npath = \"out.h5\"\n")).unwrap();
+    let out = process::seismic_run().current_dir(&*dir).args(["run", "--backend", "cpu"]).arg(&path).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let f = rust_hdf5::H5File::open(dir.join("out.h5")).unwrap();
+    let rho = f.dataset("model/rho").unwrap();
+    assert_eq!(rho.shape(), f.dataset("model/vp").unwrap().shape());
+    assert_eq!(rho.read_raw::<f32>().unwrap(), layered_density([1900.0, 2350.0]));
+    let listed = seismic_run::output::checksum::verify(&f).unwrap();
+    let no_density = {
+        std::fs::write(&path, small_input("", "[output]\npath = \"plain.h5\"\n")).unwrap();
+        let out =
+            process::seismic_run().current_dir(&*dir).args(["run", "--backend", "cpu"]).arg(&path).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let f = rust_hdf5::H5File::open(dir.join("plain.h5")).unwrap();
+        assert!(f.dataset("model/rho").is_err(), "no /model/rho for a constant density");
+        seismic_run::output::checksum::verify(&f).unwrap()
+    };
+    assert_eq!(listed, no_density + 1, "/model/rho's checksum listed and checked");
 }

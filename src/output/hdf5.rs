@@ -14,6 +14,7 @@
 //!   file without it is not complete);
 //! - /model/vp (nz, ny, nx) f32 with attributes spacing, origin (x, y, z order, m), axes = "zyx";
 //!   it and the snapshots cover the model only ([`super::crop`]: no absorbing layer outside it);
+//!   /model/rho beside it, alike, where the density varies (a run holding the whole model);
 //! - /snapshots/pressure (nsnap, nz, ny, nx) or /snapshots/pressure_xz (nsnap, nz, nx) and
 //!   friends, /snapshots/step, /snapshots/time;
 //! - /receivers/pressure (nreceivers, nt), /receivers/position (nreceivers, 3), /receivers/taps
@@ -424,6 +425,11 @@ fn write_file(
         vp_sum.add(first, bytes_of(values))
     };
     write_vp(problem.vp_first, &problem.vp)?;
+    if let Some(d) = problem.density.as_ref().filter(|d| d.first == 0 && d.rho.len() == problem.vp.len()) {
+        let mut cropped = Vec::new();
+        let rho = crop::model_planes(&region, 0, &d.rho, &mut cropped)?.map_or(&d.rho[..], |(_, v)| v);
+        attrs::model_density(&mut sums, &model, [nz, ny, nx], rho, problem, region.origin)?;
+    }
     // The model is most of a large run's file: its pages start for the disk now, while the run
     // steps, and each snapshot's after it, so that the sync after the last step has little left
     // to wait for.
