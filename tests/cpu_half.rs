@@ -8,6 +8,8 @@ mod common;
 use common::{
     Lcg, Setup, free_space_point_source, green_function_errors, long_run_problem, peak_and_late, relative_l2, run,
 };
+use seismic_run::backend::Backend;
+use seismic_run::backend::cpu::CpuSolver;
 use seismic_run::backend::cpu_half::{CpuHalfSolver, HalfStorage};
 use seismic_run::config::Precision;
 use seismic_run::problem::Problem;
@@ -230,4 +232,46 @@ fn f16_scale_and_bytes() {
     assert!((0.70..=1.42).contains(&scaled), "scaled peak contribution {scaled}");
     let points = p.shape().iter().product::<usize>() as u64;
     assert_eq!(p.step_bytes(), (f32_bytes + 4 * points) / 2);
+}
+
+/// The f16 reference's step time against the f32 reference's on a 121^3 grid with CPML layers
+/// of 20 points, R = 4: the median of 30 steps each, printed (a measurement, not asserted).
+#[test]
+#[ignore = "measurement, a minute on two cores"]
+fn f16_step_time_against_f32() {
+    let setup = Setup {
+        shape: [121; 3],
+        spacing: 10.0,
+        vp: 2000.0,
+        radius: 4,
+        frequency: 10.0,
+        delay: 0.15,
+        cfl_safety: 0.8,
+        duration: 0.1,
+        source: [60; 3],
+        receivers: vec![[70, 60, 60]],
+        boundary: "cpml",
+        width: 20,
+        free_surface: false,
+    };
+    let mut p = setup.problem();
+    p.steps = 30;
+    let median = |mut s: Vec<f64>| {
+        s.sort_by(f64::total_cmp);
+        s[s.len() / 2]
+    };
+    let mut f32_solver = CpuSolver::<f32>::new(&p).expect("f32 solver");
+    (0..p.steps).for_each(|n| f32_solver.advance(n));
+    let f32_step = median(f32_solver.step_seconds().expect("step seconds"));
+    p.precision = Precision::F16;
+    let mut half = CpuHalfSolver::new(&p).expect("f16 solver");
+    (0..p.steps).for_each(|n| half.advance(n));
+    let f16_step = median(half.step_seconds().expect("step seconds"));
+    eprintln!(
+        "121^3, CPML 20, R = 4, {} threads: f32 {:.1} ms a step, f16 {:.1} ms ({:.1}x)",
+        rayon::current_num_threads(),
+        1e3 * f32_step,
+        1e3 * f16_step,
+        f16_step / f32_step
+    );
 }

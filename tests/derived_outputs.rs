@@ -152,6 +152,32 @@ fn xdmf_describes_the_model_and_every_series() {
 }
 
 #[test]
+fn without_the_model_the_result_keeps_its_grid_traces_and_derived_files() {
+    let dir = scratch("no-model");
+    run_once(&dir.0);
+    let input = INPUT.replace("segy = true", "segy = true\nmodel = false").replace("\"r.h5\"", "\"n.h5\"");
+    std::fs::write(dir.0.join("n.toml"), input).unwrap();
+    let out = seismic_run().current_dir(&dir.0).args(["--backend", "cpu", "--plot", "-q", "n.toml"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (with, without) = (H5File::open(dir.0.join("r.h5")).unwrap(), H5File::open(dir.0.join("n.h5")).unwrap());
+    assert!(with.dataset("model/vp").is_ok() && without.dataset("model/vp").is_err(), "no /model/vp");
+    for name in ["receivers/pressure", "snapshots/pressure", "snapshots/pressure_xz"] {
+        let [a, b] = [&with, &without].map(|f| f.dataset(name).unwrap().read_raw::<f32>().unwrap());
+        assert_eq!(a, b, "{name}");
+    }
+    // The reader takes the grid from the input; the derived files are the same but for the model.
+    let [r, n] = ["r.h5", "n.h5"].map(|f| seismic_run::output::result::ResultFile::open(&dir.0.join(f)).unwrap());
+    assert_eq!((n.shape, n.spacing, n.origin), (r.shape, r.spacing, r.origin));
+    // The SEG-Y's binary header and traces (its text header names the input).
+    let [r_sgy, n_sgy] = ["r.sgy", "n.sgy"].map(|f| std::fs::read(dir.0.join(f)).unwrap());
+    assert!(r_sgy.len() == n_sgy.len() && r_sgy[3200..] == n_sgy[3200..], "the SEG-Y traces differ");
+    let x = std::fs::read_to_string(dir.0.join("n.xdmf")).unwrap();
+    assert!(!x.contains("/model/vp") && x.matches("/snapshots/pressure_xz").count() == 4, "{x}");
+    assert_eq!(png_size(&dir.0.join("n.snapshot.png")), png_size(&dir.0.join("r.snapshot.png")));
+    assert!(dir.0.join("n.snapshots.gif").exists() && dir.0.join("n.gather.png").exists());
+}
+
+#[test]
 fn pictures_have_the_grid_aspect_text_and_one_frame_per_snapshot() {
     let dir = scratch("plot");
     run_once(&dir.0);

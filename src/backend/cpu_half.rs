@@ -12,8 +12,13 @@
 //! reference's (cpu.rs). The field is held scaled by [`Problem::field_scale`] (a power of two, so
 //! exact); traces and snapshots divide it back out. Values are kept as f32 numbers that f16
 //! represents exactly (the results of 16-bit storage without a conversion on every read). This
-//! path is simple and separate from the tuned f32 sweep: one task per z-plane for the interior,
-//! the CPML layers in sequence, memory variables f32 over the whole grid.
+//! path is simple and separate from the tuned f32 sweep: one task per z-plane for the interior
+//! and for each axis's CPML layers, memory variables f32 over the whole grid. Values are rounded a
+//! row at a time through the `half` crate's slice conversions ([`round_f16_slice`]: F16C where
+//! the CPU has it, the same bits as one value at a time, both directions being exact or
+//! correctly rounded).
+
+mod cpml;
 
 use super::cpu::layer_weights_into;
 use super::{Backend, DeviceInfo};
@@ -21,7 +26,9 @@ use crate::boundary::{BoundaryKind, CPML_AXIS_ORDER};
 use crate::grid::{Layout, Section, for_each_section};
 use crate::problem::Problem;
 use anyhow::{Result, ensure};
+use cpml::{AxisPass, LayerWeights};
 use half::f16;
+use half::slice::HalfFloatSliceExt;
 use rayon::prelude::*;
 use std::time::Instant;
 
@@ -29,6 +36,21 @@ use std::time::Instant;
 #[inline(always)]
 pub fn round_f16(x: f32) -> f32 {
     f16::from_f32(x).to_f32()
+}
+
+/// Values a row is computed and rounded in at a time (a stack buffer's length).
+const CHUNK: usize = 64;
+
+/// Every value of `xs` rounded to the nearest f16 (ties to even), in place: [`round_f16`] of each,
+/// bit for bit, through the `half` crate's slice conversions, which use the CPU's F16C
+/// instructions eight values at a time where it has them (detected at run time).
+pub fn round_f16_slice(xs: &mut [f32]) {
+    let mut h = [f16::ZERO; CHUNK];
+    for part in xs.chunks_mut(CHUNK) {
+        let h = &mut h[..part.len()];
+        h.convert_from_f32_slice(part);
+        h.convert_to_f32_slice(part);
+    }
 }
 
 /// The storage variants of the f16 mode, for the measurements that chose the default.
@@ -61,6 +83,9 @@ struct CpmlState {
     zeta: [Vec<f32>; 3],
     /// New psi of the current step (psi is double-buffered, as on the GPU).
     psi_new: Vec<f32>,
+    /// Per axis and grid index q, the weights of the compact D(a D p): w+_k, w-_k and their sum
+    /// ([`layer_weights_into`]), which depend on q alone.
+    weights: [Vec<LayerWeights>; 3],
 }
 
 pub struct CpuHalfSolver {
@@ -120,15 +145,28 @@ impl CpuHalfSolver {
         let damp = (b.kind == BoundaryKind::Sponge)
             .then(|| std::array::from_fn(|a| b.profiles[a].damp.iter().map(|&g| g as f32).collect()));
         let n = shape.iter().product::<usize>();
-        let cpml = (b.kind == BoundaryKind::Cpml).then(|| CpmlState {
-            width: b.width,
-            coef: std::array::from_fn(|a| {
+        let cpml = (b.kind == BoundaryKind::Cpml).then(|| {
+            let coef: [[Vec<f32>; 2]; 3] = std::array::from_fn(|a| {
                 let p = &b.profiles[a];
                 [&p.a, &p.b].map(|v| v.iter().map(|&v| v as f32).collect())
-            }),
-            psi: std::array::from_fn(|_| vec![0.0; n]),
-            zeta: std::array::from_fn(|_| vec![0.0; n]),
-            psi_new: vec![0.0; n],
+            });
+            let weights = std::array::from_fn(|axis| {
+                (0..shape[axis])
+                    .map(|q| {
+                        let (mut wp, mut wm) = ([0.0f32; 8], [0.0f32; 8]);
+                        let ws = layer_weights_into(&coef[axis][0], &c2[axis], q, &mut wp[..r], &mut wm[..r]);
+                        (wp, wm, ws)
+                    })
+                    .collect()
+            });
+            CpmlState {
+                width: b.width,
+                coef,
+                psi: std::array::from_fn(|_| vec![0.0; n]),
+                zeta: std::array::from_fn(|_| vec![0.0; n]),
+                psi_new: vec![0.0; n],
+                weights,
+            }
         });
         let taps = |t: &[crate::problem::Tap]| -> Vec<(usize, f32)> {
             t.iter()
@@ -231,11 +269,12 @@ impl CpuHalfSolver {
             let (cur, d) = (&self.cur, &target);
             self.prev[origin..origin + l.nz * l.plane].par_chunks_mut(l.plane).enumerate().for_each(|(iz, plane)| {
                 for iy in 0..l.ny {
-                    let at = iy * l.pitch;
                     let row = l.row(iy, iz);
-                    for ix in 0..l.nx {
-                        plane[at + ix] = round_f16(cur[row + ix] + d[row + ix]);
+                    let out = &mut plane[iy * l.pitch..][..l.nx];
+                    for (ix, o) in out.iter_mut().enumerate() {
+                        *o = cur[row + ix] + d[row + ix];
                     }
+                    round_f16_slice(out);
                 }
             });
             self.inc = Some(target);
@@ -280,96 +319,102 @@ impl CpuHalfSolver {
     }
 
     /// The interior update of z-plane iz; `plane` is that plane of the target, from its row 0.
+    /// A row is computed `CHUNK` values at a time, each operation over the chunk's values before
+    /// the next (the same operations in the same order for every value), then rounded together.
     #[inline(always)]
     fn interior_plane(&self, plane: &mut [f32], iz: usize, increment: bool) {
         let l = self.layout;
         let r = self.radius;
         let (cur, vel, damp) = (&self.cur, &self.vel, self.damp.as_ref());
         let (c2, centre) = (&self.c2, self.centre);
+        let mut lap_buf = [0.0f32; CHUNK];
         for iy in 0..l.ny {
             let row = l.row(iy, iz);
-            let out = &mut plane[iy * l.pitch..][..l.nx];
-            for (ix, o) in out.iter_mut().enumerate() {
-                let i = row + ix;
+            for (chunk, out) in plane[iy * l.pitch..][..l.nx].chunks_mut(CHUNK).enumerate() {
+                let (first, len) = (chunk * CHUNK, out.len());
+                let at = row + first;
+                let lap = &mut lap_buf[..len];
                 // The order of cpu.rs `laplacian_chunk`: centre, then x, y, z, k ascending.
-                let mut lap = centre * cur[i];
+                for (v, &p) in lap.iter_mut().zip(&cur[at..at + len]) {
+                    *v = centre * p;
+                }
                 for (axis, s) in [1, l.pitch, l.plane].into_iter().enumerate() {
                     for k in 1..=r {
-                        lap = c2[axis][k].mul_add(cur[i - k * s] + cur[i + k * s], lap);
+                        let (lo, hi) = (&cur[at - k * s..][..len], &cur[at + k * s..][..len]);
+                        for ((v, &m), &p) in lap.iter_mut().zip(lo).zip(hi) {
+                            *v = c2[axis][k].mul_add(m + p, *v);
+                        }
                     }
                 }
-                let v = match (damp, increment) {
+                let (p, vel) = (&cur[at..at + len], &vel[at..at + len]);
+                match (damp, increment) {
                     (Some(g), false) => {
-                        let gi = g[0][ix] * (g[1][iy] * g[2][iz]);
-                        gi * (2.0 * cur[i] - gi * *o + vel[i] * lap)
+                        for (j, o) in out.iter_mut().enumerate() {
+                            let gi = g[0][first + j] * (g[1][iy] * g[2][iz]);
+                            *o = gi * (2.0 * p[j] - gi * *o + vel[j] * lap[j]);
+                        }
                     }
                     (Some(g), true) => {
-                        let gi = g[0][ix] * (g[1][iy] * g[2][iz]);
-                        gi * (2.0 * cur[i] - gi * (cur[i] - *o) + vel[i] * lap) - cur[i]
+                        for (j, o) in out.iter_mut().enumerate() {
+                            let gi = g[0][first + j] * (g[1][iy] * g[2][iz]);
+                            *o = gi * (2.0 * p[j] - gi * (p[j] - *o) + vel[j] * lap[j]) - p[j];
+                        }
                     }
-                    (None, false) => 2.0 * cur[i] - *o + vel[i] * lap,
-                    (None, true) => *o + vel[i] * lap,
-                };
-                *o = round_f16(v);
+                    (None, false) => {
+                        for (j, o) in out.iter_mut().enumerate() {
+                            *o = 2.0 * p[j] - *o + vel[j] * lap[j];
+                        }
+                    }
+                    (None, true) => {
+                        for (j, o) in out.iter_mut().enumerate() {
+                            *o += vel[j] * lap[j];
+                        }
+                    }
+                }
+                round_f16_slice(out);
             }
         }
     }
 
     /// One axis's CPML update over both of its layers, rounded to f16 (boundary.rs has the
-    /// formulation; the f32 reference's operation order): phi = b psi of the point's neighbours in
-    /// its own layer gives dpsi/dx_i, then phi, zeta and p^{n+1} are updated.
+    /// formulation; the f32 reference's operation order). A point writes only its own phi, zeta
+    /// and p^{n+1}, so the z-planes are computed in parallel.
     fn cpml_axis(&mut self, axis: usize, out: &mut [f32]) {
         let l = self.layout;
-        let r = self.radius;
         let c = self.cpml.as_mut().expect("CPML state");
         let w = c.width;
-        let n = [l.nx, l.ny, l.nz];
-        let na = n[axis];
-        let s = [1, l.pitch, l.plane][axis];
-        let ds = [1, l.nx, l.nx * l.ny][axis];
         let [a, b] = &c.coef[axis];
-        let (c1, c2) = (&self.c1[axis], &self.c2[axis]);
-        let cur = &self.cur;
-        let in_layer = |q: usize| q < w || q + w >= na;
-        let same_layer = |q: usize, t: usize| (q < w) == (t < w);
-        // Only the layer points along the axis: both layers, or the one layer of a thin axis.
-        let layer_idx: Vec<usize> = (0..na).filter(|&q| in_layer(q)).collect();
-        let full = |a: usize| -> Vec<usize> { if a == axis { layer_idx.clone() } else { (0..n[a]).collect() } };
-        let (xs, ys, zs) = (full(0), full(1), full(2));
-        let phi = &c.psi[axis];
-        let phi_next = &mut c.psi_new;
-        let zeta = &mut c.zeta[axis];
-        let vel = &self.vel;
-        for &iz in &zs {
-            for &iy in &ys {
-                for &ix in &xs {
-                    let (i, d, q) = (l.row(iy, iz) + ix, (iz * l.ny + iy) * l.nx + ix, [ix, iy, iz][axis]);
-                    let (mut wp, mut wm) = ([0.0f32; 8], [0.0f32; 8]);
-                    let ws = layer_weights_into(a, c2, q, &mut wp[..r], &mut wm[..r]);
-                    let (mut dp, mut dphi, mut d2, mut sa) = (0.0f32, 0.0f32, c2[0] * cur[i], 0.0f32);
-                    for k in 1..=r {
-                        let (lo, hi) = (cur[i - k * s], cur[i + k * s]);
-                        dp = c1[k].mul_add(hi - lo, dp);
-                        if q + k < na && in_layer(q + k) && same_layer(q + k, q) {
-                            dphi = c1[k].mul_add(phi[d + k * ds], dphi);
-                        }
-                        if q >= k && in_layer(q - k) && same_layer(q - k, q) {
-                            dphi = (-c1[k]).mul_add(phi[d - k * ds], dphi);
-                        }
-                        d2 = c2[k].mul_add(lo + hi, d2);
-                        // The compact self-adjoint D(a D p) (boundary.rs) as cpu.rs evaluates it.
-                        sa = wp[k - 1].mul_add(hi, sa);
-                        sa = wm[k - 1].mul_add(lo, sa);
-                    }
-                    let sa = (-ws).mul_add(cur[i], sa);
-                    let dpsi = dphi + sa;
-                    phi_next[d] = b[q] * a[q].mul_add(dp, phi[d]);
-                    let z = b[q].mul_add(zeta[d], a[q] * (d2 + dpsi));
-                    zeta[d] = z;
-                    out[i] = round_f16(vel[i].mul_add(dpsi + z, out[i]));
-                }
+        let pass = AxisPass {
+            layout: l,
+            axis,
+            radius: self.radius,
+            width: w,
+            a,
+            b,
+            weights: &c.weights[axis],
+            c1: &self.c1[axis],
+            c2: &self.c2[axis],
+            cur: &self.cur,
+            vel: &self.vel,
+            phi: &c.psi[axis],
+        };
+        let dense_plane = l.nx * l.ny;
+        let origin = l.index(0, 0, 0);
+        let planes = out[origin..origin + l.nz * l.plane]
+            .par_chunks_mut(l.plane)
+            .zip(c.psi_new.par_chunks_mut(dense_plane))
+            .zip(c.zeta[axis].par_chunks_mut(dense_plane));
+        #[cfg(target_arch = "x86_64")]
+        let fma = std::arch::is_x86_feature_detected!("fma");
+        planes.enumerate().for_each(|(iz, ((out_plane, phi_next), zeta))| {
+            #[cfg(target_arch = "x86_64")]
+            if fma {
+                // SAFETY: the CPU has FMA (checked above).
+                unsafe { pass.plane_fma(iz, out_plane, phi_next, zeta) };
+                return;
             }
-        }
+            pass.plane(iz, out_plane, phi_next, zeta)
+        });
         std::mem::swap(&mut c.psi[axis], &mut c.psi_new);
     }
 }

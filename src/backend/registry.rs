@@ -29,6 +29,10 @@ pub fn open(
     match choice {
         BackendChoice::Cpu => open_cpu(problem),
         BackendChoice::Auto => {
+            if let Err(e) = gpu_takes(problem) {
+                notice(&format!("{e:#}; running on the CPU"));
+                return open_cpu(problem);
+            }
             let mut reasons = Vec::new();
             for (name, _, open) in GPUS {
                 match open(problem, kernel, local_rank) {
@@ -52,9 +56,23 @@ pub fn open_gpu(
     local_rank: usize,
 ) -> Result<Box<dyn Backend>> {
     match GPUS.iter().find(|(_, c, _)| *c == choice) {
-        Some((_, _, open)) => open(problem, kernel, local_rank),
+        Some((_, _, open)) => {
+            gpu_takes(problem)?;
+            open(problem, kernel, local_rank)
+        }
         None => bail!("run.backend = {:?} is not a GPU backend", choice),
     }
+}
+
+/// Errors where `problem` needs what the GPU backends do not compute: a variable density (the
+/// CPU reference computes it; docs/numerics.md has the operator).
+fn gpu_takes(problem: &Problem) -> Result<()> {
+    if problem.variable_density() {
+        bail!(
+            "model.density varies, and the GPU backends compute a constant density only: run.backend = \"cpu\" runs it"
+        );
+    }
+    Ok(())
 }
 
 /// What differs between GPU vendors outside their runtimes.

@@ -22,6 +22,15 @@ pub struct OutputConfig {
     /// Deflate level 1-9 (with the shuffle filter) for the snapshot datasets; 0: uncompressed.
     #[serde(default)]
     pub compression: u32,
+    /// Copy the velocity model into the result (`/model/vp`). For a model of billions of points
+    /// the copy is most of the file and of the shot's time; without it the file keeps the grid
+    /// (root attributes shape, spacing, origin) and readers draw no model.
+    #[serde(default = "yes")]
+    pub model: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl OutputConfig {
@@ -55,6 +64,7 @@ impl Default for OutputConfig {
             plot: false,
             segy: false,
             compression: 0,
+            model: true,
         }
     }
 }

@@ -206,10 +206,11 @@ pub fn shot_over(
             d.halo_bytes_per_cut(&problem) as f64 / 2e6
         );
     }
-    // This rank's owned block of the model, (planes, rows, nx).
+    // This rank's owned block of the model, (planes, rows, nx), for /model/vp (none without it).
     let l = sub.problem.layout;
     let mut owned_vp = Vec::new();
-    for z in sub.owned_local()..sub.owned.1 - sub.first {
+    let copied_planes = if plan.model { sub.owned_local()..sub.owned.1 - sub.first } else { 0..0 };
+    for z in copied_planes {
         let at = z * l.ny * l.nx;
         let rows = sub.owned_rows_local()..sub.owned_rows.1 - sub.first_row;
         owned_vp.extend_from_slice(&sub.problem.vp[at + rows.start * l.nx..at + rows.end * l.nx]);
@@ -217,7 +218,9 @@ pub fn shot_over(
     let mut domains = vec![Domain { sub, backend }];
     let mut bar = Progress::new(problem.steps, problem.layout.points(), quiet);
     if rank != 0 {
-        exchange.stream_to_root(vec![owned_vp], &mut |_, _| Ok(()))?;
+        if plan.model {
+            exchange.stream_to_root(vec![owned_vp], &mut |_, _| Ok(()))?;
+        }
         decomposition::run(&problem, &d, &mut domains, exchange, &plan, None, &mut |_| {})?;
         return Ok(None);
     }
@@ -225,11 +228,13 @@ pub fn shot_over(
     let (record, commit, model_copied) = std::thread::scope(|scope| -> RunResult<_> {
         let mut writer = Hdf5Writer::start(scope, out_path, &problem, &plan, meta, SNAPSHOT_BUFFERS, Volumes::Slabs)?;
         // /model/vp from each rank's owned planes, one rank at a time.
-        let mut join = decomposition::gather::SlabJoin::new(&d, problem.layout.nx);
-        exchange.stream_to_root(vec![owned_vp], &mut |r, values| match join.push(r, values)? {
-            Some((first, planes)) => writer.model_planes(first, planes),
-            None => Ok(()),
-        })?;
+        if plan.model {
+            let mut join = decomposition::gather::SlabJoin::new(&d, problem.layout.nx);
+            exchange.stream_to_root(vec![owned_vp], &mut |r, values| match join.push(r, values)? {
+                Some((first, planes)) => writer.model_planes(first, planes),
+                None => Ok(()),
+            })?;
+        }
         let model_copied = started.elapsed();
         let record = decomposition::run(&problem, &d, &mut domains, exchange, &plan, Some(&mut writer), &mut |done| {
             bar.update(done)

@@ -59,3 +59,37 @@ pub fn print_header(
         }
     );
 }
+
+/// The phases of a process's start-up before its first step, timed as they end: the banner's
+/// start-up line (where the seconds go before a survey's first shot).
+pub struct StartUp {
+    begun: std::time::Instant,
+    last: std::time::Instant,
+    phases: Vec<(&'static str, f64)>,
+}
+
+impl Default for StartUp {
+    fn default() -> StartUp {
+        StartUp::new()
+    }
+}
+
+impl StartUp {
+    pub fn new() -> StartUp {
+        let now = std::time::Instant::now();
+        StartUp { begun: now, last: now, phases: Vec::new() }
+    }
+
+    /// Ends `phase` now.
+    pub fn mark(&mut self, phase: &'static str) {
+        let now = std::time::Instant::now();
+        self.phases.push((phase, (now - self.last).as_secs_f64()));
+        self.last = now;
+    }
+
+    /// "2.10 s: MPI 0.30 s, model 0.40 s, ...".
+    pub fn line(&self) -> String {
+        let phases: Vec<String> = self.phases.iter().map(|(p, s)| format!("{p} {s:.2} s")).collect();
+        format!("{:.2} s: {}", (self.last - self.begun).as_secs_f64(), phases.join(", "))
+    }
+}

@@ -30,16 +30,18 @@ const TEST_KILL_AFTER: &str = "SEISMIC_TEST_KILL_AFTER_SHOTS";
 /// that stops (a signal, an error) stops every rank within seconds ([`Ranks::finish`]), each
 /// naming why.
 pub fn run(job: &Job, derived: &[Derived]) -> RunResult<()> {
+    let mut start_up = report::StartUp::new();
     let ranks = Ranks::init()?;
+    start_up.mark("MPI");
     // Before the model is read: a signal in any phase stops the survey.
     signals::install_handlers(false)?;
-    let result = shots(&ranks, job, derived);
+    let result = shots(&ranks, job, derived, start_up);
     ranks.finish(&result);
     if ranks.size > 1 { result.map_err(|e| e.context(ranks.label())) } else { result }
 }
 
 /// This process's part of the survey.
-fn shots(ranks: &Ranks, job: &Job, derived: &[Derived]) -> RunResult<()> {
+fn shots(ranks: &Ranks, job: &Job, derived: &[Derived], mut start_up: report::StartUp) -> RunResult<()> {
     let (text, cfg, input_dir, out_path, out_key) =
         (job.text.as_str(), &job.cfg, job.input_dir.as_path(), job.output.as_path(), job.output_key);
     let shots = survey::shots(cfg)?;
@@ -69,6 +71,7 @@ fn shots(ranks: &Ranks, job: &Job, derived: &[Derived]) -> RunResult<()> {
         crate::config::check_output_writable(&path, &key)?;
         output::check_derived_paths(&path, &key, &derived::paths(derived, &path))?;
     }
+    start_up.mark("inputs");
     let per_shot = cfg.survey.as_ref().map_or(1, |s| s.ranks_per_shot);
     if per_shot > 1 {
         return grouped(ranks, job, &files, &shots, &inputs, &digests, derived);
@@ -82,6 +85,7 @@ fn shots(ranks: &Ranks, job: &Job, derived: &[Derived]) -> RunResult<()> {
 
     let model = crate::model::load_model(cfg, input_dir).context("model")?;
     let mut problem = Problem::build_with_density(&inputs[0].1, model.vp, model.rho)?;
+    start_up.mark("model");
     for w in &problem.warnings {
         eprintln!("warning: {w}");
     }
@@ -91,6 +95,7 @@ fn shots(ranks: &Ranks, job: &Job, derived: &[Derived]) -> RunResult<()> {
         problem.set_shot(c).with_context(|| format!("survey shot {} at {:?} m", s.index, s.source))?;
         receivers.push(problem.receivers.iter().map(|r| r.position).collect::<Vec<_>>());
     }
+    start_up.mark("shots' geometry");
     let plan = OutputPlan::from_config(&inputs[0].1, &problem)?;
     let file_bytes = resources::output_file_bytes(&problem, &plan, text.len());
     if let Some(w) = resources::check_output_space(out_path, out_key, file_bytes * shots.len() as f64)? {
@@ -99,6 +104,7 @@ fn shots(ranks: &Ranks, job: &Job, derived: &[Derived]) -> RunResult<()> {
     let mut backend =
         registry::open(&problem, cfg.run.backend, cfg.run.kernel, ranks.local_rank, &mut |n| eprintln!("notice: {n}"))?;
     let device = backend.info();
+    start_up.mark("backend");
     if ranks.is_root() && !job.quiet {
         println!(
             "seismic-run {}: survey of {} shots, {} process(es); each shot as below",
@@ -115,6 +121,10 @@ fn shots(ranks: &Ranks, job: &Job, derived: &[Derived]) -> RunResult<()> {
         remove_stale_temporaries(&files, &shots, &live, derived, job.resume.is_some())?;
     }
     ranks.barrier()?;
+    start_up.mark("files and the other processes");
+    if ranks.is_root() && !job.quiet {
+        println!("  start-up  {} (rank 0, before its first shot)", start_up.line());
+    }
 
     let label = ranks.label();
     let start = Instant::now();

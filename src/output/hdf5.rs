@@ -12,9 +12,10 @@
 //!   shape, spacing, origin (the model's), run_shape, run_origin (the run grid's), provenance
 //!   (survey shots), checksums (the CRC-32 of every dataset, [`super::checksum`], written last: a
 //!   file without it is not complete);
-//! - /model/vp (nz, ny, nx) f32 with attributes spacing, origin (x, y, z order, m), axes = "zyx";
-//!   it and the snapshots cover the model only ([`super::crop`]: no absorbing layer outside it);
-//!   /model/rho beside it, alike, where the density varies (a run holding the whole model);
+//! - /model/vp (nz, ny, nx) f32 with attributes spacing, origin (x, y, z order, m), axes = "zyx"
+//!   (absent with `output.model = false`); it and the snapshots cover the model only
+//!   ([`super::crop`]: no absorbing layer outside it); /model/rho beside it, alike, where the
+//!   density varies (a run holding the whole model);
 //! - /snapshots/pressure (nsnap, nz, ny, nx) or /snapshots/pressure_xz (nsnap, nz, nx) and
 //!   friends, /snapshots/step, /snapshots/time;
 //! - /receivers/pressure (nreceivers, nt), /receivers/position (nreceivers, 3), /receivers/taps
@@ -399,14 +400,19 @@ fn write_file(
         }
     }
 
-    let model = file.create_group("model").map_err(h5)?;
-    let vp = model.new_dataset::<f32>().shape([nz, ny, nx]).create("vp").map_err(h5)?;
+    // `output.model = false`: no /model group (the root attributes keep the grid).
+    let model = if plan.model { Some(file.create_group("model").map_err(h5)?) } else { None };
+    let vp = match &model {
+        Some(model) => Some(model.new_dataset::<f32>().shape([nz, ny, nx]).create("vp").map_err(h5)?),
+        None => None,
+    };
     let mut vp_sum = PartsCrc::new("model/vp", nz, nx * ny * 4);
     // Which z-planes of the model are written: all at once from a whole model, else as they come.
-    let mut vp_written = vec![false; nz];
+    let mut vp_written = vec![!plan.model; nz];
     let mut vp_cropped = Vec::new();
     // `first`: the run grid's z-plane of `values`.
     let mut write_vp = |first: usize, values: &[f32]| -> Result<()> {
+        let Some(vp) = &vp else { return Ok(()) };
         let Some((first, values)) = crop::model_planes(&region, first, values, &mut vp_cropped)? else {
             return Ok(());
         };
@@ -425,7 +431,8 @@ fn write_file(
         vp_sum.add(first, bytes_of(values))
     };
     write_vp(problem.vp_first, &problem.vp)?;
-    if let Some(d) = problem.density.as_ref().filter(|d| d.first == 0 && d.rho.len() == problem.vp.len()) {
+    let density = problem.density.as_ref().filter(|d| d.first == 0 && d.rho.len() == problem.vp.len());
+    if let (Some(model), Some(d)) = (&model, density) {
         let mut cropped = Vec::new();
         let rho = crop::model_planes(&region, 0, &d.rho, &mut cropped)?.map_or(&d.rho[..], |(_, v)| v);
         attrs::model_density(&mut sums, &model, [nz, ny, nx], rho, problem, region.origin)?;
@@ -510,9 +517,11 @@ fn write_file(
     if let Some(z) = vp_written.iter().position(|&w| !w) {
         bail!("the model's z-plane {z} never reached the writer; no output written");
     }
-    grid_attrs(&vp, problem, region.origin, "zyx")?;
-    attr_string(&vp, "units", "m/s")?;
-    sums.push(vp_sum.finish()?);
+    if let Some(vp) = &vp {
+        grid_attrs(vp, problem, region.origin, "zyx")?;
+        attr_string(vp, "units", "m/s")?;
+        sums.push(vp_sum.finish()?);
+    }
     for s in snapshot_sums {
         sums.push(s.finish()?);
     }

@@ -29,12 +29,20 @@ pub struct OutputPlan {
     /// outside it (None: the whole run grid). Snapshots and `/model/vp` are cropped to it where
     /// they are written ([`super::crop`]).
     pub model_region: Option<ModelRegion>,
+    /// Whether `/model/vp` is written (`output.model`).
+    pub model: bool,
 }
 
 impl OutputPlan {
     /// No snapshots at all.
     pub fn none() -> OutputPlan {
-        OutputPlan { snapshot_every: 0, snapshots: Vec::new(), snapshot_steps: Vec::new(), model_region: None }
+        OutputPlan {
+            snapshot_every: 0,
+            snapshots: Vec::new(),
+            snapshot_steps: Vec::new(),
+            model_region: None,
+            model: true,
+        }
     }
 
     /// The part of `problem`'s grid the result file covers ([`Self::model_region`]).
@@ -51,7 +59,7 @@ impl OutputPlan {
         let model_region = Some(region);
         let every = cfg.output.snapshot_every;
         if every == 0 {
-            return Ok(OutputPlan { model_region, ..OutputPlan::none() });
+            return Ok(OutputPlan { model_region, model: cfg.output.model, ..OutputPlan::none() });
         }
         let grid = region.shape;
         let mut snapshots: Vec<SnapshotSpec> = Vec::new();
@@ -100,7 +108,7 @@ impl OutputPlan {
             snapshots.push(SnapshotSpec { name, section, at });
         }
         let snapshot_steps = (1..=problem.steps / every).map(|k| k * every).collect();
-        Ok(OutputPlan { snapshot_every: every, snapshots, snapshot_steps, model_region })
+        Ok(OutputPlan { snapshot_every: every, snapshots, snapshot_steps, model_region, model: cfg.output.model })
     }
 
     /// Values in one snapshot: every section's, one after the other (the order of `snapshots`).

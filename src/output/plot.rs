@@ -197,7 +197,8 @@ fn snapshot_area(nx: usize, nz: usize, dx: f64, dz: f64) -> (usize, usize) {
 /// Everything a snapshot frame needs besides the field.
 struct SnapshotView<'a> {
     name: String,
-    model: &'a [f32],
+    /// The model's plane; None where the file holds no model (`output.model = false`).
+    model: Option<&'a [f32]>,
     nx: usize,
     nz: usize,
     /// x from and to, z from and to, m (cell edges).
@@ -211,14 +212,15 @@ struct SnapshotView<'a> {
 fn snapshot_figure(v: &SnapshotView, field: &[f32], clip: f32, time: f64) -> Result<Figure> {
     let (pw, ph) = snapshot_area(v.nx, v.nz, (v.xs.1 - v.xs.0) / v.nx as f64, (v.zs.1 - v.zs.0) / v.nz as f64);
     let mut fig = Figure::new(pw, ph);
-    let (vmin, vmax) = v.model.iter().fold((f32::INFINITY, 0.0f32), |(lo, hi), &m| (lo.min(m), hi.max(m)));
+    let model = v.model.unwrap_or_default();
+    let (vmin, vmax) = model.iter().fold((f32::INFINITY, 0.0f32), |(lo, hi), &m| (lo.min(m), hi.max(m)));
     let span = (vmax - vmin).max(f32::MIN_POSITIVE);
     fig.paint(|u, w| {
         let c = ((u * v.nx as f64) as usize).min(v.nx - 1);
         let r = ((w * v.nz as f64) as usize).min(v.nz - 1);
         let i = r * v.nx + c;
         // Grey from 0.85 (slowest) to 0.35 (fastest), so the wavefield shows on top.
-        let grey = 0.85 - 0.5 * (v.model[i] - vmin) / span;
+        let grey = model.get(i).map_or(0.85, |&m| 0.85 - 0.5 * (m - vmin) / span);
         let p = field[i] / clip;
         let alpha = p.abs().min(1.0);
         let col = diverging(p.signum());
@@ -226,7 +228,10 @@ fn snapshot_figure(v: &SnapshotView, field: &[f32], clip: f32, time: f64) -> Res
     });
     let title = [
         format!("{}: pressure at t = {time:.4} s", v.name),
-        format!("xz plane at {}; model vp {vmin:.0} to {vmax:.0} m/s (grey, darker is faster)", v.plane),
+        match v.model {
+            Some(_) => format!("xz plane at {}; model vp {vmin:.0} to {vmax:.0} m/s (grey, darker is faster)", v.plane),
+            None => format!("xz plane at {}; no model in the file (output.model = false)", v.plane),
+        },
     ];
     fig.decorate(v.xs, v.zs, ("x (m)", "z (m)"), (0, 0), &title, clip, "pressure, clip")?;
     Ok(fig)
@@ -303,8 +308,12 @@ fn gather_figure(name: &str, traces: &[f32], axis: (&[f64], &str), samples: usiz
     Ok(fig)
 }
 
+/// An xz view of the snapshots: the series, the y index of its plane and the model's plane there
+/// (None where the file holds no model).
+type XzView = (SnapshotSeries, usize, Option<Vec<f32>>);
+
 /// The xz view of the snapshots, its model plane and where it lies.
-fn xz_view(r: &ResultFile) -> Result<Option<(SnapshotSeries, usize, Vec<f32>)>> {
+fn xz_view(r: &ResultFile) -> Result<Option<XzView>> {
     let Some((series, iy)) = r.xz_view() else { return Ok(None) };
     let series = series.clone();
     let model = r.model_xz(iy)?;
@@ -328,7 +337,7 @@ pub fn draw_all(r: &ResultFile) -> Result<Vec<PathBuf>> {
             let (x0, z0) = (r.origin[0] - 0.5 * r.spacing[0], r.origin[2] - 0.5 * r.spacing[2]);
             let view = SnapshotView {
                 name: name.clone(),
-                model: &model,
+                model: model.as_deref(),
                 nx,
                 nz,
                 xs: (x0, x0 + nx as f64 * r.spacing[0]),

@@ -148,17 +148,32 @@ impl ResultFile {
         let backend = root_str("backend")?;
         let device = root_str("device")?;
 
-        let vp = file.dataset("model/vp").map_err(h5(ctx("/model/vp")))?;
-        let s = vp.shape();
-        ensure!(s.len() == 3, "{}: /model/vp has {} dimensions, expected 3 (nz, ny, nx)", path.display(), s.len());
-        let shape = [s[2], s[1], s[0]];
+        // The grid: /model/vp's, or, in a file written with `output.model = false`, the input's.
+        let (shape, spacing, origin) = match file.dataset("model/vp") {
+            Ok(vp) => {
+                let s = vp.shape();
+                ensure!(
+                    s.len() == 3,
+                    "{}: /model/vp has {} dimensions, expected 3 (nz, ny, nx)",
+                    path.display(),
+                    s.len()
+                );
+                let spacing = attr_f64x3(&vp, "/model/vp", "spacing").with_context(|| path.display().to_string())?;
+                let origin = attr_f64x3(&vp, "/model/vp", "origin").with_context(|| path.display().to_string())?;
+                ([s[2], s[1], s[0]], spacing, origin)
+            }
+            Err(_) if !config.output.model => {
+                let region = config.model_region();
+                (region.shape, config.grid.spacing, region.origin)
+            }
+            Err(e) => return Err(h5(ctx("/model/vp"))(e)),
+        };
         ensure!(
             shape.iter().all(|&n| n > 0) && shape.iter().try_fold(1usize, |p, &n| p.checked_mul(n)).is_some(),
-            "{}: /model/vp has shape {s:?}, expected positive dimensions of an addressable grid",
-            path.display()
+            "{}: /model/vp has shape {:?}, expected positive dimensions of an addressable grid",
+            path.display(),
+            [shape[2], shape[1], shape[0]]
         );
-        let spacing = attr_f64x3(&vp, "/model/vp", "spacing").with_context(|| path.display().to_string())?;
-        let origin = attr_f64x3(&vp, "/model/vp", "origin").with_context(|| path.display().to_string())?;
         for a in 0..3 {
             in_range(&ctx(&format!("/model/vp spacing[{a}]")), spacing[a], MIN_SPACING, MAX_LENGTH)?;
             in_range(&ctx(&format!("/model/vp origin[{a}]")), origin[a], -MAX_LENGTH, MAX_LENGTH)?;
@@ -357,11 +372,16 @@ impl ResultFile {
         ds.read_raw().map_err(h5(format!("{}: /receivers/pressure", self.path.display())))
     }
 
-    /// The model's xz-plane at y index `iy`, (nz, nx) row-major.
-    pub fn model_xz(&self, iy: usize) -> Result<Vec<f32>> {
+    /// Whether the file holds the model (`/model/vp`; not with `output.model = false`).
+    pub fn has_model(&self) -> bool {
+        self.file.dataset("model/vp").is_ok()
+    }
+
+    /// The model's xz-plane at y index `iy`, (nz, nx) row-major; None where the file holds no model.
+    pub fn model_xz(&self, iy: usize) -> Result<Option<Vec<f32>>> {
         let [nx, _, nz] = self.shape;
-        let ds = self.file.dataset("model/vp").map_err(h5(format!("{}: /model/vp", self.path.display())))?;
-        ds.read_slice(&[0, iy, 0], &[nz, 1, nx]).map_err(h5(format!("{}: /model/vp", self.path.display())))
+        let Ok(ds) = self.file.dataset("model/vp") else { return Ok(None) };
+        ds.read_slice(&[0, iy, 0], &[nz, 1, nx]).map(Some).map_err(h5(format!("{}: /model/vp", self.path.display())))
     }
 
     /// An xz view of the snapshots for pictures: the first xz plane series, else the volume cut

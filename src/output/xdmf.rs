@@ -100,7 +100,10 @@ pub fn document(r: &ResultFile) -> String {
     out.push_str("    <Grid Name=\"model\" GridType=\"Uniform\">\n");
     mesh(&mut out, "      ", r.shape, r.origin, r.spacing);
     let model = [nz, ny, nx];
-    slab(&mut out, "      ", "vp", &h5, "/model/vp", &model, &model, &[0, 0, 0], &model);
+    let has_model = r.has_model();
+    if has_model {
+        slab(&mut out, "      ", "vp", &h5, "/model/vp", &model, &model, &[0, 0, 0], &model);
+    }
     out.push_str("    </Grid>\n");
     let nsnap = r.snapshot_times.len();
     for s in &r.snapshots {
@@ -117,7 +120,9 @@ pub fn document(r: &ResultFile) -> String {
             start.extend(std::iter::repeat_n(0, s.shape.len()));
             let series = format!("/snapshots/{}", s.name);
             slab(&mut out, "        ", "pressure", &h5, &series, &count, &full, &start, &snap_count);
-            slab(&mut out, "        ", "vp", &h5, "/model/vp", &count, &model, &vp_start, &count);
+            if has_model {
+                slab(&mut out, "        ", "vp", &h5, "/model/vp", &count, &model, &vp_start, &count);
+            }
             out.push_str("      </Grid>\n");
         }
         out.push_str("    </Grid>\n");

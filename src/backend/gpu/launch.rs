@@ -16,58 +16,14 @@ use super::plan::{
 };
 use super::runtime::{DevicePtr, GpuRuntime, TypedPtr};
 use super::sources::{self, KernelDefines, load_kernels_all, module_options};
+pub(super) use super::y_pass::YModule;
+use super::y_pass::YPass;
 use crate::backend::tuning::Tuning;
 use crate::boundary::BoundaryKind;
 use crate::config::KernelChoice;
 use crate::problem::Problem;
 use anyhow::{Context, Result, ensure};
 use std::rc::Rc;
-
-/// The y mode's two launches: fused_step on the gap between the y layers' tiles, in the
-/// interior's launch shape where its tiles fill most of the gap (else the y-layer kernel's module's
-/// fused_step, in that shape), and fused_step_ylayers on the others, in a module of its own shape.
-struct YPass<Rt: GpuRuntime> {
-    /// fused_step_ylayers's shape and its dynamic shared memory.
-    geometry: LaunchGeometry,
-    shared: u32,
-    /// The y-layer module's fused_step and its dynamic shared memory, where the gap takes it, and
-    /// the gap launch's geometry (the interior's, or that kernel's).
-    gap_kernel: Option<(Rt::Function, u32)>,
-    gap_geometry: LaunchGeometry,
-    /// The band (`y_mode_band`), tiles of each launch (gap, y layers), their z-windows.
-    band: (i32, i32),
-    tiles: (u32, u32),
-    windows: (u32, u32),
-    /// fused_step_zlayers (the gap's tiles on the z layers' planes, in the y-layer kernel's shape)
-    /// and its dynamic shared memory, where the grid has z layers (else cpml.cu takes every row's
-    /// after the pass).
-    z_kernel: Option<(Rt::Function, u32)>,
-    _module: Rt::Module,
-}
-
-impl<Rt: GpuRuntime> YPass<Rt> {
-    /// fused_step_zlayers's tiles: the gap's rows in the y-layer kernel's tile height (the band's
-    /// ends are multiples of it, `y_mode_band`).
-    fn z_tiles(&self) -> u32 {
-        let (lo, hi) = self.band;
-        ((hi - lo).max(0) as u32).div_ceil(self.geometry.tuning.fused_tile_y().max(1))
-    }
-
-    /// The kernel that takes the gap's z layers in the pass, where it does.
-    fn z_layers(&self) -> Option<(Rt::Function, u32)> {
-        self.z_kernel
-    }
-}
-
-/// The y-layer module of a run whose y layers go in the pass, loaded before the fields are, set
-/// up once they are ([`StepLaunches::set_y_pass`]).
-pub(super) struct YModule<Rt: GpuRuntime> {
-    module: Rt::Module,
-    tuning: Tuning,
-    /// fused_step_ylayers's and fused_step_zlayers's dynamic shared memory.
-    shared: u32,
-    z_shared: u32,
-}
 
 /// The step's kernels, launch shapes and windows.
 pub(super) struct StepLaunches<Rt: GpuRuntime> {
@@ -526,9 +482,11 @@ impl<Rt: GpuRuntime> StepLaunches<Rt> {
             let [low_z, _, high_z] = z_layer_planes(d.layout.nz, c.width as usize, c.z_faces());
             let meets_z = !overlap(&low_z, &planes).is_empty() || !overlap(&high_z, &planes).is_empty();
             for a in c.axes.iter().filter(|a| !(a.axis == 1 && c.pass == LayerPass::YLayers)) {
-                // Faces with a layer: 0 on a subdomain's axis that is cut at both ends.
+                // Faces with a layer. An axis cut at both ends has no slabs (`Fields::new`), so no
+                // entry in c.axes.
                 let faces = (c.low[a.axis] + c.high[a.axis]) as u64;
-                if faces == 0 || (a.axis == 2 && !meets_z) {
+                debug_assert!(faces > 0, "slabs of an axis without a layer face");
+                if a.axis == 2 && !meets_z {
                     continue;
                 }
                 // cpml.cu: with nx a multiple of VEC the y and z layers march (VEC points of x a

@@ -42,6 +42,7 @@ mod snapshot;
 pub mod solver;
 pub mod sources;
 mod taps;
+mod y_pass;
 
 pub use super::tuning::{Tuning, TuningOverride};
 pub use ceiling::{Ceiling, ceiling_cached, measure_ceiling};
