@@ -435,7 +435,7 @@ fn write_file(
     if let (Some(model), Some(d)) = (&model, density) {
         let mut cropped = Vec::new();
         let rho = crop::model_planes(&region, 0, &d.rho, &mut cropped)?.map_or(&d.rho[..], |(_, v)| v);
-        attrs::model_density(&mut sums, &model, [nz, ny, nx], rho, problem, region.origin)?;
+        attrs::model_density(&mut sums, model, [nz, ny, nx], rho, problem, region.origin)?;
     }
     // The model is most of a large run's file: its pages start for the disk now, while the run
     // steps, and each snapshot's after it, so that the sync after the last step has little left
