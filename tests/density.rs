@@ -26,6 +26,8 @@ use seismic_run::problem::{Density, Problem};
 use seismic_run::solver::{self, SnapshotSink};
 use std::path::Path;
 
+mod process;
+
 /// The problem of an input, its model (and density) sampled as a run samples it, relative paths
 /// from `dir`.
 fn problem_in(toml: &str, dir: &Path) -> anyhow::Result<Problem> {
@@ -72,12 +74,13 @@ fn impedance_r(vp: [f64; 2], rho: [f64; 2]) -> f64 {
 }
 
 /// A point source at z = 150 m over a density interface at z = 405 m (equal velocities), the
-/// receiver at z = 250 m on the same vertical, its mirror image at z = 560 m.
+/// receiver at z = 250 m on the same vertical, its mirror image at z = 560 m; one time step for
+/// every run (a density contrast lowers the stability limit).
 fn point_source_input(density: &str) -> String {
     format!(
         "[grid]\nshape = [40, 40, 64]\nspacing = [10.0, 10.0, 10.0]\n\
          [model]\nkind = \"constant\"\nvp = 2000.0\n{density}\n\
-         [stencil]\nradius = 4\n[time]\nduration = 0.75\n\
+         [stencil]\nradius = 4\n[time]\nduration = 0.75\ndt = 1.5e-3\n\
          [source]\nposition = [200.0, 200.0, 150.0]\nfrequency = 5.0\n\
          [boundary]\nkind = \"cpml\"\nwidth = 10\n\
          [[receivers]]\nposition = [200.0, 200.0, 250.0]\n\
@@ -425,7 +428,12 @@ fn decomposed_runs_with_a_variable_density_equal_one_bit_for_bit() {
                 let plane = 144;
                 let vp = part.vp[(held.start - sampled.start) * plane..(held.end - sampled.start) * plane].to_vec();
                 let whole = problem.density.as_ref().unwrap();
-                let density = Density { rho: part.rho.unwrap(), first: sampled.start, rho_ref: whole.rho_ref };
+                let density = Density {
+                    rho: part.rho.unwrap(),
+                    first: sampled.start,
+                    rho_ref: whole.rho_ref,
+                    rho_max: whole.rho_max,
+                };
                 let built = Problem::build_part(&cfg, vp, held.start, problem.vp_range, Some(density)).unwrap();
                 let (a, b) = (d.subdomain(&problem, rank).unwrap().problem, d.subdomain(&built, rank).unwrap().problem);
                 assert_eq!(a.stiffness(), b.stiffness(), "rank {rank}");
@@ -433,4 +441,30 @@ fn decomposed_runs_with_a_variable_density_equal_one_bit_for_bit() {
             }
         }
     }
+}
+
+/// The result file of a run with a variable density holds /model/rho beside /model/vp, cropped
+/// to the model as vp is, its checksum listed and right.
+#[test]
+fn the_result_file_holds_the_density() {
+    let dir = process::scratch("density", "result");
+    let path = dir.join("input.toml");
+    std::fs::write(&path, small_input("density = [1900.0, 2350.0]", "[output]\npath = \"out.h5\"\n")).unwrap();
+    let out = process::seismic_run().current_dir(&*dir).args(["run", "--backend", "cpu"]).arg(&path).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let f = rust_hdf5::H5File::open(dir.join("out.h5")).unwrap();
+    let rho = f.dataset("model/rho").unwrap();
+    assert_eq!(rho.shape(), f.dataset("model/vp").unwrap().shape());
+    assert_eq!(rho.read_raw::<f32>().unwrap(), layered_density([1900.0, 2350.0]));
+    let listed = seismic_run::output::checksum::verify(&f).unwrap();
+    let no_density = {
+        std::fs::write(&path, small_input("", "[output]\npath = \"plain.h5\"\n")).unwrap();
+        let out =
+            process::seismic_run().current_dir(&*dir).args(["run", "--backend", "cpu"]).arg(&path).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let f = rust_hdf5::H5File::open(dir.join("plain.h5")).unwrap();
+        assert!(f.dataset("model/rho").is_err(), "no /model/rho for a constant density");
+        seismic_run::output::checksum::verify(&f).unwrap()
+    };
+    assert_eq!(listed, no_density + 1, "/model/rho's checksum listed and checked");
 }

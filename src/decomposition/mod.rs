@@ -462,7 +462,7 @@ impl Decomposition {
                 let at = (z - d.first) * plane;
                 rho.extend_from_slice(&d.rho[at + first_row * l.nx..at + end_row * l.nx]);
             }
-            crate::problem::Density { rho, first: 0, rho_ref: d.rho_ref }
+            crate::problem::Density { rho, first: 0, rho_ref: d.rho_ref, rho_max: d.rho_max }
         });
         let sub = Problem {
             layout: Layout::new([l.nx, end_row - first_row, end - first], l.halo),

@@ -154,7 +154,7 @@ pub fn shot_over(
     part.vp.drain(..(held.start - sampled.start) * plane);
     let density = match (part.rho, rho_range) {
         (Some(rho), Some([lo, hi])) if lo != hi => {
-            Some(crate::problem::Density { rho, first: sampled.start, rho_ref: lo })
+            Some(crate::problem::Density { rho, first: sampled.start, rho_ref: lo, rho_max: hi })
         }
         _ => None,
     };

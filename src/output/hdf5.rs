@@ -14,7 +14,8 @@
 //!   file without it is not complete);
 //! - /model/vp (nz, ny, nx) f32 with attributes spacing, origin (x, y, z order, m), axes = "zyx"
 //!   (absent with `output.model = false`); it and the snapshots cover the model only
-//!   ([`super::crop`]: no absorbing layer outside it);
+//!   ([`super::crop`]: no absorbing layer outside it); /model/rho beside it, alike, where the
+//!   density varies (a run holding the whole model);
 //! - /snapshots/pressure (nsnap, nz, ny, nx) or /snapshots/pressure_xz (nsnap, nz, nx) and
 //!   friends, /snapshots/step, /snapshots/time;
 //! - /receivers/pressure (nreceivers, nt), /receivers/position (nreceivers, 3), /receivers/taps
@@ -400,16 +401,10 @@ fn write_file(
     }
 
     // `output.model = false`: no /model group (the root attributes keep the grid).
-    let vp = match plan.model {
-        true => Some(
-            file.create_group("model")
-                .map_err(h5)?
-                .new_dataset::<f32>()
-                .shape([nz, ny, nx])
-                .create("vp")
-                .map_err(h5)?,
-        ),
-        false => None,
+    let model = if plan.model { Some(file.create_group("model").map_err(h5)?) } else { None };
+    let vp = match &model {
+        Some(model) => Some(model.new_dataset::<f32>().shape([nz, ny, nx]).create("vp").map_err(h5)?),
+        None => None,
     };
     let mut vp_sum = PartsCrc::new("model/vp", nz, nx * ny * 4);
     // Which z-planes of the model are written: all at once from a whole model, else as they come.
@@ -436,6 +431,12 @@ fn write_file(
         vp_sum.add(first, bytes_of(values))
     };
     write_vp(problem.vp_first, &problem.vp)?;
+    let density = problem.density.as_ref().filter(|d| d.first == 0 && d.rho.len() == problem.vp.len());
+    if let (Some(model), Some(d)) = (&model, density) {
+        let mut cropped = Vec::new();
+        let rho = crop::model_planes(&region, 0, &d.rho, &mut cropped)?.map_or(&d.rho[..], |(_, v)| v);
+        attrs::model_density(&mut sums, model, [nz, ny, nx], rho, problem, region.origin)?;
+    }
     // The model is most of a large run's file: its pages start for the disk now, while the run
     // steps, and each snapshot's after it, so that the sync after the last step has little left
     // to wait for.

@@ -51,7 +51,7 @@ impl Problem {
         let density = rho.and_then(|rho| {
             let [lo, hi] = crate::model::density::density_range(&rho);
             // Uniform: the constant-density path (a NaN, never uniform, is refused in build_planes).
-            (lo != hi || rho.iter().any(|r| r.is_nan())).then_some(Density { rho, first: 0, rho_ref: lo })
+            (lo != hi || rho.iter().any(|r| r.is_nan())).then_some(Density { rho, first: 0, rho_ref: lo, rho_max: hi })
         });
         Self::build_planes(cfg, vp, None, range, density)
     }
@@ -127,7 +127,9 @@ impl Problem {
         let layout = Layout::new(shape, radius);
         let [vmin, vmax] = range.map(|v| v as f64);
 
-        let limit = stencil.cfl_limit(spacing, vmax);
+        // A variable density raises the operator's spectral radius ([`Density::cfl_factor`]).
+        let cfl_velocity = vmax * density.as_ref().map_or(1.0, |d| d.cfl_factor().sqrt());
+        let limit = stencil.cfl_limit(spacing, cfl_velocity);
         let t = &cfg.time;
         ensure!(t.cfl_safety > 0.0 && t.cfl_safety <= 1.0, "time.cfl_safety must be in (0, 1], got {}", t.cfl_safety);
         let dt = match t.dt {
@@ -136,7 +138,13 @@ impl Problem {
                 ensure!(
                     dt <= limit,
                     "time.dt = {dt:e} s is above the stability (CFL) limit {limit:e} s for radius {radius}, \
-                     spacing {spacing:?} m and maximum velocity {vmax} m/s"
+                     spacing {spacing:?} m and maximum velocity {vmax} m/s{}",
+                    density.as_ref().map_or(String::new(), |d| format!(
+                        " with densities from {} to {} kg/m3 (the limit of {:.4} times that velocity)",
+                        d.rho_ref,
+                        d.rho_max,
+                        d.cfl_factor().sqrt()
+                    ))
                 );
                 dt
             }
@@ -244,9 +252,10 @@ fn check_density(cfg: &Config, d: &Density, held: Range<usize>, plane: usize, nz
     }
     let [min, max] = crate::model::density::density_range(&d.rho);
     ensure!(
-        d.rho_ref > 0.0 && d.rho_ref <= min,
-        "model.density: the reference density {} is above the lowest, {min}",
-        d.rho_ref
+        d.rho_ref > 0.0 && d.rho_ref <= min && d.rho_max >= max,
+        "model.density: the whole model's densities {} to {} do not hold this part's {min} to {max}",
+        d.rho_ref,
+        d.rho_max
     );
     if cfg.run.check_units {
         crate::config::check_density("model.density (its lowest value)", min as f64, true)?;

@@ -106,7 +106,8 @@ fn a_parts_halo_planes_take_the_real_density() {
     let d = whole.density.as_ref().unwrap();
     let plane = 30;
     let held = 3..6;
-    let part_density = Density { rho: d.rho[plane..8 * plane].to_vec(), first: 1, rho_ref: d.rho_ref };
+    let part_density =
+        Density { rho: d.rho[plane..8 * plane].to_vec(), first: 1, rho_ref: d.rho_ref, rho_max: d.rho_max };
     let part =
         Problem::build_part(&cfg, vp()[3 * plane..6 * plane].to_vec(), 3, whole.vp_range, Some(part_density)).unwrap();
     let layout = Layout::new([6, 5, held.len()], 2);
@@ -117,7 +118,7 @@ fn a_parts_halo_planes_take_the_real_density() {
     }
     assert_eq!(part.stiffness_at([2, 2, 4]), whole.stiffness_at([2, 2, 4]));
     // A part's density must reach R planes beyond its planes.
-    let short = Density { rho: d.rho[3 * plane..6 * plane].to_vec(), first: 3, rho_ref: d.rho_ref };
+    let short = Density { rho: d.rho[3 * plane..6 * plane].to_vec(), first: 3, rho_ref: d.rho_ref, rho_max: d.rho_max };
     let err = Problem::build_part(&cfg, vp()[3 * plane..6 * plane].to_vec(), 3, whole.vp_range, Some(short))
         .unwrap_err()
         .to_string();

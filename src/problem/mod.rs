@@ -154,7 +154,8 @@ impl Problem {
 
     /// The exact CFL limit of this discretisation.
     pub fn dt_limit(&self) -> f64 {
-        self.stencil.cfl_limit(self.spacing, self.vmax())
+        let density = self.density.as_ref().map_or(1.0, |d| d.cfl_factor().sqrt());
+        self.stencil.cfl_limit(self.spacing, self.vmax() * density)
     }
 
     /// Theoretical bytes one time step must move (the seeds' effective-bandwidth numerator): p^n

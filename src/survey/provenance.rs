@@ -3,12 +3,12 @@
 //! computed from the same input, model and numerics as the shot now would be.
 //!
 //! The digest is the SHA-256 of: [`NUMERICS_VERSION`]; the SHA-256 of the data files (a
-//! `kind = "file"` model's file as read, or a named data set's known digest, and the sources'
-//! wavelet files); and the shot's configuration as parsed (the command line's overrides
+//! `kind = "file"` model's file as read, or a named data set's known digest, a density file, and
+//! the sources' wavelet files); and the shot's configuration as parsed (the command line's overrides
 //! applied), less what does not change the result file: the output path, `plot` and `segy` (files beside it), and how a decomposed run
 //! moves its halos (a decomposed shot equals the whole one bit for bit).
 
-use crate::config::{Config, ModelConfig, WaveletConfig};
+use crate::config::{Config, DensityConfig, ModelConfig, WaveletConfig};
 use anyhow::{Context, Result};
 use std::path::Path;
 
@@ -19,8 +19,8 @@ use std::path::Path;
 pub const NUMERICS_VERSION: u32 = 2;
 
 /// The SHA-256 (hex) of the data files `cfg` reads: its model (a `kind = "file"` model's file as
-/// read, a named data set's known digest) and its sources' wavelet files; None for a run given by
-/// numbers alone. Each file is read whole (once per survey).
+/// read, a named data set's known digest), its density file and its sources' wavelet files; None
+/// for a run given by numbers alone. Each file is read whole (once per survey).
 pub fn data_digest(cfg: &Config, input_dir: &Path) -> Result<Option<String>> {
     let file_digest = |path: &Path, what: &str| -> Result<String> {
         let mut f = std::fs::File::open(path).with_context(|| format!("{what} {}: cannot open it", path.display()))?;
@@ -38,10 +38,17 @@ pub fn data_digest(cfg: &Config, input_dir: &Path) -> Result<Option<String>> {
             wavelets.push(file_digest(&input_dir.join(&w.file), "wavelet file")?);
         }
     }
-    if wavelets.is_empty() {
+    let density = match &cfg.model.density {
+        Some(DensityConfig::File { path, .. }) => Some(file_digest(&input_dir.join(path), "density file")?),
+        _ => None,
+    };
+    if wavelets.is_empty() && density.is_none() {
         return Ok(model);
     }
-    let text = format!("model {}\nwavelets {}\n", model.as_deref().unwrap_or("none"), wavelets.join(" "));
+    let mut text = format!("model {}\nwavelets {}\n", model.as_deref().unwrap_or("none"), wavelets.join(" "));
+    if let Some(density) = density {
+        text += &format!("density {density}\n");
+    }
     Ok(Some(crate::model::file::sha256_hex(text.as_bytes())))
 }
 

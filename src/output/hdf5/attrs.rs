@@ -40,3 +40,21 @@ pub(super) fn dataset_1d<T: H5Type + bytemuck::Pod>(
     sums.push(checksum::whole(&format!("{}/{name}", group.1), bytes_of(values)));
     Ok(ds)
 }
+
+/// `/model/rho` (`shape`, the model's grid) of the density `rho` (kg/m3), with the grid's
+/// attributes, its checksum added to `sums`.
+pub(super) fn model_density(
+    sums: &mut Vec<Entry>,
+    model: &H5Group,
+    shape: [usize; 3],
+    rho: &[f32],
+    problem: &Problem,
+    origin: [f64; 3],
+) -> Result<()> {
+    anyhow::ensure!(rho.len() == shape.iter().product::<usize>(), "{} densities for a model of {shape:?}", rho.len());
+    let ds = model.new_dataset::<f32>().shape(shape).create("rho").map_err(h5)?;
+    ds.write_raw(rho).map_err(h5)?;
+    sums.push(checksum::whole("model/rho", bytes_of(rho)));
+    grid_attrs(&ds, problem, origin, "zyx")?;
+    attr_string(&ds, "units", "kg/m3")
+}
