@@ -268,6 +268,13 @@ impl Boundary {
         Boundary { kind, width, free_surface, profiles, layer_faces }
     }
 
+    /// This boundary on a 2D grid: no layers along y (its one row), the x and z faces as they are.
+    pub fn without_y_layers(mut self) -> Boundary {
+        self.profiles[1] = AxisProfile::inactive(self.profiles[1].b.len());
+        self.layer_faces[1] = [false; 2];
+        self
+    }
+
     /// Width of the CPML layers: the layer width with CPML, else 0 (no memory variables).
     pub fn cpml_width(&self) -> usize {
         if self.kind == BoundaryKind::Cpml { self.width } else { 0 }
@@ -293,7 +300,8 @@ impl Boundary {
             return false;
         }
         let w = self.width as f64;
-        (0..3).any(|a| {
+        // An axis without layers on either face (a 2D grid's y) absorbs nowhere.
+        (0..3).filter(|&a| self.layer_faces[a] != [false; 2]).any(|a| {
             let last = (self.profiles[a].b.len() as f64 - 1.0).max(0.0);
             let low = !(a == 2 && self.free_surface);
             (low && u[a] < w) || u[a] > last - w

@@ -2,7 +2,8 @@
 //!
 //! A field is stored x fastest, then y, then z. Around the `nx * ny * nz` interior sits a halo of
 //! `radius` points on every face, held at zero (or mirrored, for a free surface), so the stencil
-//! never needs a bounds test. Each x-row is padded so that its first interior point starts on a
+//! never needs a bounds test. A 2D grid's layout ([`Layout::planar`]) is one row a plane with no
+//! y halo: its operator has no y term, so an 8192^2 grid costs no 2R rows of y padding a plane. Each x-row is padded so that its first interior point starts on a
 //! 128-byte boundary (the seeds' "aligned memory"): a warp's vector loads of a row then touch
 //! whole cache lines. A little slack after the last plane lets GPU tiles that overhang the grid
 //! read (never write) past the end without leaving the allocation.
@@ -16,8 +17,11 @@ pub struct Layout {
     pub nx: usize,
     pub ny: usize,
     pub nz: usize,
-    /// Halo width in points on every face (the stencil radius).
+    /// Halo width in points on the x and z faces (the stencil radius), and on the y faces of a 3D
+    /// grid.
     pub halo: usize,
+    /// Halo rows on each y face: `halo` for a 3D grid, 0 for a 2D one ([`Layout::planar`]).
+    pub y_halo: usize,
     /// Elements before the first interior point of a row (>= halo, a multiple of ROW_ALIGN).
     pub x_offset: usize,
     /// Elements per row (a multiple of ROW_ALIGN).
@@ -32,7 +36,19 @@ impl Layout {
         let x_offset = halo.div_ceil(ROW_ALIGN).max(1) * ROW_ALIGN;
         let pitch = (x_offset + nx + halo).div_ceil(ROW_ALIGN) * ROW_ALIGN;
         let plane = pitch * (ny + 2 * halo);
-        Layout { nx, ny, nz, halo, x_offset, pitch, plane }
+        Layout { nx, ny, nz, halo, y_halo: halo, x_offset, pitch, plane }
+    }
+
+    /// The layout of a 2D grid of `nx` x `nz` points: one row a plane (ny = 1) and no y halo, the
+    /// x and z faces keeping their `halo` points.
+    pub fn planar(nx: usize, nz: usize, halo: usize) -> Self {
+        let l = Layout::new([nx, 1, nz], halo);
+        Layout { y_halo: 0, plane: l.pitch, ..l }
+    }
+
+    /// Whether this is a 2D grid's layout ([`Layout::planar`]).
+    pub fn is_planar(&self) -> bool {
+        self.y_halo == 0 && self.halo > 0
     }
 
     /// The same field with rows of `pitch` elements (at least the rows' own, a multiple of
@@ -42,13 +58,13 @@ impl Layout {
             pitch >= self.x_offset + self.nx + self.halo && pitch.is_multiple_of(ROW_ALIGN),
             "pitch {pitch} for {self:?}"
         );
-        Layout { pitch, plane: pitch * (self.ny + 2 * self.halo), ..self }
+        Layout { pitch, plane: pitch * (self.ny + 2 * self.y_halo), ..self }
     }
 
     /// The same field with `extra` elements (a multiple of ROW_ALIGN) after each plane's rows.
     pub fn with_plane_padding(self, extra: usize) -> Self {
         assert!(extra.is_multiple_of(ROW_ALIGN), "plane padding {extra}");
-        Layout { plane: self.pitch * (self.ny + 2 * self.halo) + extra, ..self }
+        Layout { plane: self.pitch * (self.ny + 2 * self.y_halo) + extra, ..self }
     }
 
     /// Interior points.
@@ -72,7 +88,7 @@ impl Layout {
 
     /// Offset of interior point (0, 0, 0).
     pub fn origin(&self) -> usize {
-        self.halo * self.plane + self.halo * self.pitch + self.x_offset
+        self.halo * self.plane + self.y_halo * self.pitch + self.x_offset
     }
 
     /// Offset of interior point (ix, iy, iz); signed so halo points (-halo..0) are addressable.
@@ -192,6 +208,7 @@ impl Section {
             ny: grid[1],
             nz: grid[2],
             halo: 0,
+            y_halo: 0,
             x_offset: 0,
             pitch: grid[0],
             plane: grid[0] * grid[1],

@@ -6,7 +6,7 @@ use super::Backend;
 use crate::config::{BackendChoice, KernelChoice, Precision};
 use crate::grid::Layout;
 use crate::problem::Problem;
-use anyhow::{Result, bail};
+use anyhow::{Result, bail, ensure};
 
 /// Opens a GPU backend for a problem on device `local_rank` (modulo the devices present).
 type OpenGpu = fn(&Problem, KernelChoice, usize) -> Result<Box<dyn Backend>>;
@@ -64,9 +64,12 @@ pub fn open_gpu(
     }
 }
 
-/// Errors where `problem` needs what the GPU backends do not compute: a variable density (the
-/// CPU reference computes it; docs/numerics.md has the operator).
+/// Errors where `problem` needs what the GPU backends do not compute: a variable density or a 2D
+/// grid (the CPU reference computes both; docs/numerics.md has the operators).
 fn gpu_takes(problem: &Problem) -> Result<()> {
+    if problem.is_2d() {
+        bail!("grid.shape is 2D, and the GPU backends compute 3D grids only: run.backend = \"cpu\" runs it");
+    }
     if problem.variable_density() {
         bail!(
             "model.density varies, and the GPU backends compute a constant density only: run.backend = \"cpu\" runs it"
@@ -119,6 +122,14 @@ pub fn with_runtime<T: RuntimeTask>(choice: BackendChoice, task: T) -> Result<T:
 
 fn open_cpu(problem: &Problem) -> Result<Box<dyn Backend>> {
     let bytes = cpu_host_bytes_per_point(problem.layout, problem.precision);
+    if problem.is_2d() {
+        ensure!(
+            problem.precision == Precision::F32,
+            "run.precision = \"f16\" runs 3D grids only: a 2D grid (grid.shape = [nx, nz]) runs in f32"
+        );
+        crate::resources::check_host_memory(problem.layout, bytes, "the CPU backend (2D)")?;
+        return Ok(Box::new(super::cpu::PlaneSolver::<f32>::new(problem)?));
+    }
     if problem.precision == Precision::F16 {
         crate::resources::check_host_memory(problem.layout, bytes, "the CPU backend (f16 reference)")?;
         return Ok(Box::new(super::cpu_half::CpuHalfSolver::new(problem)?));

@@ -75,7 +75,7 @@ struct DensityTable {
     units: Option<Units>,
     axis_order: Option<String>,
     sha256: Option<String>,
-    #[serde(default, deserialize_with = "three_opt")]
+    #[serde(default, deserialize_with = "point_opt")]
     origin: Option<[f64; 3]>,
     depths: Option<Vec<f64>>,
     values: Option<Vec<f64>>,

@@ -74,7 +74,11 @@ impl Config {
         if b.placement == Placement::Inside || b.kind == BoundaryKind::None {
             return [[0; 2]; 3];
         }
-        std::array::from_fn(|a| [if a == 2 && b.free_surface { 0 } else { b.width }, b.width])
+        // A 2D grid has no y layers: its one row along y is the whole of y.
+        let along = |a: usize| !(a == 1 && self.grid.is_2d());
+        std::array::from_fn(|a| {
+            if !along(a) { [0, 0] } else { [if a == 2 && b.free_surface { 0 } else { b.width }, b.width] }
+        })
     }
 
     /// The model's place in the run grid.

@@ -9,6 +9,7 @@ mod density;
 mod layer;
 mod model;
 mod output;
+mod plane;
 mod run;
 mod shot;
 mod survey;
@@ -75,8 +76,11 @@ impl Default for ShotNumber {
 impl Config {
     /// Parses a TOML document. Errors (unknown key, wrong type, missing key) carry the line,
     /// column and key.
+    /// Positions given as [x, z] are resolved against the grid ([`Config::resolve_plane`]).
     pub fn from_toml(text: &str) -> Result<Config, toml::de::Error> {
-        toml::from_str(text).map_err(|e| shot::source_forms_mixed(text).unwrap_or(e))
+        let mut cfg: Config = toml::from_str(text).map_err(|e| shot::source_forms_mixed(text).unwrap_or(e))?;
+        cfg.resolve_plane().map_err(|e| <toml::de::Error as serde::de::Error>::custom(format!("{e:#}")))?;
+        Ok(cfg)
     }
 
     /// Reads and parses an input file; errors name the file, then the line, column and key.
@@ -101,6 +105,7 @@ impl Config {
     pub fn check_values(&self) -> Result<()> {
         self.grid.validate()?;
         self.check_run_grid()?;
+        self.check_plane_run()?;
         if self.run.check_units {
             for (a, h) in self.grid.spacing.iter().enumerate() {
                 check_spacing_units(&format!("grid.spacing[{a}]"), *h)?;

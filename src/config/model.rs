@@ -11,14 +11,14 @@ use std::path::PathBuf;
 #[derive(Deserialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct GridConfig {
-    /// [nx, ny, nz] interior points.
-    #[serde(deserialize_with = "three")]
+    /// [nx, ny, nz] interior points; [nx, nz] (ny = 1) is a 2D grid ([`GridConfig::is_2d`]).
+    #[serde(deserialize_with = "grid_shape")]
     pub shape: [usize; 3],
-    /// [dx, dy, dz] in metres.
-    #[serde(deserialize_with = "three")]
+    /// [dx, dy, dz] in metres ([dx, dz] with a 2D shape).
+    #[serde(deserialize_with = "grid_spacing")]
     pub spacing: [f64; 3],
-    /// Position of point (0, 0, 0) in metres.
-    #[serde(default, deserialize_with = "three")]
+    /// Position of point (0, 0, 0) in metres ([x, z] with a 2D shape).
+    #[serde(default, deserialize_with = "grid_origin")]
     pub origin: [f64; 3],
 }
 
@@ -100,7 +100,7 @@ pub struct ModelTable {
     pub units: Option<Units>,
     pub axis_order: Option<String>,
     pub sha256: Option<String>,
-    #[serde(default, deserialize_with = "three_opt")]
+    #[serde(default, deserialize_with = "point_opt")]
     pub origin: Option<[f64; 3]>,
     pub x_offset: Option<f64>,
     pub density: Option<DensityConfig>,
@@ -244,6 +244,14 @@ impl Units {
 }
 
 impl GridConfig {
+    /// Whether this is a 2D grid: one point along y, whether the shape was given as [nx, nz] or
+    /// as [nx, 1, nz] (the same run). A 2D run solves the 2D wave equation in x and z: no y
+    /// derivative, no y layers, positions [x, z] (or [x, y, z] at the grid's y), and sources that
+    /// are line sources along y (their injection divides by the cell area dx dz, not a volume).
+    pub fn is_2d(&self) -> bool {
+        self.shape[1] == 1
+    }
+
     /// Shape positive, spacing and origin finite and in range; errors name `grid.shape[i]`, ...
     pub fn validate(&self) -> Result<()> {
         for a in 0..3 {

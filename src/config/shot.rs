@@ -10,7 +10,7 @@ use serde::Deserialize;
 #[serde(deny_unknown_fields)]
 pub struct SourceConfig {
     /// Metres, in the grid's coordinates (origin included).
-    #[serde(deserialize_with = "three")]
+    #[serde(deserialize_with = "point")]
     pub position: [f64; 3],
     /// The time function: "ricker" (default) or a file.
     #[serde(default)]
@@ -238,7 +238,7 @@ pub enum Injection {
 #[derive(Deserialize, Debug, Clone, Default)]
 #[serde(deny_unknown_fields)]
 pub struct ReceiverConfig {
-    #[serde(default, deserialize_with = "three_opt")]
+    #[serde(default, deserialize_with = "point_opt")]
     pub position: Option<[f64; 3]>,
     pub line: Option<LineConfig>,
     pub grid: Option<ReceiverGridConfig>,
@@ -252,9 +252,9 @@ pub struct ReceiverConfig {
 #[derive(Deserialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct LineConfig {
-    #[serde(deserialize_with = "three")]
+    #[serde(deserialize_with = "point")]
     pub start: [f64; 3],
-    #[serde(deserialize_with = "three")]
+    #[serde(deserialize_with = "point")]
     pub end: [f64; 3],
     pub count: usize,
 }
@@ -263,15 +263,15 @@ pub struct LineConfig {
 #[derive(Deserialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct ReceiverGridConfig {
-    #[serde(deserialize_with = "three")]
+    #[serde(deserialize_with = "point")]
     pub origin: [f64; 3],
-    #[serde(deserialize_with = "three")]
+    #[serde(deserialize_with = "point")]
     pub step_a: [f64; 3],
     pub count_a: usize,
-    #[serde(deserialize_with = "three")]
+    #[serde(deserialize_with = "point")]
     pub step_b: [f64; 3],
     pub count_b: usize,
-    #[serde(default, deserialize_with = "three")]
+    #[serde(default, deserialize_with = "point")]
     pub step_c: [f64; 3],
     #[serde(default = "one_usize")]
     pub count_c: usize,

@@ -1,19 +1,53 @@
 //! The ranges every number of the input must lie in, their checks, and the reading of
-//! 3-vectors from TOML arrays.
+//! positions and grid axes from TOML arrays (three values, or two on a 2D grid).
 
 use anyhow::{Result, ensure};
 use serde::{Deserialize, Deserializer, de::Error as _};
 
-/// A fixed-size array read from a TOML array of exactly 3 values (serde's own `[T; 3]` takes the
-/// first 3 of a longer array and ignores the rest).
-pub(super) fn three<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<[T; 3], D::Error> {
-    let v = Vec::<T>::deserialize(d)?;
-    let n = v.len();
-    v.try_into().map_err(|_| D::Error::invalid_length(n, &"an array of exactly 3 values"))
+/// y of a position given in the two-element form [x, z]: a marker that
+/// [`Config::resolve_plane`](super::Config) replaces by the grid's y on a 2D grid and refuses by
+/// key on a 3D one (NaN: no finite coordinate can be mistaken for it).
+pub(super) const PLANE_Y: f64 = f64::NAN;
+
+/// A position: [x, y, z], or [x, z] (a 2D grid's form, y left as [`PLANE_Y`]).
+pub(super) fn point<'de, D: Deserializer<'de>>(d: D) -> Result<[f64; 3], D::Error> {
+    let v = Vec::<f64>::deserialize(d)?;
+    match *v.as_slice() {
+        [x, z] => Ok([x, PLANE_Y, z]),
+        [x, y, z] => Ok([x, y, z]),
+        _ => Err(D::Error::invalid_length(v.len(), &"[x, y, z], or [x, z] on a 2D grid")),
+    }
 }
 
-pub(super) fn three_opt<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<[T; 3]>, D::Error> {
-    three(d).map(Some)
+/// [`point`] for an optional key.
+pub(super) fn point_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<[f64; 3]>, D::Error> {
+    point(d).map(Some)
+}
+
+/// A grid's per-axis values: [x, y, z], or [x, z] (a 2D grid), y then taking `y`.
+fn grid_axes<'de, D: Deserializer<'de>, T: Deserialize<'de> + Copy>(d: D, y: T) -> Result<[T; 3], D::Error> {
+    let v = Vec::<T>::deserialize(d)?;
+    match *v.as_slice() {
+        [x, z] => Ok([x, y, z]),
+        [x, y, z] => Ok([x, y, z]),
+        _ => Err(D::Error::invalid_length(v.len(), &"[x, y, z], or [x, z] for a 2D grid")),
+    }
+}
+
+/// `grid.shape`: [nx, ny, nz], or [nx, nz] (a 2D grid: ny = 1).
+pub(super) fn grid_shape<'de, D: Deserializer<'de>>(d: D) -> Result<[usize; 3], D::Error> {
+    grid_axes(d, 1)
+}
+
+/// `grid.spacing`: [dx, dy, dz], or [dx, dz] (a 2D grid, whose dy is 1 m: its sources are line
+/// sources of a unit length along y).
+pub(super) fn grid_spacing<'de, D: Deserializer<'de>>(d: D) -> Result<[f64; 3], D::Error> {
+    grid_axes(d, 1.0)
+}
+
+/// `grid.origin`: [x, y, z], or [x, z] (a 2D grid at y = 0).
+pub(super) fn grid_origin<'de, D: Deserializer<'de>>(d: D) -> Result<[f64; 3], D::Error> {
+    grid_axes(d, 0.0)
 }
 
 /// Largest velocity accepted, m/s: the fastest rocks are below 10 km/s, so anything above is a

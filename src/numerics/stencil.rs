@@ -64,6 +64,11 @@ impl Stencil {
     /// Exact leapfrog stability limit for a homogeneous medium of velocity `vmax`:
     /// c^2 dt^2 * sum_i mu / h_i^2 <= 4.
     pub fn cfl_limit(&self, spacing: [f64; 3], vmax: f64) -> f64 {
+        self.cfl_limit_over(&spacing, vmax)
+    }
+
+    /// [`Self::cfl_limit`] of the operator over the axes of `spacing` only (x and z: a 2D grid's).
+    pub fn cfl_limit_over(&self, spacing: &[f64], vmax: f64) -> f64 {
         let mu = self.spectral_radius();
         let s: f64 = spacing.iter().map(|h| mu / (h * h)).sum();
         2.0 / (vmax * s.sqrt())

@@ -77,10 +77,21 @@ impl OutputPlan {
                 "yz" => Some(0),
                 other => bail!("{key}.kind = {other:?}: expected \"volume\", \"xz\", \"xy\" or \"yz\""),
             };
+            let two_d = problem.is_2d();
+            ensure!(
+                !two_d || matches!(axis, None | Some(1)),
+                "{key}.kind = {:?}: a 2D grid (grid.shape = [nx, nz]) is one xz plane: its snapshots are \"xz\" \
+                 or \"volume\"",
+                s.kind
+            );
             let (section, at) = match axis {
                 None => {
                     ensure!(s.at.is_none(), "{key}.at: a volume snapshot has no plane position");
                     (Section::Volume, None)
+                }
+                // A 2D grid's xz plane is the grid itself: `at` is its y or nothing.
+                Some(1) if two_d && s.at.is_none_or(|at| at == region.origin[1]) => {
+                    (Section::Xz { iy: 0 }, Some(region.origin[1]))
                 }
                 Some(a) => {
                     let at = s.at.with_context(|| format!("{key}.at: a {} plane needs its position (m)", s.kind))?;

@@ -124,12 +124,13 @@ impl Problem {
             check_density(cfg, d, first_plane..first_plane + vp.len() / plane.max(1), plane, shape[2], radius)?;
         }
         let stencil = Stencil::new(radius);
-        let layout = Layout::new(shape, radius);
+        let two_d = cfg.grid.is_2d();
+        let layout = if two_d { Layout::planar(shape[0], shape[2], radius) } else { Layout::new(shape, radius) };
         let [vmin, vmax] = range.map(|v| v as f64);
 
         // A variable density raises the operator's spectral radius ([`Density::cfl_factor`]).
         let cfl_velocity = vmax * density.as_ref().map_or(1.0, |d| d.cfl_factor().sqrt());
-        let limit = stencil.cfl_limit(spacing, cfl_velocity);
+        let limit = stencil.cfl_limit_over(&super::operator_spacing(spacing, two_d), cfl_velocity);
         let t = &cfg.time;
         ensure!(t.cfl_safety > 0.0 && t.cfl_safety <= 1.0, "time.cfl_safety must be in (0, 1], got {}", t.cfl_safety);
         let dt = match t.dt {
@@ -187,7 +188,8 @@ impl Problem {
         let b = &cfg.boundary;
         let kind = b.kind;
         if kind != BoundaryKind::None {
-            for a in 0..3 {
+            // A 2D grid's one row along y has no layers.
+            for a in (0..3).filter(|&a| !(two_d && a == 1)) {
                 ensure!(
                     b.width.saturating_mul(2) < shape[a],
                     "boundary.width = {} needs more than {} points along {} (grid.shape[{a}] = {})",
@@ -202,8 +204,9 @@ impl Problem {
         // highest frequency of any source.
         let peak_frequency = sources[0].wavelet.frequency();
         let boundary = Boundary::new(kind, b.width, b.free_surface, shape, spacing, vmax, peak_frequency, dt);
+        let boundary = if two_d { boundary.without_y_layers() } else { boundary };
 
-        let hmax = spacing.iter().cloned().fold(0.0, f64::max);
+        let hmax = super::operator_spacing(spacing, two_d).into_iter().fold(0.0, f64::max);
         let max_frequency = sources.iter().map(|s| s.wavelet.max_frequency()).fold(0.0, f64::max);
         let ppw = vmin / max_frequency / hmax;
         if ppw < MIN_POINTS_PER_WAVELENGTH {

@@ -164,7 +164,9 @@ impl Problem {
         let planes = layout.plane * (layout.nz + 2 * h);
         assert!(field.len() >= planes, "a field of {} elements for {layout:?}", field.len());
         let covered = d.planes(nx * ny);
-        let rows_end = layout.pitch * (ny + 2 * h);
+        // The rows of a plane: a 2D grid's layout has no y halo rows.
+        let yh = layout.y_halo;
+        let rows_end = layout.pitch * (ny + 2 * yh);
         let free_surface = self.boundary.free_surface;
         let plane_of = |k: usize| -> &[f32] {
             // Layout plane k is the grid's z-plane held.0 + k - h.
@@ -176,7 +178,7 @@ impl Problem {
             &d.rho[(z - d.first) * nx * ny..][..nx * ny]
         };
         let value = |rho: &[f32], row: usize, col: usize| {
-            let y = (row as isize - h as isize).clamp(0, ny as isize - 1) as usize;
+            let y = (row as isize - yh as isize).clamp(0, ny as isize - 1) as usize;
             let x = (col as isize - layout.x_offset as isize).clamp(0, nx as isize - 1) as usize;
             of(buoyancy_of(rho[y * nx + x], d.rho_ref))
         };
@@ -185,13 +187,13 @@ impl Problem {
             let rho = plane_of(k);
             for (i, o) in plane.iter_mut().enumerate() {
                 // The plane's padding after its rows repeats its last row's first point.
-                let (row, col) = if i < rows_end { (i / layout.pitch, i % layout.pitch) } else { (ny + 2 * h - 1, 0) };
+                let (row, col) = if i < rows_end { (i / layout.pitch, i % layout.pitch) } else { (ny + 2 * yh - 1, 0) };
                 *o = value(rho, row, col);
             }
         });
         let last = plane_of(layout.nz + 2 * h - 1);
         for o in slack {
-            *o = value(last, ny + 2 * h - 1, 0);
+            *o = value(last, ny + 2 * yh - 1, 0);
         }
     }
 }

@@ -102,6 +102,16 @@ impl Problem {
         [self.layout.nx, self.layout.ny, self.layout.nz]
     }
 
+    /// Whether this is a 2D problem (x and z; [`Layout::planar`]).
+    pub fn is_2d(&self) -> bool {
+        self.layout.is_planar()
+    }
+
+    /// The spacing of the axes the operator differentiates along: x, y and z, or x and z in 2D.
+    pub fn operator_spacing(&self) -> Vec<f64> {
+        operator_spacing(self.spacing, self.is_2d())
+    }
+
     pub fn vmax(&self) -> f64 {
         self.vp_range[1] as f64
     }
@@ -155,7 +165,7 @@ impl Problem {
     /// The exact CFL limit of this discretisation.
     pub fn dt_limit(&self) -> f64 {
         let density = self.density.as_ref().map_or(1.0, |d| d.cfl_factor().sqrt());
-        self.stencil.cfl_limit(self.spacing, self.vmax() * density)
+        self.stencil.cfl_limit_over(&self.operator_spacing(), self.vmax() * density)
     }
 
     /// Theoretical bytes one time step must move (the seeds' effective-bandwidth numerator): p^n
@@ -250,6 +260,12 @@ impl Problem {
     pub fn coordinate(&self, p: [usize; 3]) -> [f64; 3] {
         std::array::from_fn(|a| self.origin[a] + p[a] as f64 * self.spacing[a])
     }
+}
+
+/// The spacing of the axes a grid's operator differentiates along: all three, or x and z only on
+/// a 2D grid (whose dy is no derivative's).
+pub fn operator_spacing(spacing: [f64; 3], two_d: bool) -> Vec<f64> {
+    if two_d { vec![spacing[0], spacing[2]] } else { spacing.to_vec() }
 }
 
 /// The lowest and highest of the velocities `vp` (m/s; NaNs skipped): one parallel pass, as a

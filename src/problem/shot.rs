@@ -101,7 +101,9 @@ pub fn shot_geometry(cfg: &Config, dt: f64, steps: usize) -> Result<(Vec<PointSo
     };
     let free_surface = cfg.boundary.free_surface;
     let mut warnings = Vec::new();
-    let cell = spacing[0] * spacing[1] * spacing[2];
+    // A point source's discrete delta: 1 / (dx dy dz); on a 2D grid a line source's, 1 / (dx dz)
+    // (a unit length along y), so that 2D traces are the 2D Green's function's.
+    let cell = if model.is_2d() { spacing[0] * spacing[2] } else { spacing[0] * spacing[1] * spacing[2] };
     let mut sources = Vec::with_capacity(cfg.source.len());
     for (i, src) in cfg.source.iter().enumerate() {
         let key = cfg.source.key(i);

@@ -13,18 +13,21 @@
 //! This module owns the solver's state and its step in parts; `sweep` the interior update,
 //! `cpml` the layers' update within the sweep, `isa` the instruction-set builds and the
 //! threads' floating-point mode, `memory` the fields' layout, tiles, task ranges and first
-//! touch, `shot` the source and receivers and the free surface, `backend` the `Backend` impl.
+//! touch, `shot` the source and receivers and the free surface, `backend` the `Backend` impl,
+//! `plane` the 2D grid's solver.
 
 mod backend;
 mod cpml;
 mod isa;
 mod memory;
+mod plane;
 mod shot;
 mod sweep;
 
 pub(crate) use cpml::layer_weights_into;
 pub use isa::Isa;
 pub(crate) use memory::cpu_layout;
+pub use plane::PlaneSolver;
 
 use crate::boundary::{BoundaryKind, Slab};
 use crate::grid::Layout;
@@ -189,6 +192,7 @@ impl<T: Real> CpuSolver<T> {
     pub fn with_isa_in(problem: &Problem, isa: Isa, offset: [usize; 2], global: [usize; 2]) -> Result<Self> {
         let ([y_offset, z_offset], [global_ny, global_nz]) = (offset, global);
         ensure!(isa.available(), "this CPU cannot run the {} build of the CPU step", isa.name());
+        ensure!(!problem.is_2d(), "a 2D grid runs on the 2D CPU solver (PlaneSolver)");
         let layout = cpu_layout::<T>(problem.layout);
         let shape = problem.shape();
         let r = problem.stencil.radius;
