@@ -147,6 +147,240 @@ fn line_source_matches_the_2d_green_function_off_grid() {
         let exact: Vec<f64> = (0..samples).map(|i| line_source_pressure(&p, r, c, (i + 1) as f64 * p.dt)).collect();
         let err = relative_l2(trace, &exact, samples);
         eprintln!("2D analytic: r = {r:6.1} m, relative L2 error {err:.3e}");
+        // Measured 5.1e-4 .. 1.9e-3 (f32, R = 4, sinc r = 4): the issue's bound of 0.3%.
         assert!(err <= 3e-3, "receiver {rec:?} at {r} m: relative L2 error {err}");
     }
+}
+
+/// A run on grid points: `shape` the run grid (layers inside it), the source and receivers at
+/// grid indices (x, z), nearest-point injection, 10 m spacing, 2000 m/s.
+#[allow(clippy::too_many_arguments)]
+fn on_grid(
+    shape: [usize; 2],
+    radius: usize,
+    frequency: f64,
+    duration: f64,
+    source: [usize; 2],
+    receivers: &[[usize; 2]],
+    boundary: &'static str,
+    width: usize,
+) -> Plane {
+    let at = |p: [usize; 2]| p.map(|i| i as f64 * 10.0);
+    Plane {
+        shape,
+        spacing: 10.0,
+        model: "kind = \"constant\"\nvp = 2000.0".into(),
+        radius,
+        frequency,
+        delay: 1.2 / frequency,
+        cfl_safety: 0.8,
+        duration,
+        source: at(source),
+        receivers: receivers.iter().map(|&r| at(r)).collect(),
+        method: "nearest",
+        boundary,
+        width,
+        free_surface: false,
+    }
+}
+
+/// max |a - b| over all samples.
+fn max_abs_diff(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max)
+}
+
+fn max_abs(a: &[f64]) -> f64 {
+    a.iter().fold(0.0, |m, v| m.max(v.abs()))
+}
+
+/// The CPML's reflection in 2D, small domain against large domain: an interior of `interior`
+/// points closed by layers of the default width, receivers 6 points before the layers, against
+/// the same receivers in a grid so large that its walls send nothing back within the window.
+/// Returns the reflection in dB (the difference's largest value relative to the reference's).
+fn reflection_db(interior: [usize; 2], source: [usize; 2], receivers: &[[usize; 2]], ppw: f64, radius: usize) -> f64 {
+    let w = seismic_run::boundary::DEFAULT_WIDTH;
+    let f0 = 2000.0 / (2.5 * 10.0 * ppw);
+    let farthest = receivers
+        .iter()
+        .map(|r| ((r[0] as f64 - source[0] as f64).powi(2) + (r[1] as f64 - source[1] as f64).powi(2)).sqrt())
+        .fold(0.0, f64::max);
+    // The wavelet (2.4 / f0 long) after the longest path through a reflection off a layer.
+    let duration = 2.4 / f0 + (farthest + 2.0 * (7 + w) as f64) * 10.0 / 2000.0;
+    let shift = |p: [usize; 2], by: usize| p.map(|i| i + by);
+    let small_shape = interior.map(|n| n + 2 * w);
+    let moved: Vec<[usize; 2]> = receivers.iter().map(|&r| shift(r, w)).collect();
+    let small = on_grid(small_shape, radius, f0, duration, shift(source, w), &moved, "cpml", w);
+    // Far enough that the walls' first reflection comes back after the window.
+    let margin = (2000.0 * duration / 20.0).ceil() as usize + 4;
+    let big_shape = interior.map(|n| n + 2 * margin);
+    let far: Vec<[usize; 2]> = receivers.iter().map(|&r| shift(r, margin)).collect();
+    let big = on_grid(big_shape, radius, f0, duration, shift(source, margin), &far, "none", 0);
+    let (a, b) = (run::<f64>(&small.problem()), run::<f64>(&big.problem()));
+    let worst = a.iter().zip(&b).map(|(a, b)| max_abs_diff(a, b) / max_abs(b)).fold(0.0, f64::max);
+    20.0 * worst.log10()
+}
+
+#[test]
+fn cpml_reflects_60_db_or_less_at_the_default_width() {
+    // Normal incidence (faces, an edge's corner), and grazing along the low z face.
+    let normal = |ppw, r| reflection_db([41, 41], [20, 20], &[[34, 20], [20, 6], [34, 34]], ppw, r);
+    let grazing = |ppw, r| reflection_db([101, 21], [6, 6], &[[30, 6], [55, 6], [80, 6]], ppw, r);
+    for (ppw, r) in [(5.0, 4), (10.0, 4), (15.0, 4), (5.0, 2), (10.0, 8)] {
+        let (n, g) = (normal(ppw, r), grazing(ppw, r));
+        eprintln!("2D CPML, {ppw} points per wavelength, R = {r}: normal {n:.1} dB, grazing {g:.1} dB");
+        // Measured -73 (R = 2, 5 points) to -84 dB: the issue's -60 dB at the default width.
+        assert!(n <= -60.0 && g <= -60.0, "{ppw} ppw, R = {r}: normal {n:.1} dB, grazing {g:.1} dB");
+    }
+}
+
+/// A free surface at z = 0 is the antisymmetric image: the same run with no surface, the grid
+/// mirrored above z = 0 and a source of opposite sign at the mirrored position, gives the same
+/// traces (the mirrored grid's rows -k hold exactly -p(k) at every step).
+#[test]
+fn free_surface_is_the_antisymmetric_image() {
+    let (nx, nz) = (81, 40);
+    let base = on_grid([nx, nz], 4, 12.0, 0.6, [40, 8], &[[52, 3], [30, 12], [60, 25]], "none", 0);
+    let surface = Plane { free_surface: true, ..base.clone() };
+    let cfg = Config::from_toml(&surface.toml()).unwrap();
+    let p = Problem::build(&cfg, seismic_run::model::load(&cfg, std::path::Path::new(".")).unwrap()).unwrap();
+    let with_surface = run::<f64>(&p);
+    // The mirrored grid: rows -(nz - 1)..=(nz - 1), two sources.
+    let h = 10.0;
+    let mirrored = format!(
+        "[grid]\nshape = [{nx}, {}]\nspacing = [{h}, {h}]\norigin = [0.0, {}]\n\n[model]\nkind = \"constant\"\nvp = 2000.0\n\n\
+         [stencil]\nradius = 4\n\n[time]\nduration = 0.6\ndt = {:e}\n\n\
+         [[source]]\nposition = [400.0, 80.0]\nfrequency = 12.0\ndelay = {}\ninjection = \"nearest\"\n\n\
+         [[source]]\nposition = [400.0, -80.0]\nfrequency = 12.0\ndelay = {}\namplitude = -1.0\ninjection = \"nearest\"\n\n\
+         [boundary]\nkind = \"none\"\n{}",
+        2 * nz - 1,
+        -((nz - 1) as f64) * h,
+        p.dt,
+        1.2 / 12.0,
+        1.2 / 12.0,
+        base.receivers
+            .iter()
+            .map(|r| format!("\n[[receivers]]\nposition = [{}, {}]\ninterpolation = \"nearest\"\n", r[0], r[1]))
+            .collect::<String>()
+    );
+    let cfg = Config::from_toml(&mirrored).unwrap();
+    let q = Problem::build(&cfg, seismic_run::model::load(&cfg, std::path::Path::new(".")).unwrap()).unwrap();
+    assert_eq!(q.dt, p.dt);
+    let image = run::<f64>(&q);
+    for (a, b) in with_surface.iter().zip(&image) {
+        let err = max_abs_diff(a, b) / max_abs(b);
+        assert!(max_abs(b) > 0.0 && err <= 1e-12, "free surface against its image: {err:e}");
+    }
+}
+
+/// On a square grid (dx = dz) with the source at the centre, receivers mirrored in x, in z and
+/// across the diagonal record the same trace: the operator is the same along both axes and the
+/// CPML's faces alike.
+#[test]
+fn mirrored_receivers_record_the_same_trace() {
+    let c = 30;
+    let rec = [[c + 9, c + 4], [c - 9, c + 4], [c + 9, c - 4], [c + 4, c + 9], [c - 4, c - 9]];
+    let g = on_grid([2 * c + 1, 2 * c + 1], 4, 10.0, 0.5, [c, c], &rec, "cpml", 10);
+    let traces = run::<f64>(&g.problem());
+    let reference = &traces[0];
+    assert!(max_abs(reference) > 0.0);
+    for t in &traces[1..] {
+        let err = max_abs_diff(t, reference) / max_abs(reference);
+        // Only the order of the x and z taps' sums differs between mirror images: f64 rounding.
+        assert!(err <= 1e-12, "mirrored receiver: {err:e}");
+    }
+}
+
+/// A density step at normal incidence reflects R = (Z2 - Z1) / (Z2 + Z1) of a plane wave; a line
+/// source's cylindrical wave far from it and a receiver on the source's side at the source's depth
+/// (the reflection comes back along the normal) see about that ratio between the reflected and
+/// the direct arrivals once geometric spreading is taken out: the reflected wave has travelled
+/// farther, sqrt(r_direct / r_reflected) in 2D.
+#[test]
+fn density_interface_reflects_the_impedance_contrast() {
+    let rho = (1000.0, 2500.0);
+    let expected = (rho.1 - rho.0) / (rho.1 + rho.0);
+    // The interface at z = 1000 m, the source 300 m above it, the receiver 150 m above the
+    // source: the direct wave travels 150 m, the reflection 150 + 2 * 300 = 750 m.
+    let mut g = on_grid([201, 181], 4, 15.0, 0.75, [100, 70], &[[100, 55]], "cpml", 20);
+    g.model =
+        format!("kind = \"constant\"\nvp = 2000.0\ndensity = {{ depths = [1000.0], values = [{}, {}] }}", rho.0, rho.1);
+    let p = g.problem();
+    assert!(p.variable_density());
+    let trace = &run::<f64>(&p)[0];
+    let dt = p.dt;
+    let peak_in = |t0: f64, t1: f64| {
+        let (a, b) = ((t0 / dt) as usize, ((t1 / dt) as usize).min(trace.len()));
+        trace[a..b].iter().fold(0.0f64, |m, v| m.max(v.abs()))
+    };
+    let delay = g.delay;
+    let direct = peak_in(delay + 150.0 / 2000.0 - 0.06, delay + 150.0 / 2000.0 + 0.06);
+    let reflected = peak_in(delay + 750.0 / 2000.0 - 0.06, delay + 750.0 / 2000.0 + 0.06);
+    let measured = reflected / direct * (750.0f64 / 150.0).sqrt();
+    eprintln!("2D density step: reflection {measured:.4}, expected {expected:.4}");
+    // Measured 0.445 against 0.429 (the wavelet's spread in incidence angle and frequency).
+    assert!((measured - expected).abs() <= 0.05 * expected, "reflection {measured} against {expected}");
+}
+
+/// The 2D forms' input errors name the key and the form to use.
+#[test]
+fn bad_2d_inputs_are_refused_by_name() {
+    let base = off_grid_line_source().toml();
+    let err = |text: &str| match Config::from_toml(text) {
+        Err(e) => e.to_string(),
+        Ok(cfg) => match seismic_run::model::load(&cfg, std::path::Path::new(".")).and_then(|vp| {
+            let p = Problem::build(&cfg, vp)?;
+            seismic_run::output::plan::OutputPlan::from_config(&cfg, &p).map(|_| p)
+        }) {
+            Err(e) => format!("{e:#}"),
+            Ok(_) => panic!("accepted: {text}"),
+        },
+    };
+    // A 3D grid with a position in the 2D form.
+    let three_d = base
+        .replace("shape = [401, 401]", "shape = [401, 3, 401]")
+        .replace("spacing = [10, 10]", "spacing = [10, 10, 10]");
+    let e = err(&three_d);
+    assert!(e.contains("source[0].position") && e.contains("[x, y, z]"), "{e}");
+    // Planes that a 2D grid does not have.
+    for kind in ["xy", "yz"] {
+        let e =
+            err(&format!("{base}\n[output]\nsnapshot_every = 10\nsnapshot = [{{ kind = \"{kind}\", at = 100.0 }}]\n"));
+        assert!(e.contains("output.snapshot[0].kind") && e.contains("2D"), "{e}");
+    }
+    let e = err(&format!("{base}\n[run]\ndecomposition = \"z\"\n"));
+    assert!(e.contains("run.decomposition") && e.contains("2D"), "{e}");
+    let e = err(&format!("{base}\n[run]\nprecision = \"f16\"\n"));
+    assert!(e.contains("run.precision") && e.contains("2D"), "{e}");
+    let e = err(&base.replace("shape = [401, 401]", "shape = [401, 401, 1, 1]"));
+    assert!(e.contains("grid.shape") || e.contains("[x, z]"), "{e}");
+}
+
+/// The GPU backends refuse a 2D grid by name, and `auto` runs it on the CPU.
+#[test]
+fn gpu_backends_refuse_a_2d_grid_and_auto_runs_it_on_the_cpu() {
+    use seismic_run::backend::registry;
+    use seismic_run::config::{BackendChoice, KernelChoice};
+    let mut g = off_grid_line_source();
+    g.duration = 0.01;
+    let p = g.problem();
+    let e = registry::open_gpu(&p, BackendChoice::Cuda, KernelChoice::default(), 0).err().expect("refused");
+    assert!(format!("{e:#}").contains("2D"), "{e:#}");
+    let mut notice = String::new();
+    let b = registry::open(&p, BackendChoice::Auto, KernelChoice::default(), 0, &mut |s| notice += s).unwrap();
+    assert_eq!(b.info().backend, "cpu");
+    assert!(notice.contains("2D"), "{notice}");
+}
+
+/// A 2D step's bytes: three fields read and one written a point (16 B at f32) and the x and z
+/// halos, no y halo; the CPML adds its memory variables on the x and z faces only.
+#[test]
+fn a_2d_step_counts_its_own_bytes() {
+    let mut g = off_grid_line_source();
+    g.boundary = "cpml";
+    g.width = 10;
+    let p = g.problem();
+    let (nx, nz, r) = (401u64, 401u64, 4u64);
+    assert_eq!(p.step_bytes(), 16 * nx * nz + 4 * 2 * r * (nx + nz));
+    // psi and zeta (16 B) on 2 x 10 columns and 2 x 10 rows.
+    assert_eq!(p.full_step_bytes() - p.step_bytes(), 16 * (20 * nz + 20 * nx));
 }

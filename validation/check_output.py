@@ -71,7 +71,10 @@ def check_layout(f):
     check(1 <= int(f.attrs["radius"]) <= 8, "radius outside 1..8")
     check(dt > 0 and steps > 0, "dt and steps must be positive")
     cfg = tomllib.loads(f.attrs["input"])
-    check(list(cfg["grid"]["shape"]) == [nx, ny, nz], "input TOML grid.shape differs from the shape attribute")
+    # A 2D grid's input gives [nx, nz] (ny = 1).
+    given = list(cfg["grid"]["shape"])
+    given = [given[0], 1, given[1]] if len(given) == 2 else given
+    check(given == [nx, ny, nz], "input TOML grid.shape differs from the shape attribute")
     # The run grid holds the model's grid, and the absorbing layers where they lie outside it.
     run_points = int(np.prod(f.attrs["run_shape"]))
     check(all(int(r) >= n for r, n in zip(f.attrs["run_shape"], (nx, ny, nz))), "run_shape smaller than shape")

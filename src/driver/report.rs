@@ -19,8 +19,14 @@ pub fn print_header(
     let [dx, dy, dz] = problem.spacing;
     let b = &problem.boundary;
     println!("seismic-run {}: {}", env!("CARGO_PKG_VERSION"), input.display());
+    // A 2D grid's y is no axis of the run: its shape and spacing are said in x and z.
+    let (shape, spacing) = if problem.is_2d() {
+        (format!("{nx} x {nz} (2D)"), format!("{dx} x {dz}"))
+    } else {
+        (format!("{nx} x {ny} x {nz}"), format!("{dx} x {dy} x {dz}"))
+    };
     println!(
-        "  grid      {nx} x {ny} x {nz} = {:.2} M points, spacing {dx} x {dy} x {dz} m, stencil radius {}",
+        "  grid      {shape} = {:.2} M points, spacing {spacing} m, stencil radius {}",
         problem.layout.points() as f64 / 1e6,
         problem.stencil.radius
     );
@@ -42,7 +48,11 @@ pub fn print_header(
         "  boundary  {}, {} points{why}{}{}",
         format!("{:?}", b.kind).to_lowercase(),
         b.width,
-        if region.is_whole() { String::new() } else { format!(" outside the model of {mx} x {my} x {mz}") },
+        match (region.is_whole(), problem.is_2d()) {
+            (true, _) => String::new(),
+            (false, true) => format!(" outside the model of {mx} x {mz}"),
+            (false, false) => format!(" outside the model of {mx} x {my} x {mz}"),
+        },
         if b.free_surface { ", free surface at z = 0" } else { "" }
     );
     println!(

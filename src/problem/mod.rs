@@ -174,7 +174,11 @@ impl Problem {
     /// the second time level is the increment d^n, read and written, besides p^{n+1}: five fields
     /// instead of four. Boundary-layer work is not counted, so GB/s computed from it is a lower
     /// bound.
+    /// A 2D grid's step ([`step_bytes_2d`]) has no y halo.
     pub fn step_bytes(&self) -> u64 {
+        if self.is_2d() {
+            return step_bytes_2d([self.layout.nx, self.layout.nz], self.stencil.radius, self.variable_density());
+        }
         let f32_bytes = step_bytes_with(self.shape(), self.stencil.radius, true, self.variable_density());
         match self.precision {
             Precision::F32 => f32_bytes,
@@ -322,6 +326,15 @@ pub fn step_bytes_with(shape: [usize; 3], radius: usize, leapfrog: bool, variabl
     let halo = 2 * r * (nx * ny + ny * nz + nx * nz);
     let fields = if leapfrog { 4 } else { 2 } + variable_density as u64;
     4 * (fields * points + halo)
+}
+
+/// The bytes of one f32 leapfrog step on a 2D grid of `[nx, nz]` points: p^n read with its x and z
+/// face halos (R columns and R rows each side), p^{n-1} and the stiffness read, p^{n+1} written
+/// (16 bytes a point), the buoyancy read too with a variable density.
+pub fn step_bytes_2d([nx, nz]: [usize; 2], radius: usize, variable_density: bool) -> u64 {
+    let (nx, nz, r) = (nx as u64, nz as u64, radius as u64);
+    let fields = 4 + variable_density as u64;
+    4 * (fields * nx * nz + 2 * r * (nx + nz))
 }
 
 /// The f16 step's bytes (2 a value): p^n with its face halos, d^n and c^2 dt^2 read, d^{n+1} and

@@ -10,10 +10,10 @@
 //! The CPML memory variables are stored per axis in slabs of the layers only: x as (nz, 2w), z as
 //! (2w, nx) (`boundary.rs` has the formulation; phi is double-buffered, zeta updated in place).
 
-use super::Real;
 use super::cpml::layer_weights_into;
 use super::memory::Parts;
 use super::shot::{SourceTaps, shot_taps};
+use super::{Isa, Real};
 use crate::backend::{Backend, DeviceInfo};
 use crate::boundary::BoundaryKind;
 use crate::grid::{Layout, Section, for_each_section};
@@ -54,6 +54,8 @@ impl<T> PlaneLayers<T> {
 /// and the shot.
 pub struct PlaneSolver<T: Real> {
     layout: Layout,
+    /// The instruction set the sweep is built for (every one computes the same bits).
+    isa: Isa,
     radius: usize,
     /// Second-derivative weights scaled by 1/h^2 along x and z (index 0: the centre weight).
     c2: [Vec<T>; 2],
@@ -78,6 +80,10 @@ pub struct PlaneSolver<T: Real> {
     seconds: Vec<f64>,
 }
 
+/// Points of a row the interior update computes together (a stack buffer: the step allocates
+/// nothing).
+const CHUNK: usize = 64;
+
 /// Slab coordinate of index i on an axis of n points with layers of width w, if in a layer.
 #[inline(always)]
 fn layer(i: usize, n: usize, w: usize) -> Option<usize> {
@@ -85,8 +91,15 @@ fn layer(i: usize, n: usize, w: usize) -> Option<usize> {
 }
 
 impl<T: Real> PlaneSolver<T> {
-    /// The solver of `problem`, a 2D problem ([`Problem::is_2d`]).
+    /// The solver of `problem`, a 2D problem ([`Problem::is_2d`]), with the widest instruction
+    /// set this CPU has.
     pub fn new(problem: &Problem) -> Result<Self> {
+        Self::with_isa(problem, Isa::detect())
+    }
+
+    /// The solver whose sweep runs the build for `isa`.
+    pub fn with_isa(problem: &Problem, isa: Isa) -> Result<Self> {
+        ensure!(isa.available(), "this CPU cannot run the {} build of the CPU step", isa.name());
         let layout = problem.layout;
         ensure!(layout.is_planar(), "the 2D CPU solver runs 2D grids only (grid.shape = [nx, nz])");
         let r = problem.stencil.radius;
@@ -135,6 +148,7 @@ impl<T: Real> PlaneSolver<T> {
         let (source, rec_taps) = shot_taps(problem, &layout, &stiffness);
         Ok(PlaneSolver {
             layout,
+            isa,
             radius: r,
             c2,
             centre,
@@ -257,10 +271,13 @@ impl<T: Real> PlaneSolver<T> {
             layers,
             free_surface: self.free_surface,
         };
-        (0..self.layout.nz).into_par_iter().for_each(|iz| {
-            // SAFETY: row iz of p^{n+1}, of the new phi and of zeta is this task's alone; p^n and
-            // the current phi are read only.
-            unsafe { sweep.row(iz) }
+        let (isa, nz) = (self.isa, self.layout.nz);
+        // Runs of rows a task: enough for the threads to share the rows evenly.
+        let per = nz.div_ceil(4 * rayon::current_num_threads()).max(1);
+        (0..nz.div_ceil(per)).into_par_iter().for_each(|k| {
+            // SAFETY: rows k per.. of p^{n+1}, of the new phi and of zeta are this task's alone;
+            // p^n and the current phi are read only; isa was checked in `new`.
+            unsafe { sweep.dispatch(isa, k * per, ((k + 1) * per).min(nz)) }
         });
     }
 }
@@ -295,55 +312,120 @@ struct PlaneSweep<'a, T: Real, const R: usize> {
 }
 
 impl<T: Real, const R: usize> PlaneSweep<'_, T, R> {
+    /// Runs [`Self::rows`] in the build for `isa`.
+    /// SAFETY: as [`Self::rows`]; `isa` is available on this CPU.
+    unsafe fn dispatch(&self, isa: Isa, z0: usize, z1: usize) {
+        // SAFETY: the caller checked isa (PlaneSolver::new) and keeps rows' contract.
+        unsafe {
+            match isa {
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx512 => self.rows_avx512(z0, z1),
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx2Fma => self.rows_avx2(z0, z1),
+                _ => self.rows(z0, z1),
+            }
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")]
+    unsafe fn rows_avx512(&self, z0: usize, z1: usize) {
+        // SAFETY: forwarded contract.
+        unsafe { self.rows(z0, z1) }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn rows_avx2(&self, z0: usize, z1: usize) {
+        // SAFETY: forwarded contract.
+        unsafe { self.rows(z0, z1) }
+    }
+
+    /// Rows z0..z1.
+    /// SAFETY: concurrent calls have disjoint row ranges.
+    #[inline(always)]
+    unsafe fn rows(&self, z0: usize, z1: usize) {
+        for iz in z0..z1 {
+            // SAFETY: forwarded.
+            unsafe { self.row(iz) }
+        }
+    }
+
+    /// p^{n+1} = g (2 p^n - g p^{n-1} + K L p^n) at the n <= CHUNK points of `out` from offset
+    /// `o` (grid x0 of row iz); per point the x taps then the z taps, each tap one fused
+    /// multiply-add (the constant-density operator) or two (the variable-density one).
+    #[inline(always)]
+    fn interior_chunk(&self, out: &mut [T], o: usize, x0: usize, iz: usize) {
+        let n = out.len();
+        let (cur, vel, pitch) = (self.cur, self.vel, self.l.pitch);
+        let mut lap = [T::default(); CHUNK];
+        let lap = &mut lap[..n];
+        let c = &cur[o..o + n];
+        match self.bh {
+            None => {
+                for (l, &c) in lap.iter_mut().zip(c) {
+                    *l = self.centre * c;
+                }
+                for (coef, stride) in self.coef.iter().zip([1, pitch]) {
+                    for (k, &w) in coef.iter().enumerate() {
+                        let d = (k + 1) * stride;
+                        let (m, p) = (&cur[o - d..o - d + n], &cur[o + d..o + d + n]);
+                        for i in 0..n {
+                            lap[i] = w.mul_add(m[i] + p[i], lap[i]);
+                        }
+                    }
+                }
+            }
+            Some(bh) => {
+                // The variable-density operator (problem/density.rs), x then z.
+                let half = T::of(0.5);
+                let b0 = &bh[o..o + n];
+                for (coef, stride) in self.coef.iter().zip([1, pitch]) {
+                    for (k, &w) in coef.iter().enumerate() {
+                        let h = half * w;
+                        let d = (k + 1) * stride;
+                        let (pm, pp) = (&cur[o - d..o - d + n], &cur[o + d..o + d + n]);
+                        let (bm, bp) = (&bh[o - d..o - d + n], &bh[o + d..o + d + n]);
+                        for i in 0..n {
+                            lap[i] = (h * (b0[i] + bp[i])).mul_add(pp[i] - c[i], lap[i]);
+                            lap[i] = (h * (b0[i] + bm[i])).mul_add(pm[i] - c[i], lap[i]);
+                        }
+                    }
+                }
+            }
+        }
+        let v = &vel[o..o + n];
+        let two = T::of(2.0);
+        match self.damp {
+            // Sponge: p^{n-1} damped too (friction, not a restoring force).
+            Some(g) => {
+                let (gx, gz) = (&g[0][x0..x0 + n], g[1][iz]);
+                for i in 0..n {
+                    let gi = gx[i] * gz;
+                    out[i] = gi * (two * c[i] - gi * out[i] + v[i] * lap[i]);
+                }
+            }
+            None => {
+                for i in 0..n {
+                    out[i] = two * c[i] - out[i] + v[i] * lap[i];
+                }
+            }
+        }
+    }
+
     /// Row iz of p^{n+1}: p^{n+1} = g (2 p^n - g p^{n-1} + K L p^n), then the z layers'
     /// correction, then the x layers'.
     /// SAFETY: row iz of p^{n+1}, of the new phi and of zeta is this call's alone.
+    #[inline(always)]
     unsafe fn row(&self, iz: usize) {
         let l = self.l;
         let (nx, pitch) = (l.nx, l.pitch);
         let row = l.row(0, iz);
         // SAFETY: forwarded.
         let out = unsafe { self.next.get(row, nx) };
-        let (cur, vel) = (self.cur, self.vel);
-        let two = T::of(2.0);
-        for (ix, o) in out.iter_mut().enumerate() {
-            let q = row + ix;
-            let lap = match self.bh {
-                None => {
-                    let mut acc = self.centre * cur[q];
-                    for k in 0..R {
-                        acc = self.coef[0][k].mul_add(cur[q - k - 1] + cur[q + k + 1], acc);
-                    }
-                    for k in 0..R {
-                        let d = (k + 1) * pitch;
-                        acc = self.coef[1][k].mul_add(cur[q - d] + cur[q + d], acc);
-                    }
-                    acc
-                }
-                Some(bh) => {
-                    // The variable-density operator (problem/density.rs), x then z.
-                    let half = T::of(0.5);
-                    let (p0, b0) = (cur[q], bh[q]);
-                    let mut acc = T::default();
-                    for (weights, stride) in self.coef.iter().zip([1, pitch]) {
-                        for (k, &c) in weights.iter().enumerate() {
-                            let h = half * c;
-                            let d = (k + 1) * stride;
-                            acc = (h * (b0 + bh[q + d])).mul_add(cur[q + d] - p0, acc);
-                            acc = (h * (b0 + bh[q - d])).mul_add(cur[q - d] - p0, acc);
-                        }
-                    }
-                    acc
-                }
-            };
-            *o = match self.damp {
-                // Sponge: p^{n-1} damped too (friction, not a restoring force).
-                Some(g) => {
-                    let gi = g[0][ix] * g[1][iz];
-                    gi * (two * cur[q] - gi * *o + vel[q] * lap)
-                }
-                None => two * cur[q] - *o + vel[q] * lap,
-            };
+        for x0 in (0..nx).step_by(CHUNK) {
+            let n = CHUNK.min(nx - x0);
+            self.interior_chunk(&mut out[x0..x0 + n], row + x0, x0, iz);
         }
         let Some(([x, z], w)) = &self.layers else { return };
         let w = *w;
