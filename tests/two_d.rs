@@ -2,6 +2,8 @@
 //! CPML reflection on the x and z faces, the free surface, the stencil's symmetry, a density
 //! interface's reflection coefficient, and the 2D forms' input errors.
 
+mod process;
+
 use seismic_run::backend::cpu::{PlaneSolver, Real};
 use seismic_run::config::Config;
 use seismic_run::problem::Problem;
@@ -383,4 +385,44 @@ fn a_2d_step_counts_its_own_bytes() {
     assert_eq!(p.step_bytes(), 16 * nx * nz + 4 * 2 * r * (nx + nz));
     // psi and zeta (16 B) on 2 x 10 columns and 2 x 10 rows.
     assert_eq!(p.full_step_bytes() - p.step_bytes(), 16 * (20 * nz + 20 * nx));
+}
+
+/// A 2D survey through the binary: positions [x, z] in `[survey] shots`, a moving spread; each
+/// shot's traces equal a single run of its own input (the survey's shot input, positions kept in
+/// the 2D form) bit for bit.
+#[test]
+fn a_2d_survey_equals_its_shots_run_one_by_one() {
+    use seismic_run::output::result::ResultFile;
+    use seismic_run::survey::{self, SurveyFiles};
+    let text = "[grid]\nshape = [80, 40]\nspacing = [10.0, 10.0]\n[model]\nkind = \"layered\"\ndepths = [200.0]\n\
+                velocities = [1500.0, 2500.0]\n[time]\nsteps = 120\n[source]\nposition = [200.0, 30.0]\n\
+                frequency = 10.0\n[[receivers]]\nline = { start = [100.0, 20.0], end = [300.0, 20.0], count = 5 }\n\
+                [boundary]\nwidth = 8\nfree_surface = true\n[output]\npath = \"s.h5\"\n[survey]\n\
+                shots = [[200.0, 30.0], [400.0, 35.0]]\nspread = \"moving\"\n";
+    let dir = process::scratch("two_d", "survey");
+    std::fs::write(dir.join("s.toml"), text).unwrap();
+    let run = |file: &str| {
+        let out =
+            process::seismic_run().current_dir(&*dir).args([file, "--backend", "cpu", "--quiet"]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    let traces = |path: &std::path::Path| -> Vec<u32> {
+        ResultFile::open(path).unwrap().traces().unwrap().iter().map(|v| v.to_bits()).collect()
+    };
+    run("s.toml");
+    let files = SurveyFiles::new(&dir.join("s.h5")).unwrap();
+    let cfg = Config::from_toml(text).unwrap();
+    let shots = survey::shots(&cfg).unwrap();
+    assert_eq!(shots.len(), 2);
+    let mut got = Vec::new();
+    for s in &shots {
+        let name = format!("single{}", s.index);
+        let shot_text = survey::shot_input(text, s).unwrap().replace("\"s.h5\"", &format!("\"{name}.h5\""));
+        std::fs::write(dir.join(format!("{name}.toml")), shot_text).unwrap();
+        run(&format!("{name}.toml"));
+        let shot = traces(&files.shot(s.index));
+        assert_eq!(traces(&dir.join(format!("{name}.h5"))), shot, "shot {}", s.index);
+        got.push(shot);
+    }
+    assert_ne!(got[0], got[1]);
 }

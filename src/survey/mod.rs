@@ -76,7 +76,7 @@ pub fn shot_input(text: &str, shot: &Shot) -> Result<String> {
     let mut move_by: Option<[f64; 3]> = None;
     for source in sources {
         let v = source.get("position").context("source position")?;
-        let p = position_of(v).context("source position")?;
+        let (p, form) = position_of(v).context("source position")?;
         let moved = match move_by {
             None => {
                 move_by = Some(std::array::from_fn(|a| shot.source[a] - p[a]));
@@ -84,7 +84,7 @@ pub fn shot_input(text: &str, shot: &Shot) -> Result<String> {
             }
             Some(by) => std::array::from_fn(|a| p[a] + by[a]),
         };
-        source.insert("position".into(), coordinates(moved));
+        source.insert("position".into(), coordinates(moved, form));
     }
     if shot.shift != [0.0; 3] {
         let receivers = doc.get_mut("receivers").and_then(|r| r.as_array_mut());
@@ -97,8 +97,8 @@ pub fn shot_input(text: &str, shot: &Shot) -> Result<String> {
                     Some(name) => r.get_mut(name).and_then(|t| t.as_table_mut()),
                 };
                 if let Some(v) = t.and_then(|t| t.get_mut(key)) {
-                    let p = position_of(v).with_context(|| format!("receivers {key}"))?;
-                    *v = coordinates(std::array::from_fn(|a| p[a] + shot.shift[a]));
+                    let (p, form) = position_of(v).with_context(|| format!("receivers {key}"))?;
+                    *v = coordinates(std::array::from_fn(|a| p[a] + shot.shift[a]), form);
                 }
             }
         }
@@ -106,18 +106,23 @@ pub fn shot_input(text: &str, shot: &Shot) -> Result<String> {
     Ok(toml::to_string(&doc)?)
 }
 
-fn coordinates(p: [f64; 3]) -> toml::Value {
-    toml::Value::Array(p.iter().map(|&c| toml::Value::Float(c)).collect())
+/// A position as the input writes it: [x, y, z], or [x, z] where `form` is 2 (a 2D grid's).
+fn coordinates(p: [f64; 3], form: usize) -> toml::Value {
+    let kept: Vec<f64> = if form == 2 { vec![p[0], p[2]] } else { p.to_vec() };
+    toml::Value::Array(kept.into_iter().map(toml::Value::Float).collect())
 }
 
-fn position_of(v: &toml::Value) -> Result<[f64; 3]> {
-    let a = v.as_array().context("a position is an array of 3 numbers")?;
-    ensure!(a.len() == 3, "a position is exactly 3 numbers, got {}", a.len());
-    let mut p = [0.0; 3];
-    for (c, x) in p.iter_mut().zip(a) {
+/// A position of the input text and its form (3 values, or 2 on a 2D grid: [x, z], its y read as
+/// 0, which no shift of a 2D survey changes).
+fn position_of(v: &toml::Value) -> Result<([f64; 3], usize)> {
+    let a = v.as_array().context("a position is an array of 3 numbers (2 on a 2D grid)")?;
+    ensure!(matches!(a.len(), 2 | 3), "a position is exactly 3 numbers (2 on a 2D grid), got {}", a.len());
+    let mut given = [0.0; 3];
+    for (c, x) in given.iter_mut().zip(a) {
         *c = x.as_float().or_else(|| x.as_integer().map(|i| i as f64)).context("a coordinate is a number")?;
     }
-    Ok(p)
+    let p = if a.len() == 2 { [given[0], 0.0, given[1]] } else { given };
+    Ok((p, a.len()))
 }
 
 /// One line of the index: a shot, its positions and its result file.
