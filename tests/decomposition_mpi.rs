@@ -139,6 +139,25 @@ fn two_and_three_mpi_ranks_write_the_single_rank_result_bit_for_bit() {
     }
 }
 
+/// A density varying with the layers (each rank samples its planes of it, and the R planes beyond
+/// them its operator reads): 2 and 3 ranks, and 4 y-z blocks, write the single-rank result bit for
+/// bit.
+#[test]
+fn a_variable_density_over_mpi_ranks_writes_the_single_rank_result_bit_for_bit() {
+    let input = with_density(INPUT);
+    let exchange = "halo exchange through host memory (MPI), overlapping the step";
+    compare("cpu-density", &input, &[2, 3], &[], exchange);
+    compare_runs("cpu-density-yz", &input, "yz", &[(4, "4 y-z blocks")], &[]);
+}
+
+/// `input` with a density per layer of its model (1000..2500 kg/m^3).
+fn with_density(input: &str) -> String {
+    input.replace(
+        "velocities = [1500.0, 1800.0, 2100.0, 2500.0]",
+        "velocities = [1500.0, 1800.0, 2100.0, 2500.0]\ndensity = [1000.0, 2200.0, 1700.0, 2500.0]",
+    )
+}
+
 /// y-z blocks (`decomposition = "yz"`) on a 12 x 40 x 24 grid (its layers inside it, so that the
 /// cuts fall where the positions are): 2 ranks split it along y alone
 /// (2 row blocks), 4 into 2 x 2 blocks (the splits that move the fewest halo points); the source
@@ -247,6 +266,16 @@ fn two_mpi_ranks_on_one_gpu_write_the_single_gpu_result_bit_for_bit() {
     compare("cuda", &input, &[2], &[], "halo exchange through host memory (MPI) after the step (ranks share a GPU)");
     let input = input.replace("[run]\n", "[run]\nhalo_overlap = true\n");
     compare("cuda-overlap", &input, &[2], &[], "halo exchange through host memory (MPI), overlapping the step");
+}
+
+/// The density's step over 2 ranks on one GPU (each its part of the buoyancy): the single-GPU
+/// result bit for bit.
+#[cfg(feature = "cuda")]
+#[test]
+#[ignore = "needs a GPU"]
+fn a_variable_density_over_two_mpi_ranks_on_one_gpu_writes_the_single_gpu_result_bit_for_bit() {
+    let input = with_density(INPUT).replace("backend = \"cpu\"", "backend = \"cuda\"");
+    compare("cuda-density", &input, &[2], &[], "halo exchange through host memory (MPI) after the step");
 }
 
 /// y-z blocks over 4 ranks sharing one GPU (2 x 2, host path): the single-GPU result bit for bit.
