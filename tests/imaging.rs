@@ -1,13 +1,18 @@
 //! Imaging on the CPU reference: the adjoint of the forward modelling operator F passes the
 //! dot-product test <F x, y> = <x, F^T y> for random source samples x and traces y, with sinc
 //! positions off the grid, a free surface, a sponge, and a variable velocity and density
-//! (src/imaging/adjoint.rs derives why).
+//! (src/imaging/adjoint.rs derives why); reverse-time migration images a flat reflector at its
+//! depth and a dipping one at its dip; the velocity gradient of the misfit matches a finite
+//! difference along a smooth random direction.
 
 mod common;
 
 use common::Lcg;
+use seismic_run::backend::cpu::CpuSolver;
 use seismic_run::config::Config;
 use seismic_run::imaging::adjoint::{adjoint_samples, forward_traces, with_source_samples};
+use seismic_run::imaging::filter::{fractional_derivative, laplacian_filter};
+use seismic_run::imaging::rtm::{add_normalised, migrate_shot, misfit_gradient};
 use seismic_run::problem::Problem;
 
 /// A 26 x 22 x 24 grid at 10 m with a smooth random velocity (1800..2600 m/s) and, with
@@ -101,4 +106,162 @@ fn the_adjoint_refuses_cpml() {
     let p = problem("cpml", 6, false, false);
     let err = adjoint_samples::<f64>(&p, &vec![vec![0.0; p.steps]; p.receivers.len()]).unwrap_err();
     assert!(format!("{err:#}").contains("cpml"), "{err:#}");
+}
+
+/// A survey line over a 2D-like model: x 0..800 m, y a thin 21-point slab, z 0..550 m at 10 m;
+/// sources and 33 receivers at 20 m depth along y = 100 m; a sponge on every face; dt fixed so
+/// that the models with and without the reflector step alike.
+fn line_problem(source_x: f64, vp: Vec<f32>) -> Problem {
+    let mut text = "[grid]\nshape = [81, 21, 56]\nspacing = [10.0, 10.0, 10.0]\n\n\
+         [model]\nkind = \"constant\"\nvp = 2000.0\n\n\
+         [stencil]\nradius = 4\n\n[time]\nduration = 0.6\ndt = 1.5e-3\n\n"
+        .to_string();
+    text += &format!(
+        "[source]\nposition = [{source_x}, 100.0, 20.0]\nfrequency = 15.0\ndelay = 0.08\n\n\
+         [boundary]\nkind = \"sponge\"\nwidth = 8\nplacement = \"inside\"\n\n\
+         [[receivers]]\nline = {{ start = [80.0, 100.0, 20.0], end = [720.0, 100.0, 20.0], count = 33 }}\n"
+    );
+    let cfg = Config::from_toml(&text).expect("test configuration parses");
+    Problem::build(&cfg, vp).expect("test problem builds")
+}
+
+/// Velocities of the line's grid: `above` m/s where `reflector(x)` (m) is deeper than z, `below`
+/// elsewhere.
+fn two_layers(reflector: impl Fn(f64) -> f64, above: f32, below: f32) -> Vec<f32> {
+    let [nx, ny, nz] = [81, 21, 56];
+    let mut vp = Vec::with_capacity(nx * ny * nz);
+    for iz in 0..nz {
+        for _ in 0..ny {
+            for ix in 0..nx {
+                vp.push(if (iz as f64 * 10.0) < reflector(ix as f64 * 10.0) { above } else { below });
+            }
+        }
+    }
+    vp
+}
+
+/// The stacked, illumination-normalised image of the shots at `sources_x` over the reflector:
+/// observed data modelled with it minus data modelled without it (the direct wave removed),
+/// migrated in the velocity above it. Dense (nz, ny, nx).
+fn line_image(reflector: impl Fn(f64) -> f64 + Copy, sources_x: &[f64]) -> (Problem, Vec<f64>) {
+    let mut stack = Vec::new();
+    let mut last = None;
+    for &sx in sources_x {
+        let truth = line_problem(sx, two_layers(reflector, 2000.0, 2600.0));
+        let smooth = line_problem(sx, two_layers(reflector, 2000.0, 2000.0));
+        let (full, direct) = (forward_traces::<f32>(&truth).unwrap(), forward_traces::<f32>(&smooth).unwrap());
+        // A line of receivers: the half derivative gives the image its zero phase.
+        let observed: Vec<Vec<f64>> = full
+            .iter()
+            .zip(&direct)
+            .map(|(a, b)| a.iter().zip(b).map(|(a, b)| a - b).collect::<Vec<f64>>())
+            .map(|r| fractional_derivative(&r, -0.5, smooth.dt))
+            .collect();
+        let mut backend = CpuSolver::<f32>::new(&smooth).unwrap();
+        let sums = migrate_shot(&mut backend, &smooth, &observed).unwrap();
+        if stack.is_empty() {
+            stack = vec![0.0; sums.image.len()];
+        }
+        add_normalised(&mut stack, &sums);
+        last = Some(smooth);
+    }
+    (last.unwrap(), stack)
+}
+
+/// Depth (m) of the image's largest value in column x (index) at the line's y, between 150 m and
+/// the bottom sponge, refined by a parabola through the peak and its two neighbours.
+fn peak_depth(image: &[f64], ix: usize) -> f64 {
+    let [nx, ny] = [81, 21];
+    let at = |iz: usize| image[(iz * ny + 10) * nx + ix];
+    let iz = (15..47).max_by(|&a, &b| at(a).total_cmp(&at(b))).unwrap();
+    let (m, c, p) = (at(iz - 1), at(iz), at(iz + 1));
+    let shift = 0.5 * (m - p) / (m - 2.0 * c + p);
+    (iz as f64 + shift) * 10.0
+}
+
+#[test]
+fn a_flat_reflector_images_at_its_true_depth() {
+    let depth = 305.0;
+    let (_, image) = line_image(|_| depth, &[400.0]);
+    for ix in [30, 35, 40, 45, 50] {
+        let z = peak_depth(&image, ix);
+        eprintln!("flat reflector at {depth} m: column x = {} m images at {z:.1} m", ix * 10);
+        assert!((z - depth).abs() <= 10.0, "x = {} m: image at {z} m, reflector at {depth} m", ix * 10);
+    }
+    // The Laplacian filter keeps the peak where it is.
+    let filtered = laplacian_filter(&image, [81, 21, 56], [10.0; 3]);
+    let z = peak_depth(&filtered, 40);
+    eprintln!("filtered: {z:.1} m");
+    assert!((z - depth).abs() <= 10.0, "filtered image at {z} m");
+}
+
+#[test]
+fn a_dipping_reflector_images_at_its_true_dip() {
+    let dip = 10.0f64;
+    let reflector = move |x: f64| 305.0 + (x - 400.0) * dip.to_radians().tan();
+    let (_, image) = line_image(reflector, &[250.0, 400.0, 550.0]);
+    let columns: Vec<usize> = (25..=55).collect();
+    let depths: Vec<f64> = columns.iter().map(|&ix| peak_depth(&image, ix)).collect();
+    let xs: Vec<f64> = columns.iter().map(|&ix| ix as f64 * 10.0).collect();
+    let (mx, mz) = (xs.iter().sum::<f64>() / xs.len() as f64, depths.iter().sum::<f64>() / xs.len() as f64);
+    let slope = xs.iter().zip(&depths).map(|(x, z)| (x - mx) * (z - mz)).sum::<f64>()
+        / xs.iter().map(|x| (x - mx).powi(2)).sum::<f64>();
+    let imaged = slope.atan().to_degrees();
+    let offset = mz - reflector(mx);
+    eprintln!("dipping reflector at {dip} degrees: imaged at {imaged:.2} degrees, {offset:.1} m off in depth");
+    assert!((imaged - dip).abs() <= 1.0, "imaged dip {imaged} degrees, true {dip}");
+    assert!(offset.abs() <= 10.0, "imaged {offset} m off the reflector's depth");
+}
+
+/// A smooth random field of unit size over the line's grid (a sum of a few long plane waves).
+fn smooth_field(seed: u64) -> Vec<f64> {
+    let mut rng = Lcg(seed);
+    let waves: Vec<([f64; 3], f64)> =
+        (0..4).map(|_| ([rng.next() * 0.15, rng.next() * 0.15, rng.next() * 0.15], rng.next() * 3.0)).collect();
+    let [nx, ny, nz] = [81, 21, 56];
+    let mut out = Vec::with_capacity(nx * ny * nz);
+    for iz in 0..nz {
+        for iy in 0..ny {
+            for ix in 0..nx {
+                let x = [ix, iy, iz].map(|v| v as f64);
+                out.push(
+                    waves.iter().map(|(k, ph)| (k[0] * x[0] + k[1] * x[1] + k[2] * x[2] + ph).sin()).sum::<f64>() / 4.0,
+                );
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_misfit_gradient_matches_a_finite_difference() {
+    // Observed data from a model with a reflector; the gradient at a smooth model without it.
+    let observed = forward_traces::<f64>(&line_problem(400.0, two_layers(|_| 305.0, 2000.0, 2600.0))).unwrap();
+    let background: Vec<f64> = smooth_field(5);
+    let model = line_problem(400.0, background.iter().map(|b| (2100.0 + 100.0 * b) as f32).collect());
+    let mut backend = CpuSolver::<f64>::new(&model).unwrap();
+    let (gradient, _) = misfit_gradient(&mut backend, &model, &observed).unwrap();
+    let direction = smooth_field(9);
+    let misfit = |h: f64| {
+        let mut p = model.clone();
+        for (v, d) in p.vp.iter_mut().zip(&direction) {
+            *v = (*v as f64 + h * d) as f32;
+        }
+        let d = forward_traces::<f64>(&p).unwrap();
+        0.5 * d.iter().flatten().zip(observed.iter().flatten()).map(|(a, b)| (a - b).powi(2)).sum::<f64>()
+    };
+    // h in m/s: the finite difference's O(h^2) error and the f32 velocities' rounding both small.
+    let h = 2.0;
+    let finite_difference = (misfit(h) - misfit(-h)) / (2.0 * h);
+    // The perturbed velocities are rounded to f32: the direction they actually take.
+    let taken: Vec<f64> = model
+        .vp
+        .iter()
+        .zip(&direction)
+        .map(|(&v, d)| (((v as f64 + h * d) as f32) as f64 - ((v as f64 - h * d) as f32) as f64) / (2.0 * h))
+        .collect();
+    let predicted: f64 = gradient.iter().zip(&taken).map(|(g, d)| g * d).sum();
+    let error = (predicted - finite_difference).abs() / finite_difference.abs();
+    eprintln!("gradient . direction = {predicted:.6e}, finite difference = {finite_difference:.6e}: {error:.2e}");
+    assert!(error < 0.01, "gradient off the finite difference by {error:e}");
 }

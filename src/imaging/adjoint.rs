@@ -42,7 +42,7 @@ use crate::problem::{PointSource, Problem, Receiver, Tap};
 use anyhow::{Result, bail, ensure};
 
 /// The sponge factor G at each grid point (1 without a sponge): what the step multiplies there.
-fn sponge_factor(problem: &Problem, [x, y, z]: [usize; 3]) -> f64 {
+pub(super) fn sponge_factor(problem: &Problem, [x, y, z]: [usize; 3]) -> f64 {
     match problem.boundary.kind {
         BoundaryKind::Sponge => {
             let p = &problem.boundary.profiles;
