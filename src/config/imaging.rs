@@ -10,8 +10,9 @@ use std::path::PathBuf;
 #[serde(deny_unknown_fields)]
 pub struct ImagingConfig {
     /// The model the observed data are modelled in: a table with the keys of `[model]`. The data
-    /// migrated are its traces minus those of `[model]` (the direct wave removed).
-    pub true_model: toml::Table,
+    /// migrated are its traces minus those of `[model]` (the direct wave removed). Required until
+    /// observed data can be read from files.
+    pub true_model: Option<toml::Table>,
     /// Order of the time derivative applied to the data before the backward pass: -0.5 for a
     /// line of receivers, -1 for an areal array, 0 for none (imaging::filter).
     #[serde(default)]
@@ -35,7 +36,11 @@ fn default_image() -> PathBuf {
 impl ImagingConfig {
     /// `true_model` as a `[model]` section; errors name `imaging.true_model`.
     pub fn true_model(&self) -> Result<ModelSection> {
-        ModelSection::deserialize(toml::Value::Table(self.true_model.clone()))
+        let table = self.true_model.clone().context(
+            "imaging.true_model is required: the observed data are modelled in it (reading them from SEG-Y files \
+             is not supported yet)",
+        )?;
+        ModelSection::deserialize(toml::Value::Table(table))
             .map_err(|e| anyhow::anyhow!("{e}"))
             .context("imaging.true_model")
     }
