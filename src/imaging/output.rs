@@ -81,8 +81,11 @@ fn colour(u: f32) -> [u8; 3] {
     [r, g, b].map(|c| (c * 255.0).round() as u8)
 }
 
-/// The xz section at the middle y of a dense (nz, ny, nx) field as a PNG, one pixel a point,
-/// clipped at the 99th percentile of |value|.
+/// Pixels the longer side of the picture reaches at least (each point a square of pixels).
+const PICTURE_SIDE: usize = 800;
+
+/// The xz section at the middle y of a dense (nz, ny, nx) field as a PNG, each point a square of
+/// pixels, clipped at the 99th percentile of |value|.
 fn write_section_png(path: &Path, field: &[f32], [nx, ny, nz]: [usize; 3]) -> Result<()> {
     let iy = ny / 2;
     let section: Vec<f32> = (0..nz)
@@ -90,9 +93,14 @@ fn write_section_png(path: &Path, field: &[f32], [nx, ny, nz]: [usize; 3]) -> Re
         .map(|(iz, ix)| field[(iz * ny + iy) * nx + ix])
         .collect();
     let clip = clip_level(&section, 0.99);
-    let rgb: Vec<u8> = section.iter().flat_map(|&v| colour(v / clip)).collect();
+    let scale = (PICTURE_SIDE / nx.max(nz).max(1)).max(1);
+    let (w, h) = (nx * scale, nz * scale);
+    let rgb: Vec<u8> = (0..h)
+        .flat_map(|py| (0..w).map(move |px| (py / scale) * nx + px / scale))
+        .flat_map(|i| colour(section[i] / clip))
+        .collect();
     let mut tmp = TempFile::create(path, ".png")?;
-    let mut encoder = png::Encoder::new(std::io::BufWriter::new(tmp.file()), nx as u32, nz as u32);
+    let mut encoder = png::Encoder::new(std::io::BufWriter::new(tmp.file()), w as u32, h as u32);
     encoder.set_color(png::ColorType::Rgb);
     encoder.set_depth(png::BitDepth::Eight);
     let mut writer = encoder.write_header()?;
