@@ -26,6 +26,25 @@ DEVICE void put_row(h16* RESTRICT inc, h16* RESTRICT next, i64 o, const Vf& p0, 
     vstore_bits(next + o, p);
 }
 
+// c^2 dt^2 at layer point o: `vel` itself, or K bh where the density varies (L.buoyancy set; the
+// layers' correction takes the density as locally constant, src/problem/density.rs), one rounding
+// as the CPU reference's.
+template <class T>
+DEVICE float layer_vel(const T* RESTRICT vel, const Layers& L, i64 o) {
+    const float v = ld(vel + o);
+    return L.buoyancy ? v * L.buoyancy[o] : v;
+}
+template <class T>
+DEVICE Vf layer_vel_row(const T* RESTRICT vel, const Layers& L, i64 o) {
+    Vf v = vload(vel + o);
+    if (L.buoyancy) {
+        const Vf b = vload(L.buoyancy + o);
+#pragma unroll
+        for (int j = 0; j < VEC; j++) v.v[j] = v.v[j] * b.v[j];
+    }
+    return v;
+}
+
 template <class T, int AXIS>
 DEVICE void cpml_axis(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next, const T* RESTRICT vel,
                       const Layers& L, int nx, int ny, int nz, i64 pitch, i64 plane) {
@@ -64,7 +83,7 @@ DEVICE void cpml_axis(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next, 
         }
         const float p0 = ld(cur + o);
         put(out, next, o, p0,
-            layer_point<R>(ld(out + o), p0, lo, hi, ld(vel + o), L, AXIS, s, ss, t, g[AXIS], n[AXIS]));
+            layer_point<R>(ld(out + o), p0, lo, hi, layer_vel(vel, L, o), L, AXIS, s, ss, t, g[AXIS], n[AXIS]));
     }
 }
 
@@ -130,7 +149,7 @@ DEVICE void cpml_march(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next,
             };
             auto phi = [&](int k) { return vload(phi_in + s + (i64)k * ss); };
             put_row(out, next, o, pw[R],
-                    layer_row<R>(vload(out + o), pw[R], nb, phi, vload(L.zeta[AXIS] + s), vload(vel + o), L, AXIS,
+                    layer_row<R>(vload(out + o), pw[R], nb, phi, vload(L.zeta[AXIS] + s), layer_vel_row(vel, L, o), L, AXIS,
                                  s, t, AxisAB{L.a[AXIS], L.b[AXIS], q, n}));
         }
 #pragma unroll
@@ -193,7 +212,7 @@ DEVICE void cpml_x_rows(const T* RESTRICT cur, T* RESTRICT out, T* RESTRICT next
 #pragma unroll
             for (int j = 0; j < VEC; j++) xr[i * VEC + j] = p.v[j];
         }
-        const Vf res0 = vload(out + o), vv = vload(vel + o), zeta = vload(L.zeta[0] + s);
+        const Vf res0 = vload(out + o), vv = layer_vel_row(vel, L, o), zeta = vload(L.zeta[0] + s);
         Vf p0, res, phn, zn;
 #pragma unroll
         for (int j = 0; j < VEC; j++) {

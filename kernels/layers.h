@@ -40,8 +40,11 @@ struct Layers {
     // below band_lo and from band_hi on; fused_step_ylayers computes them (band_row)
     int band_lo, band_hi;
     int nz;  // the grid's planes (fused_step_zlayers: a launch's are part of them)
+    // cpml.cu where the density varies: the buoyancy bh (a field like p's), so that a layer point's
+    // c^2 dt^2 is K bh (layer_vel); null for a constant density
+    const float* buoyancy;
 };
-static_assert(sizeof(Layers) == 392 && alignof(Layers) == 8, "Layers must match the host's struct");
+static_assert(sizeof(Layers) == 400 && alignof(Layers) == 8, "Layers must match the host's struct");
 
 // Grid index m clamped to the n points of an axis (the profile a beyond the grid's ends).
 DEVICE int clamp_index(int m, int n) { return m < 0 ? 0 : (m >= n ? n - 1 : m); }

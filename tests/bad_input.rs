@@ -440,7 +440,7 @@ fn halo_overlap_takes_true_false_or_auto() {
 }
 
 #[test]
-fn a_variable_density_is_refused_on_a_gpu_and_auto_takes_the_cpu() {
+fn a_variable_density_with_the_three_pass_kernel_is_refused_on_a_gpu_and_auto_takes_the_cpu() {
     use seismic_run::backend::registry;
     use seismic_run::config::{BackendChoice, KernelChoice};
     let layered = "kind = \"layered\"\ndepths = [60.0]\nvelocities = [2000.0, 2500.0]\ndensity = [1000.0, 2000.0]";
@@ -448,12 +448,12 @@ fn a_variable_density_is_refused_on_a_gpu_and_auto_takes_the_cpu() {
     let p = run_in(&dir, &input(layered, ""), &[]).unwrap();
     assert!(p.variable_density());
     for gpu in [BackendChoice::Cuda, BackendChoice::Hip] {
-        let e = format!("{:#}", registry::open_gpu(&p, gpu, KernelChoice::Fused, 0).err().expect("refused"));
-        assert_names(&e, &["model.density", "run.backend = \"cpu\""]);
+        let e = format!("{:#}", registry::open_gpu(&p, gpu, KernelChoice::ThreePass, 0).err().expect("refused"));
+        assert_names(&e, &["model.density", "run.kernel = \"three-pass\"", "run.kernel = \"fused\""]);
     }
     let mut notices = Vec::new();
-    let b =
-        registry::open(&p, BackendChoice::Auto, KernelChoice::Fused, 0, &mut |n| notices.push(n.to_string())).unwrap();
+    let b = registry::open(&p, BackendChoice::Auto, KernelChoice::ThreePass, 0, &mut |n| notices.push(n.to_string()))
+        .unwrap();
     assert_eq!(b.info().backend, "cpu");
     assert!(notices.len() == 1 && notices[0].contains("model.density varies"), "{notices:?}");
 }

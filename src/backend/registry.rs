@@ -29,7 +29,7 @@ pub fn open(
     match choice {
         BackendChoice::Cpu => open_cpu(problem),
         BackendChoice::Auto => {
-            if let Err(e) = gpu_takes(problem) {
+            if let Err(e) = gpu_takes(problem, kernel) {
                 notice(&format!("{e:#}; running on the CPU"));
                 return open_cpu(problem);
             }
@@ -57,19 +57,20 @@ pub fn open_gpu(
 ) -> Result<Box<dyn Backend>> {
     match GPUS.iter().find(|(_, c, _)| *c == choice) {
         Some((_, _, open)) => {
-            gpu_takes(problem)?;
+            gpu_takes(problem, kernel)?;
             open(problem, kernel, local_rank)
         }
         None => bail!("run.backend = {:?} is not a GPU backend", choice),
     }
 }
 
-/// Errors where `problem` needs what the GPU backends do not compute: a variable density (the
-/// CPU reference computes it; docs/numerics.md has the operator).
-fn gpu_takes(problem: &Problem) -> Result<()> {
-    if problem.variable_density() {
+/// Errors where `problem` needs what the GPU backends do not compute with `kernel`: a variable
+/// density with the three-pass kernel (the fused kernel's path computes it, density.cu).
+fn gpu_takes(problem: &Problem, kernel: KernelChoice) -> Result<()> {
+    if problem.variable_density() && kernel == KernelChoice::ThreePass {
         bail!(
-            "model.density varies, and the GPU backends compute a constant density only: run.backend = \"cpu\" runs it"
+            "model.density varies, and run.kernel = \"three-pass\" computes a constant density only: \
+             run.kernel = \"fused\" (the default) runs it on the GPU"
         );
     }
     Ok(())

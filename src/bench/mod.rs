@@ -41,6 +41,9 @@ pub enum OperatorKind {
     FusedStepF16,
     /// The real step with f16 storage (the CPML memory variables stay f32).
     RealStepF16,
+    /// The real step where the density varies (kernels/density.cu and the layers scaled by K bh):
+    /// the buoyancy read too (`problem::step_bytes_with`).
+    RealStepDensity,
 }
 
 /// CPML width of the [`OperatorKind::RealStep`] operator, points.
@@ -52,14 +55,16 @@ impl OperatorKind {
     /// The operators a sweep times unless told otherwise.
     pub const ALL: [OperatorKind; 4] =
         [OperatorKind::FusedStep, OperatorKind::ThreePassStep, OperatorKind::LaplacianOnly, OperatorKind::RealStep];
-    /// [`Self::ALL`] and the f16 steps (asked for by name: `--operators fused,fused-f16`).
-    pub const KNOWN: [OperatorKind; 6] = [
+    /// [`Self::ALL`], the f16 steps and the variable density's (asked for by name: `--operators
+    /// fused,fused-f16,step-density`).
+    pub const KNOWN: [OperatorKind; 7] = [
         OperatorKind::FusedStep,
         OperatorKind::ThreePassStep,
         OperatorKind::LaplacianOnly,
         OperatorKind::RealStep,
         OperatorKind::FusedStepF16,
         OperatorKind::RealStepF16,
+        OperatorKind::RealStepDensity,
     ];
 
     /// The table's name.
@@ -71,6 +76,7 @@ impl OperatorKind {
             OperatorKind::RealStep => "real step",
             OperatorKind::FusedStepF16 => "fused step f16",
             OperatorKind::RealStepF16 => "real step f16",
+            OperatorKind::RealStepDensity => "real step, variable density",
         }
     }
 
@@ -83,13 +89,15 @@ impl OperatorKind {
             OperatorKind::RealStep => "step",
             OperatorKind::FusedStepF16 => "fused-f16",
             OperatorKind::RealStepF16 => "step-f16",
+            OperatorKind::RealStepDensity => "step-density",
         }
     }
 
     pub fn parse(s: &str) -> Result<OperatorKind> {
         OperatorKind::KNOWN.into_iter().find(|o| o.key() == s.trim()).with_context(|| {
             format!(
-                "--operators: unknown operator {s:?} (expected fused, three-pass, laplacian, step, fused-f16 or step-f16)"
+                "--operators: unknown operator {s:?} (expected fused, three-pass, laplacian, step, fused-f16, step-f16 \
+                 or step-density)"
             )
         })
     }
@@ -109,13 +117,14 @@ impl OperatorKind {
 
     /// Theoretical bytes of one application on `shape` (the effective-bandwidth numerator).
     pub fn bytes(&self, shape: [usize; 3], radius: usize) -> u64 {
-        use crate::problem::{step_bytes, step_bytes_f16};
+        use crate::problem::{step_bytes, step_bytes_f16, step_bytes_with};
         // The real step's CPML memory variables: the boundary's own bytes (Boundary::step_bytes).
         let cpml = crate::boundary::cpml_step_bytes(shape, REAL_STEP_CPML, false);
         match self {
             OperatorKind::RealStep => step_bytes(shape, radius, true) + cpml,
             OperatorKind::FusedStepF16 => step_bytes_f16(shape, radius),
             OperatorKind::RealStepF16 => step_bytes_f16(shape, radius) + cpml,
+            OperatorKind::RealStepDensity => step_bytes_with(shape, radius, true, true) + cpml,
             _ => step_bytes(shape, radius, self.leapfrog()),
         }
     }

@@ -44,6 +44,7 @@ fn colour(op: OperatorKind) -> RGBColor {
         OperatorKind::RealStep => RGBColor(214, 39, 40),
         OperatorKind::FusedStepF16 => RGBColor(148, 103, 189),
         OperatorKind::RealStepF16 => RGBColor(140, 86, 75),
+        OperatorKind::RealStepDensity => RGBColor(227, 119, 194),
     }
 }
 

@@ -56,24 +56,38 @@ fn operator(op: OperatorKind) -> Operator {
         OperatorKind::FusedStep => Operator::Fused,
         OperatorKind::ThreePassStep => Operator::ThreePass,
         OperatorKind::LaplacianOnly => Operator::Laplacian,
-        OperatorKind::RealStep | OperatorKind::FusedStepF16 | OperatorKind::RealStepF16 => Operator::Fused,
+        OperatorKind::RealStep
+        | OperatorKind::FusedStepF16
+        | OperatorKind::RealStepF16
+        | OperatorKind::RealStepDensity => Operator::Fused,
     }
 }
 
 /// The [`OperatorKind::RealStep`] problem on `shape`: 10 m spacing, 2000 m/s, CPML of
 /// [`super::REAL_STEP_CPML`] points on every face, a 10 Hz source in the middle and
-/// [`super::REAL_STEP_RECEIVERS`] receivers on a line 50 m deep, `steps` steps; built through the
-/// input file's path, as a run builds it.
-pub fn real_step_problem(shape: [usize; 3], radius: usize, steps: usize) -> Result<crate::problem::Problem> {
+/// [`super::REAL_STEP_RECEIVERS`] receivers on a line 50 m deep, `steps` steps; with `density`, a
+/// density of 1000 kg/m^3 above the middle plane and 2000 below; built through the input file's
+/// path, as a run builds it.
+pub fn real_step_problem(
+    shape: [usize; 3],
+    radius: usize,
+    steps: usize,
+    density: bool,
+) -> Result<crate::problem::Problem> {
     let h = 10.0;
     let [nx, ny, nz] = shape;
     let mid = |n: usize| (n / 2) as f64 * h;
     let text = format!(
         "[grid]\nshape = [{nx}, {ny}, {nz}]\nspacing = [{h:?}, {h:?}, {h:?}]\n\
-         [model]\nkind = \"constant\"\nvp = 2000.0\n[stencil]\nradius = {radius}\n[time]\nsteps = {steps}\n\
+         [model]\nkind = \"constant\"\nvp = 2000.0\n{}[stencil]\nradius = {radius}\n[time]\nsteps = {steps}\n\
          [source]\nposition = [{:?}, {:?}, {:?}]\nfrequency = 10.0\n\
          [[receivers]]\nline = {{ start = [{:?}, {:?}, 50.0], end = [{:?}, {:?}, 50.0], count = {} }}\n\
          [boundary]\nkind = \"cpml\"\nwidth = {}\nplacement = \"inside\"\n",
+        if density {
+            format!("density = {{ depths = [{:?}], values = [1000.0, 2000.0] }}\n", mid(nz) + 0.5 * h)
+        } else {
+            String::new()
+        },
         mid(nx),
         mid(ny),
         mid(nz),
@@ -85,11 +99,12 @@ pub fn real_step_problem(shape: [usize; 3], radius: usize, steps: usize) -> Resu
         super::REAL_STEP_CPML,
     );
     let cfg = crate::config::Config::from_toml(&text)?;
-    crate::problem::Problem::build(&cfg, vec![2000.0; nx * ny * nz])
+    let model = crate::model::sample(&cfg, std::path::Path::new("."))?;
+    crate::problem::Problem::build_with_density(&cfg, model.vp, model.rho)
 }
 
 /// Median device seconds of the real step (3 untimed steps, then `reps`) with `tuning`, storing
-/// the fields in `precision`.
+/// the fields in `precision`, with a varying density where `density`.
 fn time_real_step<Rt: GpuRuntime>(
     open: &mut impl FnMut() -> Result<Rt>,
     shape: [usize; 3],
@@ -97,9 +112,10 @@ fn time_real_step<Rt: GpuRuntime>(
     tuning: Tuning,
     reps: usize,
     precision: Precision,
+    density: bool,
 ) -> Result<(Tuning, f64)> {
     use crate::backend::Backend;
-    let mut problem = real_step_problem(shape, radius, reps + 3)?;
+    let mut problem = real_step_problem(shape, radius, reps + 3, density)?;
     problem.precision = precision;
     let mut s = GpuSolver::new(open()?, &problem, KernelChoice::Fused, tuning)?;
     for n in 0..problem.steps {
@@ -336,16 +352,26 @@ pub fn run<Rt: GpuRuntime>(mut open: impl FnMut() -> Result<Rt>, spec: &SweepSpe
             }
         }
         // The real steps and the f16 interior each on a solver of their own.
-        for op in [OperatorKind::RealStep, OperatorKind::FusedStepF16, OperatorKind::RealStepF16] {
+        for op in [
+            OperatorKind::RealStep,
+            OperatorKind::FusedStepF16,
+            OperatorKind::RealStepF16,
+            OperatorKind::RealStepDensity,
+        ] {
             if !spec.operators.contains(&op) {
                 continue;
             }
             let (launch, source) = choose(Operator::Fused);
             let t0 = Instant::now();
             let timed = match op {
-                OperatorKind::RealStep => time_real_step(&mut open, shape, radius, launch, spec.reps, Precision::F32),
+                OperatorKind::RealStep => {
+                    time_real_step(&mut open, shape, radius, launch, spec.reps, Precision::F32, false)
+                }
                 OperatorKind::RealStepF16 => {
-                    time_real_step(&mut open, shape, radius, launch, spec.reps, Precision::F16)
+                    time_real_step(&mut open, shape, radius, launch, spec.reps, Precision::F16, false)
+                }
+                OperatorKind::RealStepDensity => {
+                    time_real_step(&mut open, shape, radius, launch, spec.reps, Precision::F32, true)
                 }
                 _ => open_solver(&mut open, shape, radius, KernelChoice::Fused, launch, Precision::F16)
                     .and_then(|mut s| Ok((s.tuning(), median(s.time_interior(Operator::Fused, spec.reps)?)))),
@@ -400,11 +426,17 @@ mod tests {
     /// receivers, a source.
     #[test]
     fn real_step_problem_matches_its_bound() {
-        let p = real_step_problem([64, 48, 56], 4, 5).unwrap();
+        let p = real_step_problem([64, 48, 56], 4, 5, false).unwrap();
         assert_eq!(p.receivers.len(), super::super::REAL_STEP_RECEIVERS);
         assert_eq!((p.boundary.width, p.boundary.free_surface, p.steps), (super::super::REAL_STEP_CPML, false, 5));
         assert_eq!(p.full_step_bytes(), crate::problem::full_step_bytes([64, 48, 56], 4, 20, false));
         assert!(!p.source().taps.is_empty());
+        assert_eq!(p.full_step_bytes(), OperatorKind::RealStep.bytes([64, 48, 56], 4));
+        // With a density: the buoyancy read too, 4 B a point more.
+        let d = real_step_problem([64, 48, 56], 4, 5, true).unwrap();
+        assert!(d.variable_density());
+        assert_eq!(d.full_step_bytes(), OperatorKind::RealStepDensity.bytes([64, 48, 56], 4));
+        assert_eq!(d.full_step_bytes() - p.full_step_bytes(), 4 * 64 * 48 * 56);
     }
 
     /// A tiny sweep with a search: every case timed, numbers plausible, the winner cached and found.

@@ -24,6 +24,15 @@ pub fn print_header(
         problem.layout.points() as f64 / 1e6,
         problem.stencil.radius
     );
+    let [vmin, vmax] = problem.vp_range;
+    let density = match &problem.density {
+        Some(d) => format!(
+            "the density varies, {:.0}..{:.0} kg/m^3 (its operator reads the buoyancy too: 20 B a point a step in f32)",
+            d.rho_ref, d.rho_max
+        ),
+        None => "a constant density".to_string(),
+    };
+    println!("  model     vp {vmin:.0}..{vmax:.0} m/s, {density}");
     println!(
         "  time      dt = {:.4e} s ({:.0}% of the CFL limit), {} steps, {:.3} s",
         problem.dt,

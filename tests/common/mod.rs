@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod impedance;
 pub mod reflection;
 
 use seismic_run::backend::cpu::{CpuSolver, Real};

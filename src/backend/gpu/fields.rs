@@ -16,13 +16,13 @@ use anyhow::{Result, bail};
 use std::rc::Rc;
 
 /// Device bytes a problem needs with this kernel (estimated before anything is allocated): f32,
-/// p^n, p^{n-1} and c^2 dt^2 (and the three-pass Laplacian); f16, p^n, p^{n+1}, d^n and c^2 dt^2
-/// at 2 bytes a value.
+/// p^n, p^{n-1} and c^2 dt^2 (and the three-pass Laplacian, or the buoyancy where the density
+/// varies); f16, p^n, p^{n+1}, d^n and c^2 dt^2 at 2 bytes a value.
 pub fn estimate_bytes(problem: &Problem, kernel: KernelChoice) -> u64 {
     let l = &problem.layout;
     let half = problem.precision == Precision::F16;
     let field = (l.len() + field_extra(l)) as u64 * problem.precision.bytes();
-    let fields = if kernel == KernelChoice::ThreePass || half { 4 } else { 3 };
+    let fields = if kernel == KernelChoice::ThreePass || half || problem.variable_density() { 4 } else { 3 };
     let shape = problem.shape();
     let slabs: u64 = if problem.boundary.kind == BoundaryKind::Cpml {
         problem.boundary.slabs(shape).iter().map(|s| s.len() as u64 * 12).sum()
@@ -71,10 +71,14 @@ pub(super) struct Fields<Rt: GpuRuntime> {
     pub layout: Layout,
     /// Elements of each field buffer (the padded layout plus [`field_extra`]).
     pub len: usize,
-    /// p^n, p^{n-1} (overwritten by p^{n+1}; in f16 p^{n+1} only), c^2 dt^2: f32, or f16 with `half`.
+    /// p^n, p^{n-1} (overwritten by p^{n+1}; in f16 p^{n+1} only), c^2 dt^2 (the stiffness K where
+    /// the density varies): f32, or f16 with `half`.
     pub cur: DeviceBuffer<Rt>,
     pub prev: DeviceBuffer<Rt>,
     pub vel: DeviceBuffer<Rt>,
+    /// The buoyancy where the density varies, every element written (halo and padding with the
+    /// values the operator reads there, [`Problem::buoyancy_into`]).
+    pub bh: Option<DeviceBuffer<Rt>>,
     /// The three-pass Laplacian, or the Laplacian-only operator's output.
     pub lap: Option<DeviceBuffer<Rt>>,
     /// Sponge factors per axis (sponge runs only).
@@ -99,15 +103,23 @@ impl<Rt: GpuRuntime> Fields<Rt> {
         let field = || DeviceBuffer::zeroed(rt, field_len * problem.precision.bytes() as usize);
         let (cur, prev, vel) = (field()?, field()?, field()?);
         let lap = if kernel == KernelChoice::ThreePass { Some(field()?) } else { None };
+        let bh = match problem.variable_density() {
+            true => {
+                let mut host = vec![0.0f32; field_len];
+                problem.buoyancy_into(&layout, &mut host, |v| v as f32);
+                Some(DeviceBuffer::from_slice(rt, &host)?)
+            }
+            false => None,
+        };
         let half = match half_f {
             Some(f) => {
                 // c^2 dt^2 rounded to f16 as the CPU reference stores it (cpu_half.rs, VEL_F16).
                 const _: () = assert!(crate::backend::cpu_half::VEL_F16, "the f16 kernels read c^2 dt^2 as f16");
-                upload_vel2dt2(&vel, problem, &layout, |v| half::f16::from_f32(v as f32).to_bits())?;
+                upload_stiffness(&vel, problem, &layout, |v| half::f16::from_f32(v as f32).to_bits())?;
                 Some(HalfStep { f, inc: field()?, scale: problem.field_scale(), staging: Vec::new() })
             }
             None => {
-                upload_vel2dt2(&vel, problem, &layout, |v| v as f32)?;
+                upload_stiffness(&vel, problem, &layout, |v| v as f32)?;
                 None
             }
         };
@@ -151,7 +163,7 @@ impl<Rt: GpuRuntime> Fields<Rt> {
         } else {
             None
         };
-        Ok(Fields { layout, len: field_len, cur, prev, vel, lap, damp, cpml, half })
+        Ok(Fields { layout, len: field_len, cur, prev, vel, bh, lap, damp, cpml, half })
     }
 
     /// Bytes of one stored field value: 4, or 2 in f16.
@@ -303,9 +315,10 @@ impl<Rt: GpuRuntime> CpmlDev<Rt> {
     }
 }
 
-/// c^2 dt^2 converted by `of` into `vel`, a zeroed field of `layout`, a few planes at a time: no
-/// host copy of the whole field (1.2 GB at 288 M points), each chunk computed in parallel.
-pub(super) fn upload_vel2dt2<Rt: GpuRuntime, T: Copy + Default + Send>(
+/// c^2 dt^2 (the stiffness K where the density varies) converted by `of` into `vel`, a zeroed
+/// field of `layout`, a few planes at a time: no host copy of the whole field (1.2 GB at 288 M
+/// points), each chunk computed in parallel.
+pub(super) fn upload_stiffness<Rt: GpuRuntime, T: Copy + Default + Send>(
     vel: &DeviceBuffer<Rt>,
     problem: &Problem,
     layout: &Layout,
@@ -317,7 +330,7 @@ pub(super) fn upload_vel2dt2<Rt: GpuRuntime, T: Copy + Default + Send>(
     let mut chunk = vec![T::default(); per * layout.plane];
     for first in (0..layout.nz).step_by(per) {
         let planes = &mut chunk[..per.min(layout.nz - first) * layout.plane];
-        problem.vel2dt2_planes_into(layout, first, planes, &of);
+        problem.stiffness_planes_into(layout, first, planes, &of);
         vel.upload_at((layout.halo + first) * layout.plane, planes)?;
     }
     Ok(())

@@ -68,9 +68,12 @@ pub struct Layers {
     pub band_hi: i32,
     /// The grid's planes (fused_step_zlayers: its launch covers part of them).
     pub nz: i32,
+    /// cpml.cu where the density varies: the buoyancy field at its origin (a layer point's c^2 dt^2
+    /// is then K bh); 0 for a constant density.
+    pub buoyancy: DevicePtr,
 }
 const _: () = assert!(
-    size_of::<Layers>() == 392
+    size_of::<Layers>() == 400
         && align_of::<Layers>() == 8
         && offset_of!(Layers, b) == 96
         && offset_of!(Layers, w) == 120
@@ -83,6 +86,7 @@ const _: () = assert!(
         && offset_of!(Layers, band_lo) == 380
         && offset_of!(Layers, band_hi) == 384
         && offset_of!(Layers, nz) == 388
+        && offset_of!(Layers, buoyancy) == 392
 );
 
 /// Grid, block and dynamic shared memory of one launch.
@@ -159,6 +163,27 @@ kernel_params!(
         plane: i64 = "i64",
         window: i32 = "int",
         layers as L: Layers = "Layers",
+    }
+);
+
+kernel_params!(
+    /// `density_step` (density.cu): the leapfrog update where the density varies, K in `vel`, the
+    /// buoyancy in `bh`.
+    DensityStep for ["density_step": "float"] {
+        cur: DevicePtr = "const float*",
+        out: DevicePtr = "float*",
+        vel: DevicePtr = "const float*",
+        bh: DevicePtr = "const float*",
+        gx: DevicePtr = "const float*",
+        gy: DevicePtr = "const float*",
+        gz: DevicePtr = "const float*",
+        w: StencilWeights = "StencilWeights",
+        nx: i32 = "int",
+        ny: i32 = "int",
+        nz: i32 = "int",
+        pitch: i64 = "i64",
+        plane: i64 = "i64",
+        window: i32 = "int",
     }
 );
 
@@ -403,6 +428,8 @@ pub struct Kernels<F> {
     /// The fused step on the planes of one z layer with their z update in its pass (modules
     /// built with YLAYERS only).
     pub fused_zlayers: Option<F>,
+    /// The step where the density varies (density.cu).
+    pub density: F,
     pub pass_x: F,
     pub pass_y: F,
     pub pass_z: F,
@@ -426,6 +453,7 @@ impl<F: Copy> Kernels<F> {
             fused: f("fused_step")?,
             fused_ylayers: f("fused_step_ylayers").ok(),
             fused_zlayers: f("fused_step_zlayers").ok(),
+            density: f("density_step")?,
             pass_x: f("pass_x")?,
             pass_y: f("pass_y")?,
             pass_z: f("pass_z")?,

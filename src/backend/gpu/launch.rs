@@ -4,11 +4,12 @@
 //! for. Which launches those are comes from [`plan`](super::plan); the fields they read and write
 //! are [`Fields`].
 
+use super::density::DensityLaunch;
 use super::fields::{CpmlDev, Fields, ptr_or_null};
 use super::geometry::{FUSED_WINDOWS, LAPLACIAN_WINDOWS, LaunchGeometry, WindowRule, best_window_upto};
 use super::kernels::{
-    AxisWeights, CpmlAxis, CpmlAxisHalf, FreeSurface, FreeSurfaceHalf, FusedStep, FusedStepHalf, HalfKernels, Kernels,
-    Launch, Layers, PassWindowed, PassX, StencilWeights, Update,
+    AxisWeights, CpmlAxis, CpmlAxisHalf, DensityStep, FreeSurface, FreeSurfaceHalf, FusedStep, FusedStepHalf,
+    HalfKernels, Kernels, Launch, Layers, PassWindowed, PassX, StencilWeights, Update,
 };
 use super::plan::{
     LayerPass, Operator, X_PLANES, Y_PASS_LONGEST, Y_PASS_PRIMING, gap_in_interior_shape, march_segments, overlap,
@@ -38,6 +39,8 @@ pub(super) struct StepLaunches<Rt: GpuRuntime> {
     free_surface: bool,
     weights: StencilWeights,
     axis_weights: [AxisWeights; 3],
+    /// The step where the density varies (its launches only where it does).
+    density: DensityLaunch,
     pub f: Kernels<Rt::Function>,
     /// The Laplacian-only build (loaded at its first timing) and its dynamic shared memory.
     laplacian: Option<(Rt::Module, Rt::Function, u32)>,
@@ -117,8 +120,10 @@ impl<Rt: GpuRuntime> StepLaunches<Rt> {
         let per_sm = rt.resident_blocks(interior, tuning.block_x * tuning.block_y, interior_shared);
         let geometry =
             LaunchGeometry::new(shape, r, tuning, rt.multiprocessors() * per_sm.unwrap_or(tuning.min_blocks).max(1));
+        let density = DensityLaunch::new(&**rt, f.density, r, tuning.vec);
         let mut s = StepLaunches {
             radius: r,
+            density,
             geometry,
             window: 0,
             laplacian_window: 0,
@@ -365,6 +370,15 @@ impl<Rt: GpuRuntime> StepLaunches<Rt> {
             let args = FusedStepHalf { cur, inc, next, vel, gx, gy, gz, w, nx, ny, nz, pitch, plane, window };
             return args.launch(rt, h.f.fused, l);
         }
+        if let Some(bh) = &d.bh {
+            ensure!(
+                op == Operator::Fused,
+                "where the density varies the step is density.cu's (the fused kernel's) alone"
+            );
+            let (bh, window) = (d.origin(bh.ptr()) + skip, 0);
+            let args = DensityStep { cur, out, vel, bh, gx, gy, gz, w, nx, ny, nz, pitch, plane, window };
+            return self.density.launch(rt, self.f.density, args);
+        }
         match op {
             Operator::Fused => {
                 let layers_on = |c: &CpmlDev<Rt>, select, part| c.layers(&self.axis_weights, select, part);
@@ -472,7 +486,8 @@ impl<Rt: GpuRuntime> StepLaunches<Rt> {
         let radius = self.radius as u64;
         let Some(c) = &d.cpml else { return Ok(()) };
         if matches!(c.pass, LayerPass::After | LayerPass::YLayers) {
-            let layers = c.layers(&self.axis_weights, 0, planes.clone());
+            let buoyancy = d.bh.as_ref().map_or(0, |b| d.origin(b.ptr()));
+            let layers = Layers { buoyancy, ..c.layers(&self.axis_weights, 0, planes.clone()) };
             // With the gap's z layers in its pass, cpml_z takes the band rows only (select 5).
             let z_band =
                 self.y_pass.as_ref().filter(|y| c.pass == LayerPass::YLayers && y.z_layers().is_some()).map(|y| y.band);

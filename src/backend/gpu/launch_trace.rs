@@ -29,6 +29,8 @@ struct Case {
     free_surface: bool,
     kernel: KernelChoice,
     f16: bool,
+    /// A density varying with depth (the density step, its layers scaled by K bh).
+    density: bool,
 }
 
 const STEPS: usize = 48;
@@ -57,7 +59,8 @@ impl Case {
             s += &format!("\n[[receivers]]\nposition = {}\n", at(p));
         }
         let cfg = Config::from_toml(&s).expect("the case's configuration parses");
-        Problem::build(&cfg, vec![2000.0; nx * ny * nz]).expect("the case's problem builds")
+        let rho = self.density.then(|| (0..nx * ny * nz).map(|i| 1000.0 + (i / (nx * ny)) as f32 * 20.0).collect());
+        Problem::build_with_density(&cfg, vec![2000.0; nx * ny * nz], rho).expect("the case's problem builds")
     }
 
     /// Everything the solver asks of the device over the case's scenario, one record a line.
@@ -113,7 +116,7 @@ impl Case {
         }
         s.wait().expect("wait");
         take(&s, "second shot");
-        let ops: &[Operator] = match (self.f16, self.kernel) {
+        let ops: &[Operator] = match (self.f16 || self.density, self.kernel) {
             (true, _) => &[Operator::Fused],
             (false, KernelChoice::ThreePass) => &[Operator::ThreePass, Operator::Laplacian],
             (false, KernelChoice::Fused) => &[Operator::Fused, Operator::ThreePass, Operator::Laplacian],
@@ -122,7 +125,7 @@ impl Case {
             s.time_interior(op, 2).expect("timed interior");
             take(&s, &format!("time_interior {op:?}"));
         }
-        if !self.f16 {
+        if !self.f16 && !self.density {
             s.laplacian_output().expect("Laplacian output");
             take(&s, "laplacian_output");
         }
@@ -144,6 +147,11 @@ fn cases() -> Vec<Case> {
         free_surface,
         kernel,
         f16,
+        density: false,
+    };
+    let density = |name, vendor, shape, radius, boundary, free_surface| Case {
+        density: true,
+        ..case(name, vendor, shape, radius, boundary, 8, free_surface, Fused, false)
     };
     vec![
         // The y layers in the pass, the gap's z layers beside them (only the high one absorbs).
@@ -161,6 +169,11 @@ fn cases() -> Vec<Case> {
         case("f16_sponge_r2_67x45x39", Cuda, [67, 45, 39], 2, "sponge", 8, false, Fused, true),
         case("hip_cpml_r4_64", Hip, [64; 3], 4, "cpml", 8, false, Fused, false),
         case("hip_sponge_r8_200x48x96", Hip, [200, 48, 96], 8, "sponge", 12, true, Fused, false),
+        // The density step, its CPML layers after it (whole vectors: the y layers would go in the
+        // constant density's pass).
+        density("density_cpml_r4_64", Cuda, [64; 3], 4, "cpml", true),
+        density("density_sponge_r8_67x45x39", Cuda, [67, 45, 39], 8, "sponge", false),
+        density("hip_density_cpml_r2_64", Hip, [64; 3], 2, "cpml", false),
     ]
 }
 

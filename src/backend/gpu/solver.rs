@@ -88,8 +88,16 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         // fused_step between the y layers keeps the interior's (without the tile ring:
         // fused_ring.cu has no launch over part of the tiles).
         let in_pass_shape = tuning.for_ylayers(r);
+        ensure!(
+            !problem.variable_density() || kernel == KernelChoice::Fused,
+            "model.density varies, and run.kernel = \"three-pass\" computes a constant density only: use \
+             run.kernel = \"fused\" (the default)"
+        );
+        // Where the density varies, its step (density.cu) takes the interior and the CPML
+        // layers follow it.
         let layer_pass = if layer_pass == LayerPass::YLayers
             && !half
+            && !problem.variable_density()
             && rt.vendor() != "hip"
             && b.kind == BoundaryKind::Cpml
             && kernel == KernelChoice::Fused

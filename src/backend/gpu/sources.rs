@@ -26,10 +26,12 @@ pub const SOURCES: &str = include_str!("../../../kernels/sources.cu");
 pub const SECTION: &str = include_str!("../../../kernels/section.cu");
 pub const STREAM: &str = include_str!("../../../kernels/stream.cu");
 pub const FINITE_CHECK: &str = include_str!("../../../kernels/finite_check.cu");
+/// The step where the density varies.
+pub const DENSITY: &str = include_str!("../../../kernels/density.cu");
 
 /// Every kernel of a step (and the run's blow-up check).
-pub const STEP: [&str; 11] =
-    [FUSED, PASS_X, PASS_Y, PASS_Z, UPDATE, CPML, FREE_SURFACE, SOURCES, SECTION, STREAM, FINITE_CHECK];
+pub const STEP: [&str; 12] =
+    [FUSED, DENSITY, PASS_X, PASS_Y, PASS_Z, UPDATE, CPML, FREE_SURFACE, SOURCES, SECTION, STREAM, FINITE_CHECK];
 
 /// The fused kernel's source for a tuning (both define `fused_step`).
 pub fn fused(t: &Tuning) -> &'static str {
@@ -37,14 +39,14 @@ pub fn fused(t: &Tuning) -> &'static str {
 }
 
 /// [`STEP`] with the fused kernel `t` asks for.
-pub fn step(t: &Tuning) -> [&'static str; 11] {
+pub fn step(t: &Tuning) -> [&'static str; 12] {
     let mut s = STEP;
     s[0] = fused(t);
     s
 }
 
 /// The f16 step's module: [`step`] with [`FUSED_HALF`] (the `*_half` kernels need -DHALF=1).
-pub fn half_step(t: &Tuning) -> [&'static str; 12] {
+pub fn half_step(t: &Tuning) -> [&'static str; 13] {
     let s = step(t);
     std::array::from_fn(|i| if i < s.len() { s[i] } else { FUSED_HALF })
 }

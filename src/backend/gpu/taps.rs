@@ -31,11 +31,12 @@ impl<Rt: GpuRuntime> SourceTable<Rt> {
             return Ok(None);
         }
         let offs: Vec<u64> = src.taps.iter().map(|t| tap_offset(layout, t)).collect();
-        // As the CPU reference rounds them: the tap weight and c^2 dt^2 to f32 first, then the product.
+        // As the CPU reference rounds them: the tap weight and c^2 dt^2 (the stiffness K where the
+        // density varies) to f32 first, then the product.
         let w: Vec<f32> = src
             .taps
             .iter()
-            .map(|t| (t.weight as f32 as f64 * problem.vel2dt2_at(t.point) as f32 as f64) as f32)
+            .map(|t| (t.weight as f32 as f64 * problem.stiffness_at(t.point) as f32 as f64) as f32)
             .collect();
         let scale = problem.field_scale();
         let samples: Vec<f32> = src.samples.iter().map(|&v| (v as f32 as f64 * scale) as f32).collect();

@@ -107,8 +107,9 @@ pub fn stream_options() -> Vec<String> {
 }
 
 /// The kernels in the order the report lists them.
-pub const KERNEL_ORDER: [&str; 18] = [
+pub const KERNEL_ORDER: [&str; 19] = [
     "fused_step",
+    "density_step",
     "pass_x",
     "pass_y",
     "pass_z",

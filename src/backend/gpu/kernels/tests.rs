@@ -24,6 +24,7 @@ fn described() -> BTreeMap<String, Params> {
     }
     add_all!(
         FusedStep,
+        DensityStep,
         PassX,
         PassWindowed,
         Update,
@@ -76,6 +77,7 @@ fn kernel_sources() -> Vec<(&'static str, &'static str)> {
         ("fused.cu", FUSED),
         ("fused_ring.cu", FUSED_RING),
         ("fused_half.cu", FUSED_HALF),
+        ("density.cu", DENSITY),
         ("pass_x.cu", PASS_X),
         ("pass_y.cu", PASS_Y),
         ("pass_z.cu", PASS_Z),
