@@ -15,6 +15,7 @@ pub mod config;
 pub mod decomposition;
 pub mod driver;
 pub mod grid;
+pub mod imaging;
 pub mod model;
 pub mod numerics;
 pub mod output;

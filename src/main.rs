@@ -35,6 +35,9 @@ enum Command {
     /// Write files derived from an existing result file: the SEG-Y of its receiver traces (the
     /// default), its XDMF sidecar, its pictures.
     Export(ExportArgs),
+    /// Reverse-time migration of an input's shots in the velocity of its [model], the data
+    /// modelled in its [imaging] true_model: the image to HDF5 and a picture (docs/imaging.md).
+    Migrate(MigrateArgs),
     // Further subcommands (e.g. a benchmark) go here, each with its own Args struct.
 }
 
@@ -66,6 +69,19 @@ struct ExportArgs {
     /// Draw the pictures and the snapshot animation beside the result file.
     #[arg(long)]
     plot: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+struct MigrateArgs {
+    /// The input file (TOML) with an [imaging] section.
+    #[arg(value_name = "INPUT.toml")]
+    input: PathBuf,
+    /// Image file (HDF5). Overrides [imaging] output.
+    #[arg(long, short, value_name = "PATH")]
+    output: Option<PathBuf>,
+    /// Print nothing but warnings and errors.
+    #[arg(long, short)]
+    quiet: bool,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -121,6 +137,7 @@ fn main() -> ExitCode {
         Some(Command::Run(args)) => run(&args),
         Some(Command::FetchModel(args)) => fetch_model(&args).map_err(RunError::from),
         Some(Command::Export(args)) => export(&args).map_err(RunError::from),
+        Some(Command::Migrate(args)) => migrate(&args).map_err(RunError::from),
         None => run(&cli.run),
     };
     match result {
@@ -185,6 +202,31 @@ fn export(args: &ExportArgs) -> Result<()> {
     // A signal removes the temporary files of what is being written.
     signals::install_handlers(true)?;
     for p in derived::write_all(&list, h5)? {
+        println!("wrote {}", p.display());
+    }
+    Ok(())
+}
+
+fn migrate(args: &MigrateArgs) -> Result<()> {
+    let input = &args.input;
+    let text = std::fs::read_to_string(input).with_context(|| format!("cannot read input file {}", input.display()))?;
+    let mut cfg = Config::from_toml(&text).map_err(|e| anyhow::anyhow!("{}: {e}", input.display()))?;
+    let input_dir = input.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
+    cfg.source.resolve_files(&input_dir);
+    let output = match (&args.output, &cfg.imaging) {
+        (Some(p), _) => p.clone(),
+        (None, Some(i)) => i.output.clone(),
+        (None, None) => anyhow::bail!("{} has no [imaging] section (docs/imaging.md)", input.display()),
+    };
+    signals::install_handlers(true)?;
+    let job = seismic_run::imaging::migrate::Migration {
+        cfg: &cfg,
+        text: &text,
+        input_dir: &input_dir,
+        output,
+        quiet: args.quiet,
+    };
+    for p in seismic_run::imaging::migrate::migrate(&job)? {
         println!("wrote {}", p.display());
     }
     Ok(())

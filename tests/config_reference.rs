@@ -376,6 +376,23 @@ steps = 10
 position = [50.0, 50.0, 50.0]
 frequency = 10.0
 "#,
+    r#"
+[grid]
+shape = [10, 10, 10]
+spacing = [10.0, 10.0, 10.0]
+[model]
+kind = "constant"
+vp = 2000.0
+[time]
+steps = 10
+[source]
+position = [50.0, 50.0, 50.0]
+frequency = 10.0
+[[receivers]]
+position = [40.0, 40.0, 40.0]
+[imaging]
+true_model = { kind = "constant", vp = 2500.0 }
+"#,
 ];
 
 /// `doc` with `value` set at the dotted `key` (in every entry of a list of tables); None where the

@@ -6,6 +6,7 @@
 //! and receivers inside the grid) are in `problem::Problem::build`.
 
 mod density;
+mod imaging;
 mod layer;
 mod model;
 mod output;
@@ -16,6 +17,7 @@ mod survey;
 mod values;
 
 pub use density::*;
+pub use imaging::*;
 pub use layer::*;
 pub use model::*;
 pub use output::*;
@@ -52,6 +54,8 @@ pub struct Config {
     pub run: RunConfig,
     /// Many shots over the same model (absent: one shot, at `[source] position`).
     pub survey: Option<SurveyConfig>,
+    /// `seismic-run migrate`'s section (docs/imaging.md); other commands ignore it.
+    pub imaging: Option<ImagingConfig>,
     /// A survey shot's place in the survey, set by the survey driver (never read from the input):
     /// its SEG-Y numbering.
     #[serde(skip)]

@@ -1,0 +1,16 @@
+//! Imaging: the adjoint of the forward modelling operator and what is built on it (reverse-time
+//! migration, the velocity gradient of the data misfit).
+//!
+//! `adjoint` owns the transpose of F (the sources' samples -> the receivers' traces): a problem
+//! whose forward run, on any backend, is F^T. `rtm` owns one shot's migration and misfit gradient through a backend (the source
+//! wavefield kept, the backward pass correlated with it) and the image's stack; `filter`
+//! the data's phase filter and the image's Laplacian; `migrate` the `migrate` command over an
+//! input's shots; `output` the image file and its picture.
+
+pub mod adjoint;
+pub mod filter;
+pub mod migrate;
+pub mod output;
+pub mod rtm;
+
+pub use adjoint::{adjoint_problem, adjoint_samples, check_adjoint_supported, forward_traces, reversed_traces};

@@ -1,0 +1,304 @@
+//! Imaging on the CPU reference: the adjoint of the forward modelling operator F passes the
+//! dot-product test <F x, y> = <x, F^T y> for random source samples x and traces y, with sinc
+//! positions off the grid, a free surface, a sponge, and a variable velocity and density
+//! (src/imaging/adjoint.rs derives why); reverse-time migration images a flat reflector at its
+//! depth and a dipping one at its dip; the velocity gradient of the misfit matches a finite
+//! difference along a smooth random direction.
+
+mod common;
+
+use common::Lcg;
+use seismic_run::backend::cpu::CpuSolver;
+use seismic_run::config::Config;
+use seismic_run::imaging::adjoint::{adjoint_samples, forward_traces, with_source_samples};
+use seismic_run::imaging::filter::{fractional_derivative, laplacian_filter};
+use seismic_run::imaging::rtm::{add_normalised, migrate_shot, misfit_gradient};
+use seismic_run::problem::Problem;
+
+/// A 26 x 22 x 24 grid at 10 m with a smooth random velocity (1800..2600 m/s) and, with
+/// `density`, a density from Gardner's relation; an off-grid sinc source and five off-grid sinc
+/// receivers, some within reach of the free surface and the sponge.
+fn problem(boundary: &str, width: usize, free_surface: bool, density: bool) -> Problem {
+    let shape = [26, 22, 24];
+    let mut text = format!(
+        "[grid]\nshape = [{}, {}, {}]\nspacing = [10.0, 10.0, 10.0]\n\n\
+         [model]\nkind = \"constant\"\nvp = 2000.0\n\n\
+         [stencil]\nradius = 4\n\n[time]\nsteps = 90\ncfl_safety = 0.6\n\n\
+         [source]\nposition = [123.4, 108.7, 31.3]\nfrequency = 25.0\ninjection = \"sinc\"\n\n\
+         [boundary]\nkind = \"{boundary}\"\nwidth = {width}\nfree_surface = {free_surface}\nplacement = \"inside\"\n",
+        shape[0], shape[1], shape[2]
+    );
+    for p in [[41.7, 52.2, 18.9], [188.1, 77.7, 143.3], [96.5, 171.0, 64.2], [233.3, 33.9, 201.6], [61.0, 140.4, 112.8]]
+    {
+        text += &format!("\n[[receivers]]\nposition = [{}, {}, {}]\ninterpolation = \"sinc\"\n", p[0], p[1], p[2]);
+    }
+    let cfg = Config::from_toml(&text).expect("test configuration parses");
+    let mut rng = Lcg(11);
+    let waves: Vec<([f64; 3], f64)> =
+        (0..5).map(|_| ([rng.next() * 0.3, rng.next() * 0.3, rng.next() * 0.3], rng.next() * 3.0)).collect();
+    let mut vp = Vec::new();
+    for iz in 0..shape[2] {
+        for iy in 0..shape[1] {
+            for ix in 0..shape[0] {
+                let x = [ix, iy, iz].map(|v| v as f64);
+                let wiggle: f64 =
+                    waves.iter().map(|(k, ph)| (k[0] * x[0] + k[1] * x[1] + k[2] * x[2] + ph).sin()).sum();
+                vp.push((2200.0 + 80.0 * wiggle) as f32);
+            }
+        }
+    }
+    // A density that varies with the velocity but not in proportion to it (K and L both vary).
+    let rho = density.then(|| vp.iter().map(|&v| 1000.0 + 0.4 * v + 0.0002 * v * v).collect());
+    Problem::build_with_density(&cfg, vp, rho).expect("test problem builds")
+}
+
+fn random(rng: &mut Lcg, rows: usize, len: usize) -> Vec<Vec<f64>> {
+    (0..rows).map(|_| (0..len).map(|_| rng.next()).collect()).collect()
+}
+
+fn dot(a: &[Vec<f64>], b: &[Vec<f64>]) -> f64 {
+    a.iter().zip(b).flat_map(|(a, b)| a.iter().zip(b)).map(|(x, y)| x * y).sum()
+}
+
+/// |<F x, y> - <x, F^T y>| / max(|<F x, y>|, |<x, F^T y>|) for random x and y, in precision T.
+fn dot_product_mismatch<T: seismic_run::backend::cpu::Real>(p: &Problem, seed: u64) -> f64 {
+    let mut rng = Lcg(seed);
+    let x = random(&mut rng, p.sources.len(), p.steps);
+    let y = random(&mut rng, p.receivers.len(), p.steps);
+    let fx = forward_traces::<T>(&with_source_samples(p, &x).unwrap()).unwrap();
+    let fty = adjoint_samples::<T>(p, &y).unwrap();
+    let (a, b) = (dot(&fx, &y), dot(&x, &fty));
+    assert!(a.abs() > 0.0 && b.abs() > 0.0, "both sides nonzero");
+    (a - b).abs() / a.abs().max(b.abs())
+}
+
+#[test]
+fn the_adjoint_passes_the_dot_product_test_with_each_supported_boundary() {
+    for (boundary, width, free_surface, density, seed) in [
+        ("none", 0, false, false, 1),
+        ("none", 0, true, false, 2),
+        ("sponge", 6, false, false, 3),
+        ("sponge", 6, true, false, 4),
+        ("sponge", 6, true, true, 5),
+    ] {
+        let p = problem(boundary, width, free_surface, density);
+        if boundary == "sponge" {
+            // The sponge's factors on the transposed taps are exercised.
+            assert!(p.receivers.iter().any(|r| p.in_absorbing_layer(r.position)), "a receiver in the sponge");
+        }
+        if free_surface {
+            // The mirrored sinc weights are exercised.
+            assert!(p.receivers[0].taps.len() < p.receivers[1].taps.len(), "receiver 0's taps reach z = 0");
+        }
+        let f64_mismatch = dot_product_mismatch::<f64>(&p, seed);
+        let f32_mismatch = dot_product_mismatch::<f32>(&p, seed);
+        eprintln!(
+            "{boundary} (width {width}), free surface {free_surface}, density {density}: \
+             f64 {f64_mismatch:.2e}, f32 {f32_mismatch:.2e}"
+        );
+        assert!(f64_mismatch < 1e-12, "f64: {f64_mismatch:e}");
+        assert!(f32_mismatch < 1e-5, "f32: {f32_mismatch:e}");
+    }
+}
+
+#[test]
+fn the_adjoint_refuses_cpml() {
+    let p = problem("cpml", 6, false, false);
+    let err = adjoint_samples::<f64>(&p, &vec![vec![0.0; p.steps]; p.receivers.len()]).unwrap_err();
+    assert!(format!("{err:#}").contains("cpml"), "{err:#}");
+}
+
+/// A survey line over a 2D-like model: x 0..800 m, y a thin 21-point slab, z 0..550 m at 10 m;
+/// sources and 33 receivers at 20 m depth along y = 100 m; a sponge on every face; dt fixed so
+/// that the models with and without the reflector step alike.
+fn line_problem(source_x: f64, vp: Vec<f32>) -> Problem {
+    let mut text = "[grid]\nshape = [81, 21, 56]\nspacing = [10.0, 10.0, 10.0]\n\n\
+         [model]\nkind = \"constant\"\nvp = 2000.0\n\n\
+         [stencil]\nradius = 4\n\n[time]\nduration = 0.6\ndt = 1.5e-3\n\n"
+        .to_string();
+    text += &format!(
+        "[source]\nposition = [{source_x}, 100.0, 20.0]\nfrequency = 15.0\ndelay = 0.08\n\n\
+         [boundary]\nkind = \"sponge\"\nwidth = 8\nplacement = \"inside\"\n\n\
+         [[receivers]]\nline = {{ start = [80.0, 100.0, 20.0], end = [720.0, 100.0, 20.0], count = 33 }}\n"
+    );
+    let cfg = Config::from_toml(&text).expect("test configuration parses");
+    Problem::build(&cfg, vp).expect("test problem builds")
+}
+
+/// Velocities of the line's grid: `above` m/s where `reflector(x)` (m) is deeper than z, `below`
+/// elsewhere.
+fn two_layers(reflector: impl Fn(f64) -> f64, above: f32, below: f32) -> Vec<f32> {
+    let [nx, ny, nz] = [81, 21, 56];
+    let mut vp = Vec::with_capacity(nx * ny * nz);
+    for iz in 0..nz {
+        for _ in 0..ny {
+            for ix in 0..nx {
+                vp.push(if (iz as f64 * 10.0) < reflector(ix as f64 * 10.0) { above } else { below });
+            }
+        }
+    }
+    vp
+}
+
+/// The stacked, illumination-normalised image of the shots at `sources_x` over the reflector:
+/// observed data modelled with it minus data modelled without it (the direct wave removed),
+/// migrated in the velocity above it. Dense (nz, ny, nx).
+fn line_image(reflector: impl Fn(f64) -> f64 + Copy, sources_x: &[f64]) -> (Problem, Vec<f64>) {
+    let mut stack = Vec::new();
+    let mut last = None;
+    for &sx in sources_x {
+        let truth = line_problem(sx, two_layers(reflector, 2000.0, 2600.0));
+        let smooth = line_problem(sx, two_layers(reflector, 2000.0, 2000.0));
+        let (full, direct) = (forward_traces::<f32>(&truth).unwrap(), forward_traces::<f32>(&smooth).unwrap());
+        // A line of receivers: the half derivative gives the image its zero phase.
+        let observed: Vec<Vec<f64>> = full
+            .iter()
+            .zip(&direct)
+            .map(|(a, b)| a.iter().zip(b).map(|(a, b)| a - b).collect::<Vec<f64>>())
+            .map(|r| fractional_derivative(&r, -0.5, smooth.dt))
+            .collect();
+        let mut backend = CpuSolver::<f32>::new(&smooth).unwrap();
+        let sums = migrate_shot(&mut backend, &smooth, &observed).unwrap();
+        if stack.is_empty() {
+            stack = vec![0.0; sums.image.len()];
+        }
+        add_normalised(&mut stack, &sums);
+        last = Some(smooth);
+    }
+    (last.unwrap(), stack)
+}
+
+/// Depth (m) of the image's largest value in column x (index) at the line's y, between 150 m and
+/// the bottom sponge, refined by a parabola through the peak and its two neighbours.
+fn peak_depth(image: &[f64], ix: usize) -> f64 {
+    let [nx, ny] = [81, 21];
+    let at = |iz: usize| image[(iz * ny + 10) * nx + ix];
+    let iz = (15..47).max_by(|&a, &b| at(a).total_cmp(&at(b))).unwrap();
+    let (m, c, p) = (at(iz - 1), at(iz), at(iz + 1));
+    let shift = 0.5 * (m - p) / (m - 2.0 * c + p);
+    (iz as f64 + shift) * 10.0
+}
+
+#[test]
+fn a_flat_reflector_images_at_its_true_depth() {
+    let depth = 305.0;
+    let (_, image) = line_image(|_| depth, &[400.0]);
+    for ix in [30, 35, 40, 45, 50] {
+        let z = peak_depth(&image, ix);
+        eprintln!("flat reflector at {depth} m: column x = {} m images at {z:.1} m", ix * 10);
+        assert!((z - depth).abs() <= 10.0, "x = {} m: image at {z} m, reflector at {depth} m", ix * 10);
+    }
+    // The Laplacian filter keeps the peak where it is.
+    let filtered = laplacian_filter(&image, [81, 21, 56], [10.0; 3]);
+    let z = peak_depth(&filtered, 40);
+    eprintln!("filtered: {z:.1} m");
+    assert!((z - depth).abs() <= 10.0, "filtered image at {z} m");
+}
+
+#[test]
+fn a_dipping_reflector_images_at_its_true_dip() {
+    let dip = 10.0f64;
+    let reflector = move |x: f64| 305.0 + (x - 400.0) * dip.to_radians().tan();
+    let (_, image) = line_image(reflector, &[250.0, 400.0, 550.0]);
+    let columns: Vec<usize> = (25..=55).collect();
+    let depths: Vec<f64> = columns.iter().map(|&ix| peak_depth(&image, ix)).collect();
+    let xs: Vec<f64> = columns.iter().map(|&ix| ix as f64 * 10.0).collect();
+    let (mx, mz) = (xs.iter().sum::<f64>() / xs.len() as f64, depths.iter().sum::<f64>() / xs.len() as f64);
+    let slope = xs.iter().zip(&depths).map(|(x, z)| (x - mx) * (z - mz)).sum::<f64>()
+        / xs.iter().map(|x| (x - mx).powi(2)).sum::<f64>();
+    let imaged = slope.atan().to_degrees();
+    let offset = mz - reflector(mx);
+    eprintln!("dipping reflector at {dip} degrees: imaged at {imaged:.2} degrees, {offset:.1} m off in depth");
+    assert!((imaged - dip).abs() <= 1.0, "imaged dip {imaged} degrees, true {dip}");
+    assert!(offset.abs() <= 10.0, "imaged {offset} m off the reflector's depth");
+}
+
+/// A smooth random field of unit size over the line's grid (a sum of a few long plane waves).
+fn smooth_field(seed: u64) -> Vec<f64> {
+    let mut rng = Lcg(seed);
+    let waves: Vec<([f64; 3], f64)> =
+        (0..4).map(|_| ([rng.next() * 0.15, rng.next() * 0.15, rng.next() * 0.15], rng.next() * 3.0)).collect();
+    let [nx, ny, nz] = [81, 21, 56];
+    let mut out = Vec::with_capacity(nx * ny * nz);
+    for iz in 0..nz {
+        for iy in 0..ny {
+            for ix in 0..nx {
+                let x = [ix, iy, iz].map(|v| v as f64);
+                out.push(
+                    waves.iter().map(|(k, ph)| (k[0] * x[0] + k[1] * x[1] + k[2] * x[2] + ph).sin()).sum::<f64>() / 4.0,
+                );
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_misfit_gradient_matches_a_finite_difference() {
+    // Observed data from a model with a reflector; the gradient at a smooth model without it.
+    let observed = forward_traces::<f64>(&line_problem(400.0, two_layers(|_| 305.0, 2000.0, 2600.0))).unwrap();
+    let background: Vec<f64> = smooth_field(5);
+    let model = line_problem(400.0, background.iter().map(|b| (2100.0 + 100.0 * b) as f32).collect());
+    let mut backend = CpuSolver::<f64>::new(&model).unwrap();
+    let (gradient, _) = misfit_gradient(&mut backend, &model, &observed).unwrap();
+    let direction = smooth_field(9);
+    let misfit = |h: f64| {
+        let mut p = model.clone();
+        for (v, d) in p.vp.iter_mut().zip(&direction) {
+            *v = (*v as f64 + h * d) as f32;
+        }
+        let d = forward_traces::<f64>(&p).unwrap();
+        0.5 * d.iter().flatten().zip(observed.iter().flatten()).map(|(a, b)| (a - b).powi(2)).sum::<f64>()
+    };
+    // h in m/s: the finite difference's O(h^2) error and the f32 velocities' rounding both small.
+    let h = 2.0;
+    let finite_difference = (misfit(h) - misfit(-h)) / (2.0 * h);
+    // The perturbed velocities are rounded to f32: the direction they actually take.
+    let taken: Vec<f64> = model
+        .vp
+        .iter()
+        .zip(&direction)
+        .map(|(&v, d)| (((v as f64 + h * d) as f32) as f64 - ((v as f64 - h * d) as f32) as f64) / (2.0 * h))
+        .collect();
+    let predicted: f64 = gradient.iter().zip(&taken).map(|(g, d)| g * d).sum();
+    let error = (predicted - finite_difference).abs() / finite_difference.abs();
+    eprintln!("gradient . direction = {predicted:.6e}, finite difference = {finite_difference:.6e}: {error:.2e}");
+    assert!(error < 0.01, "gradient off the finite difference by {error:e}");
+}
+
+/// The `migrate` command on a two-shot line over a flat reflector at 305 m: an image file whose
+/// `/image` peaks at the reflector's depth under the line, and whose `/gradient` is written.
+#[test]
+fn the_migrate_command_writes_an_image_of_the_reflector() {
+    let dir = std::env::temp_dir().join(format!("seismic-run-imaging-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let input = "[grid]\nshape = [81, 21, 56]\nspacing = [10.0, 10.0, 10.0]\n\n\
+         [model]\nkind = \"constant\"\nvp = 2000.0\n\n[stencil]\nradius = 4\n\n[time]\nduration = 0.6\n\n\
+         [source]\nposition = [300.0, 100.0, 20.0]\nfrequency = 15.0\ndelay = 0.08\n\n\
+         [[receivers]]\nline = { start = [80.0, 100.0, 20.0], end = [720.0, 100.0, 20.0], count = 33 }\n\n\
+         [boundary]\nkind = \"sponge\"\nwidth = 8\n\n\
+         [survey]\nshots = [[300.0, 100.0, 20.0], [500.0, 100.0, 20.0]]\n\n\
+         [imaging]\ntrue_model = { kind = \"layered\", depths = [305.0], velocities = [2000.0, 2600.0] }\n\
+         data_derivative = -0.5\nlaplacian = true\ngradient = true\noutput = \"line.h5\"\n";
+    std::fs::write(dir.join("line.toml"), input).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_seismic-run"))
+        .current_dir(&dir)
+        .args(["migrate", "line.toml"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("source wavefield: stored in memory, f32, every step"), "{stdout}");
+    let f = rust_hdf5::H5File::open(dir.join("line.h5")).unwrap();
+    let image: Vec<f64> = f.dataset("image").unwrap().read_raw::<f32>().unwrap().iter().map(|&v| v as f64).collect();
+    let gradient = f.dataset("gradient").unwrap().read_raw::<f32>().unwrap();
+    assert_eq!(image.len(), 81 * 21 * 56);
+    assert!(gradient.iter().any(|&g| g != 0.0) && gradient.iter().all(|g| g.is_finite()));
+    for ix in [30, 40, 50] {
+        let z = peak_depth(&image, ix);
+        eprintln!("migrate command: column x = {} m images at {z:.1} m", ix * 10);
+        assert!((z - 305.0).abs() <= 10.0, "x = {} m: image at {z} m", ix * 10);
+    }
+    assert!(dir.join("line.png").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
