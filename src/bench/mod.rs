@@ -44,6 +44,9 @@ pub enum OperatorKind {
     /// The real step where the density varies (kernels/density.cu and the layers scaled by K bh):
     /// the buoyancy read too (`problem::step_bytes_with`).
     RealStepDensity,
+    /// The real step with the default CPML width ([`crate::boundary::DEFAULT_WIDTH`]) in place of
+    /// [`REAL_STEP_CPML`].
+    RealStepDefaultBoundary,
 }
 
 /// CPML width of the [`OperatorKind::RealStep`] operator, points.
@@ -55,9 +58,9 @@ impl OperatorKind {
     /// The operators a sweep times unless told otherwise.
     pub const ALL: [OperatorKind; 4] =
         [OperatorKind::FusedStep, OperatorKind::ThreePassStep, OperatorKind::LaplacianOnly, OperatorKind::RealStep];
-    /// [`Self::ALL`], the f16 steps and the variable density's (asked for by name: `--operators
-    /// fused,fused-f16,step-density`).
-    pub const KNOWN: [OperatorKind; 7] = [
+    /// [`Self::ALL`], the f16 steps, the variable density's and the default boundary's (asked for
+    /// by name: `--operators fused,fused-f16,step-density,step-default`).
+    pub const KNOWN: [OperatorKind; 8] = [
         OperatorKind::FusedStep,
         OperatorKind::ThreePassStep,
         OperatorKind::LaplacianOnly,
@@ -65,6 +68,7 @@ impl OperatorKind {
         OperatorKind::FusedStepF16,
         OperatorKind::RealStepF16,
         OperatorKind::RealStepDensity,
+        OperatorKind::RealStepDefaultBoundary,
     ];
 
     /// The table's name.
@@ -77,6 +81,7 @@ impl OperatorKind {
             OperatorKind::FusedStepF16 => "fused step f16",
             OperatorKind::RealStepF16 => "real step f16",
             OperatorKind::RealStepDensity => "real step, variable density",
+            OperatorKind::RealStepDefaultBoundary => "real step, default boundary",
         }
     }
 
@@ -90,14 +95,15 @@ impl OperatorKind {
             OperatorKind::FusedStepF16 => "fused-f16",
             OperatorKind::RealStepF16 => "step-f16",
             OperatorKind::RealStepDensity => "step-density",
+            OperatorKind::RealStepDefaultBoundary => "step-default",
         }
     }
 
     pub fn parse(s: &str) -> Result<OperatorKind> {
         OperatorKind::KNOWN.into_iter().find(|o| o.key() == s.trim()).with_context(|| {
             format!(
-                "--operators: unknown operator {s:?} (expected fused, three-pass, laplacian, step, fused-f16, step-f16 \
-                 or step-density)"
+                "--operators: unknown operator {s:?} (expected fused, three-pass, laplacian, step, fused-f16, step-f16, \
+                 step-density or step-default)"
             )
         })
     }
@@ -125,6 +131,10 @@ impl OperatorKind {
             OperatorKind::FusedStepF16 => step_bytes_f16(shape, radius),
             OperatorKind::RealStepF16 => step_bytes_f16(shape, radius) + cpml,
             OperatorKind::RealStepDensity => step_bytes_with(shape, radius, true, true) + cpml,
+            OperatorKind::RealStepDefaultBoundary => {
+                step_bytes(shape, radius, true)
+                    + crate::boundary::cpml_step_bytes(shape, crate::boundary::DEFAULT_WIDTH, false)
+            }
             _ => step_bytes(shape, radius, self.leapfrog()),
         }
     }

@@ -45,6 +45,7 @@ fn colour(op: OperatorKind) -> RGBColor {
         OperatorKind::FusedStepF16 => RGBColor(148, 103, 189),
         OperatorKind::RealStepF16 => RGBColor(140, 86, 75),
         OperatorKind::RealStepDensity => RGBColor(227, 119, 194),
+        OperatorKind::RealStepDefaultBoundary => RGBColor(127, 127, 127),
     }
 }
 

@@ -145,11 +145,12 @@ impl Report {
         let real: Vec<String> = self
             .rows
             .iter()
-            .filter(|r| r.operator == OperatorKind::RealStep)
+            .filter(|r| matches!(r.operator, OperatorKind::RealStep | OperatorKind::RealStepDefaultBoundary))
             .filter_map(|r| {
                 let interior = self.find(r.shape, r.radius, OperatorKind::FusedStep)?;
+                let with = if r.operator == OperatorKind::RealStep { "" } else { " (the default boundary)" };
                 Some(format!(
-                    "{} R={}: {:.2}x the interior-only step's time",
+                    "{} R={}{with}: {:.2}x the interior-only step's time",
                     shape_label(r.shape),
                     r.radius,
                     r.seconds / interior.seconds

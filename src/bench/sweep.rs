@@ -59,20 +59,22 @@ fn operator(op: OperatorKind) -> Operator {
         OperatorKind::RealStep
         | OperatorKind::FusedStepF16
         | OperatorKind::RealStepF16
-        | OperatorKind::RealStepDensity => Operator::Fused,
+        | OperatorKind::RealStepDensity
+        | OperatorKind::RealStepDefaultBoundary => Operator::Fused,
     }
 }
 
 /// The [`OperatorKind::RealStep`] problem on `shape`: 10 m spacing, 2000 m/s, CPML of
 /// [`super::REAL_STEP_CPML`] points on every face, a 10 Hz source in the middle and
 /// [`super::REAL_STEP_RECEIVERS`] receivers on a line 50 m deep, `steps` steps; with `density`, a
-/// density of 1000 kg/m^3 above the middle plane and 2000 below; built through the input file's
-/// path, as a run builds it.
+/// density of 1000 kg/m^3 above the middle plane and 2000 below; with `width`, CPML of that many
+/// points; built through the input file's path, as a run builds it.
 pub fn real_step_problem(
     shape: [usize; 3],
     radius: usize,
     steps: usize,
     density: bool,
+    width: usize,
 ) -> Result<crate::problem::Problem> {
     let h = 10.0;
     let [nx, ny, nz] = shape;
@@ -96,27 +98,34 @@ pub fn real_step_problem(
         0.9 * nx as f64 * h,
         mid(ny),
         super::REAL_STEP_RECEIVERS,
-        super::REAL_STEP_CPML,
+        width,
     );
     let cfg = crate::config::Config::from_toml(&text)?;
     let model = crate::model::sample(&cfg, std::path::Path::new("."))?;
     crate::problem::Problem::build_with_density(&cfg, model.vp, model.rho)
 }
 
-/// Median device seconds of the real step (3 untimed steps, then `reps`) with `tuning`, storing
-/// the fields in `precision`, with a varying density where `density`.
+/// Median device seconds of the real step `op` (3 untimed steps, then `reps`) with `tuning`: its
+/// fields in f16 for [`OperatorKind::RealStepF16`], a varying density for
+/// [`OperatorKind::RealStepDensity`], the default CPML width for
+/// [`OperatorKind::RealStepDefaultBoundary`].
 fn time_real_step<Rt: GpuRuntime>(
     open: &mut impl FnMut() -> Result<Rt>,
     shape: [usize; 3],
     radius: usize,
     tuning: Tuning,
     reps: usize,
-    precision: Precision,
-    density: bool,
+    op: OperatorKind,
 ) -> Result<(Tuning, f64)> {
     use crate::backend::Backend;
-    let mut problem = real_step_problem(shape, radius, reps + 3, density)?;
-    problem.precision = precision;
+    let density = op == OperatorKind::RealStepDensity;
+    let width = if op == OperatorKind::RealStepDefaultBoundary {
+        crate::boundary::DEFAULT_WIDTH
+    } else {
+        super::REAL_STEP_CPML
+    };
+    let mut problem = real_step_problem(shape, radius, reps + 3, density, width)?;
+    problem.precision = if op == OperatorKind::RealStepF16 { Precision::F16 } else { Precision::F32 };
     let mut s = GpuSolver::new(open()?, &problem, KernelChoice::Fused, tuning)?;
     for n in 0..problem.steps {
         s.step(n)?;
@@ -364,14 +373,11 @@ pub fn run<Rt: GpuRuntime>(mut open: impl FnMut() -> Result<Rt>, spec: &SweepSpe
             let (launch, source) = choose(Operator::Fused);
             let t0 = Instant::now();
             let timed = match op {
-                OperatorKind::RealStep => {
-                    time_real_step(&mut open, shape, radius, launch, spec.reps, Precision::F32, false)
-                }
-                OperatorKind::RealStepF16 => {
-                    time_real_step(&mut open, shape, radius, launch, spec.reps, Precision::F16, false)
-                }
-                OperatorKind::RealStepDensity => {
-                    time_real_step(&mut open, shape, radius, launch, spec.reps, Precision::F32, true)
+                OperatorKind::RealStep
+                | OperatorKind::RealStepF16
+                | OperatorKind::RealStepDensity
+                | OperatorKind::RealStepDefaultBoundary => {
+                    time_real_step(&mut open, shape, radius, launch, spec.reps, op)
                 }
                 _ => open_solver(&mut open, shape, radius, KernelChoice::Fused, launch, Precision::F16)
                     .and_then(|mut s| Ok((s.tuning(), median(s.time_interior(Operator::Fused, spec.reps)?)))),
@@ -426,17 +432,22 @@ mod tests {
     /// receivers, a source.
     #[test]
     fn real_step_problem_matches_its_bound() {
-        let p = real_step_problem([64, 48, 56], 4, 5, false).unwrap();
+        let p = real_step_problem([64, 48, 56], 4, 5, false, super::super::REAL_STEP_CPML).unwrap();
         assert_eq!(p.receivers.len(), super::super::REAL_STEP_RECEIVERS);
         assert_eq!((p.boundary.width, p.boundary.free_surface, p.steps), (super::super::REAL_STEP_CPML, false, 5));
         assert_eq!(p.full_step_bytes(), crate::problem::full_step_bytes([64, 48, 56], 4, 20, false));
         assert!(!p.source().taps.is_empty());
         assert_eq!(p.full_step_bytes(), OperatorKind::RealStep.bytes([64, 48, 56], 4));
         // With a density: the buoyancy read too, 4 B a point more.
-        let d = real_step_problem([64, 48, 56], 4, 5, true).unwrap();
+        let d = real_step_problem([64, 48, 56], 4, 5, true, super::super::REAL_STEP_CPML).unwrap();
         assert!(d.variable_density());
         assert_eq!(d.full_step_bytes(), OperatorKind::RealStepDensity.bytes([64, 48, 56], 4));
         assert_eq!(d.full_step_bytes() - p.full_step_bytes(), 4 * 64 * 48 * 56);
+        // With the default boundary.
+        let w = crate::boundary::DEFAULT_WIDTH;
+        let b = real_step_problem([64, 48, 56], 4, 5, false, w).unwrap();
+        assert_eq!(b.boundary.width, w);
+        assert_eq!(b.full_step_bytes(), OperatorKind::RealStepDefaultBoundary.bytes([64, 48, 56], 4));
     }
 
     /// A tiny sweep with a search: every case timed, numbers plausible, the winner cached and found.
