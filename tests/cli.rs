@@ -410,11 +410,15 @@ fn non_finite_absurd_and_huge_values_are_refused() {
             vec![],
             vec!["receivers[0]", "overflow"],
         ),
-        (base.replace("shape = [24, 20, 22]", "shape = [24, 20, 22, 24]"), vec![], vec!["line 3", "exactly 3 values"]),
+        (
+            base.replace("shape = [24, 20, 22]", "shape = [24, 20, 22, 24]"),
+            vec![],
+            vec!["line 3", "[x, y, z], or [x, z] for a 2D grid"],
+        ),
         (
             base.replace("position = [120.0, 100.0, 110.0]", "position = [120.0, 100.0, 110.0, 1.0, 2.0]"),
             vec![],
-            vec!["position", "invalid length 5, expected an array of exactly 3 values"],
+            vec!["position", "invalid length 5, expected [x, y, z], or [x, z] on a 2D grid"],
         ),
     ];
     for (i, (input, extra, needles)) in cases.iter().enumerate() {

@@ -46,6 +46,20 @@ impl Config {
     /// on a 3D grid, errors naming the first key given as [x, z].
     pub fn resolve_plane(&mut self) -> Result<()> {
         let two_d = self.grid.is_2d();
+        for (key, v, y) in [("grid.spacing", &mut self.grid.spacing, 1.0), ("grid.origin", &mut self.grid.origin, 0.0)]
+        {
+            if is_plane_marker(v[1]) {
+                if !two_d {
+                    bail!(
+                        "{key} = [{}, {}] has two values, the 2D form, but grid.shape = {:?} is 3D: give three",
+                        v[0],
+                        v[2],
+                        self.grid.shape
+                    );
+                }
+                v[1] = y;
+            }
+        }
         let y0 = self.grid.origin[1];
         let resolve = |key: &str, v: &mut [f64; 3], kind: Kind| -> Result<()> {
             if !is_plane_marker(v[1]) {
@@ -65,8 +79,9 @@ impl Config {
             };
             Ok(())
         };
-        for (i, s) in self.source.iter_mut().enumerate() {
-            resolve(&format!("source[{i}].position"), &mut s.position, Kind::Point)?;
+        let keys: Vec<String> = (0..self.source.len()).map(|i| self.source.key(i)).collect();
+        for (key, s) in keys.iter().zip(self.source.iter_mut()) {
+            resolve(&format!("{key}.position"), &mut s.position, Kind::Point)?;
         }
         for (i, r) in self.receivers.iter_mut().enumerate() {
             let key = format!("receivers[{i}]");
@@ -115,7 +130,7 @@ impl Config {
     }
 }
 
-/// Whether `y` is the two-element form's marker (a NaN, as [`PLANE_Y`]).
+/// Whether `y` is the two-element form's marker ([`PLANE_Y`], bit for bit).
 fn is_plane_marker(y: f64) -> bool {
-    y.is_nan() && PLANE_Y.is_nan()
+    y.to_bits() == PLANE_Y.to_bits()
 }

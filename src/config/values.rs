@@ -6,8 +6,9 @@ use serde::{Deserialize, Deserializer, de::Error as _};
 
 /// y of a position given in the two-element form [x, z]: a marker that
 /// [`Config::resolve_plane`](super::Config) replaces by the grid's y on a 2D grid and refuses by
-/// key on a 3D one (NaN: no finite coordinate can be mistaken for it).
-pub(super) const PLANE_Y: f64 = f64::NAN;
+/// key on a 3D one: a NaN of its own payload, so that neither a coordinate nor a `nan` given in
+/// the input (the quiet NaN without payload) can be mistaken for it.
+pub(super) const PLANE_Y: f64 = f64::from_bits(0x7ff8_0000_0000_2d2d);
 
 /// A position: [x, y, z], or [x, z] (a 2D grid's form, y left as [`PLANE_Y`]).
 pub(super) fn point<'de, D: Deserializer<'de>>(d: D) -> Result<[f64; 3], D::Error> {
@@ -39,15 +40,16 @@ pub(super) fn grid_shape<'de, D: Deserializer<'de>>(d: D) -> Result<[usize; 3], 
     grid_axes(d, 1)
 }
 
-/// `grid.spacing`: [dx, dy, dz], or [dx, dz] (a 2D grid, whose dy is 1 m: its sources are line
-/// sources of a unit length along y).
+/// `grid.spacing`: [dx, dy, dz], or [dx, dz] (a 2D grid's form: dy [`PLANE_Y`] until
+/// `Config::resolve_plane` makes it 1 m, its sources then line sources of a unit length along y).
 pub(super) fn grid_spacing<'de, D: Deserializer<'de>>(d: D) -> Result<[f64; 3], D::Error> {
-    grid_axes(d, 1.0)
+    grid_axes(d, PLANE_Y)
 }
 
-/// `grid.origin`: [x, y, z], or [x, z] (a 2D grid at y = 0).
+/// `grid.origin`: [x, y, z], or [x, z] (a 2D grid's form: y [`PLANE_Y`] until
+/// `Config::resolve_plane` makes it 0).
 pub(super) fn grid_origin<'de, D: Deserializer<'de>>(d: D) -> Result<[f64; 3], D::Error> {
-    grid_axes(d, 0.0)
+    grid_axes(d, PLANE_Y)
 }
 
 /// Largest velocity accepted, m/s: the fastest rocks are below 10 km/s, so anything above is a
