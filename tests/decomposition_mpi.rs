@@ -140,14 +140,14 @@ fn two_and_three_mpi_ranks_write_the_single_rank_result_bit_for_bit() {
 }
 
 /// A density varying with the layers (each rank samples its planes of it, and the R planes beyond
-/// them its operator reads): 2 and 3 ranks, and 4 y-z blocks, write the single-rank result bit for
-/// bit.
+/// them its operator reads): 2 and 3 z-slab ranks, and 4 y-z blocks of [`YZ_INPUT`], write the
+/// single-rank result bit for bit.
 #[test]
 fn a_variable_density_over_mpi_ranks_writes_the_single_rank_result_bit_for_bit() {
     let input = with_density(INPUT);
     let exchange = "halo exchange through host memory (MPI), overlapping the step";
     compare("cpu-density", &input, &[2, 3], &[], exchange);
-    compare_runs("cpu-density-yz", &input, "yz", &[(4, "4 y-z blocks")], &[]);
+    compare_runs("cpu-density-yz", &with_density(YZ_INPUT), "yz", &[(4, "4 y-z blocks")], &[]);
 }
 
 /// `input` with a density per layer of its model (1000..2500 kg/m^3).
