@@ -366,6 +366,7 @@ pub fn run<Rt: GpuRuntime>(mut open: impl FnMut() -> Result<Rt>, spec: &SweepSpe
             OperatorKind::FusedStepF16,
             OperatorKind::RealStepF16,
             OperatorKind::RealStepDensity,
+            OperatorKind::RealStepDefaultBoundary,
         ] {
             if !spec.operators.contains(&op) {
                 continue;
