@@ -342,7 +342,7 @@ fn bad_2d_inputs_are_refused_by_name() {
         .replace("shape = [401, 401]", "shape = [401, 3, 401]")
         .replace("spacing = [10, 10]", "spacing = [10, 10, 10]");
     let e = err(&three_d);
-    assert!(e.contains("source[0].position") && e.contains("[x, y, z]"), "{e}");
+    assert!(e.contains("source.position") && e.contains("[x, y, z]"), "{e}");
     // Planes that a 2D grid does not have.
     for kind in ["xy", "yz"] {
         let e =
