@@ -53,10 +53,20 @@ pub use runtime::{DeviceBuffer, DevicePtr, GpuRuntime};
 pub use solver::{GpuSolver, Operator, estimate_bytes};
 pub use sources::{cache_dir, load_kernels};
 
-#[cfg(any(feature = "cuda", feature = "hip"))]
 use crate::{backend::Backend, config::KernelChoice, problem::Problem};
-#[cfg(any(feature = "cuda", feature = "hip"))]
 use anyhow::Result;
+
+/// The solver of `problem` over `rt`: the 2D solver for a 2D grid ([`Problem::is_2d`]), else
+/// [`GpuSolver`] with `kernel` and `tuning`.
+pub fn open_solver<Rt: GpuRuntime + 'static>(
+    rt: Rt,
+    problem: &Problem,
+    kernel: KernelChoice,
+    tuning: Tuning,
+) -> Result<Box<dyn Backend>> {
+    anyhow::ensure!(!problem.is_2d(), "grid.shape is 2D, and the GPU backends compute 3D grids only");
+    Ok(Box::new(GpuSolver::new(rt, problem, kernel, tuning)?))
+}
 
 /// Opens the CUDA backend on device 0 for this problem (allocates everything once).
 #[cfg(feature = "cuda")]
@@ -70,7 +80,7 @@ pub fn open_cuda_on(problem: &Problem, kernel: KernelChoice, local_rank: usize) 
     let over = TuningOverride::from_environment()?;
     let rt = cuda::CudaRuntime::new(local_rank % cuda::device_count()?.max(1))?;
     let (tuning, _) = autotune::tuning_for(&rt.device_name(), problem.stencil.radius, problem.shape(), over.as_ref());
-    Ok(Box::new(GpuSolver::new(rt, problem, kernel, tuning)?))
+    open_solver(rt, problem, kernel, tuning)
 }
 
 /// Opens the HIP backend on device 0 for this problem (allocates everything once).
@@ -90,5 +100,5 @@ pub fn open_hip_on(problem: &Problem, kernel: KernelChoice, local_rank: usize) -
         Some(o) => o.tuning(r, false, false),
         None => autotune::tuning_or(&rt.device_name(), Operator::Fused, r, problem.shape(), false).0,
     };
-    Ok(Box::new(GpuSolver::new(rt, problem, kernel, tuning)?))
+    open_solver(rt, problem, kernel, tuning)
 }
