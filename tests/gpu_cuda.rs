@@ -441,7 +441,7 @@ fn gpu_f16_needs_the_fused_kernel() {
 }
 
 /// Tile-edge cases: grid sizes one below, at and one above the vector and tile widths, and the
-/// smallest 3D grid (1 x 2 x 1: a grid one point thick in y is 2D, and the GPU refuses those).
+/// smallest 3D grid (1 x 2 x 1: a grid one point thick in y is 2D, tests/gpu_plane.rs has those).
 #[test]
 #[ignore = "needs a GPU"]
 fn gpu_matches_cpu_at_tile_edges() {

@@ -52,6 +52,28 @@ fn hiprtc_compiles_the_f16_step_for_gfx90a() {
     }
 }
 
+/// The 2D grid's module (kernels/plane.cu beside the free surface, taps, sections and the blow-up
+/// check) builds for gfx90a at every radius, with and without the sponge, as a run assembles it.
+#[test]
+fn hiprtc_compiles_the_2d_step_for_gfx90a() {
+    use seismic_run::backend::gpu::plane::plane_options;
+    use seismic_run::boundary::BoundaryDefines;
+    let source = sources::assemble(&sources::PLANE_STEP);
+    for radius in 1..=8 {
+        for boundary in BoundaryDefines::VARIANTS {
+            let options = plane_options(radius, boundary);
+            let what = format!("2D step module R={radius} ({})", options.join(" "));
+            let code = hip::compile_for("gfx90a", &source, "seismic_kernels.cu", &options)
+                .unwrap_or_else(|e| panic!("{what}: hipRTC failed: {e}"));
+            assert_amdgpu_code_object(
+                &code,
+                &["plane_step", "plane_step_density", "free_surface", "inject_source", "record_receivers"],
+                &what,
+            );
+        }
+    }
+}
+
 #[test]
 fn hiprtc_compiles_the_benchmark_modules_for_gfx90a() {
     let fused = sources::assemble(&[sources::FUSED]);

@@ -4,134 +4,11 @@
 
 mod process;
 
-use seismic_run::backend::cpu::{PlaneSolver, Real};
+mod common;
+
+use common::plane::*;
 use seismic_run::config::Config;
 use seismic_run::problem::Problem;
-use std::f64::consts::PI;
-
-/// A 2D run described in metres: the input's text is built from it and goes the CLI's way
-/// (`Config::from_toml`, the model sampled by the model code, `Problem::build`).
-#[derive(Clone, Debug)]
-struct Plane {
-    shape: [usize; 2],
-    spacing: f64,
-    /// The body of `[model]`.
-    model: String,
-    radius: usize,
-    frequency: f64,
-    delay: f64,
-    cfl_safety: f64,
-    duration: f64,
-    source: [f64; 2],
-    receivers: Vec<[f64; 2]>,
-    /// "sinc", "trilinear" or "nearest", for the source and every receiver.
-    method: &'static str,
-    boundary: &'static str,
-    width: usize,
-    free_surface: bool,
-}
-
-impl Plane {
-    fn toml(&self) -> String {
-        let h = self.spacing;
-        let v = |p: [f64; 2]| format!("[{}, {}]", p[0], p[1]);
-        let mut s = format!(
-            "[grid]\nshape = [{}, {}]\nspacing = [{h}, {h}]\n\n[model]\n{}\n\n[stencil]\nradius = {}\n\n\
-             [time]\nduration = {}\ncfl_safety = {}\n\n\
-             [source]\nposition = {}\nfrequency = {}\ndelay = {}\ninjection = \"{}\"\n\n\
-             [boundary]\nkind = \"{}\"\nwidth = {}\nfree_surface = {}\nplacement = \"inside\"\n",
-            self.shape[0],
-            self.shape[1],
-            self.model,
-            self.radius,
-            self.duration,
-            self.cfl_safety,
-            v(self.source),
-            self.frequency,
-            self.delay,
-            self.method,
-            self.boundary,
-            self.width,
-            self.free_surface,
-        );
-        for &r in &self.receivers {
-            s += &format!("\n[[receivers]]\nposition = {}\ninterpolation = \"{}\"\n", v(r), self.method);
-        }
-        s
-    }
-
-    fn problem(&self) -> Problem {
-        let cfg = Config::from_toml(&self.toml()).expect("test configuration parses");
-        let vp = seismic_run::model::load(&cfg, std::path::Path::new(".")).expect("test model");
-        Problem::build(&cfg, vp).expect("test problem builds")
-    }
-}
-
-/// Runs every step of a 2D problem on the CPU and returns its traces in f64.
-fn run<T: Real>(problem: &Problem) -> Vec<Vec<f64>> {
-    let mut solver = PlaneSolver::<T>::new(problem).expect("2D CPU solver");
-    for n in 0..problem.steps {
-        solver.advance(n);
-    }
-    solver.traces_native().iter().map(|t| t.iter().map(|v| v.f64()).collect()).collect()
-}
-
-/// The 2D Green's function of (1/c^2) p_tt - lap p = s(t) delta(x) delta(z) (a line source)
-/// convolved with the source: p(r, t) = (1 / 2 pi) int_0^{acosh(c t / r)} s(t - (r / c) cosh u) du
-/// (the substitution t - tau = (r / c) cosh u removes the 1 / sqrt singularity at the arrival),
-/// composite Simpson over u.
-fn line_source_pressure(problem: &Problem, r: f64, c: f64, t: f64) -> f64 {
-    let x = c * t / r;
-    if x <= 1.0 {
-        return 0.0;
-    }
-    let top = x.acosh();
-    let n = 4000;
-    let h = top / n as f64;
-    let f = |u: f64| problem.source().wavelet.at(t - r / c * u.cosh());
-    let mut sum = f(0.0) + f(top);
-    for i in 1..n {
-        sum += f(i as f64 * h) * if i % 2 == 1 { 4.0 } else { 2.0 };
-    }
-    sum * h / 3.0 / (2.0 * PI)
-}
-
-/// ||a - b||_2 / ||b||_2 over the first `n` samples.
-fn relative_l2(a: &[f64], b: &[f64], n: usize) -> f64 {
-    let num: f64 = a[..n].iter().zip(&b[..n]).map(|(x, y)| (x - y).powi(2)).sum();
-    let den: f64 = b[..n].iter().map(|y| y * y).sum();
-    (num / den).sqrt()
-}
-
-fn dist(a: [f64; 2], b: [f64; 2]) -> f64 {
-    ((a[0] - b[0]).powi(2) + (a[1] - b[1]).powi(2)).sqrt()
-}
-
-/// An off-grid line source near the centre of a 401 x 401 grid (10 m, 2000 m/s, 10 Hz: 8 points
-/// per minimum wavelength, R = 4, no absorber: the walls are 2 km away) and off-grid receivers
-/// 100 to 400 m away in several directions, windowed sinc positioning.
-fn off_grid_line_source() -> Plane {
-    let source = [2003.7, 1996.2];
-    let receivers = [(100.0, 0.3), (170.0, 1.2), (240.0, 2.5), (310.0, 4.0), (400.0, 5.3)]
-        .map(|(r, a): (f64, f64)| [source[0] + r * a.cos() + 1.37, source[1] + r * a.sin() - 2.91])
-        .to_vec();
-    Plane {
-        shape: [401, 401],
-        spacing: 10.0,
-        model: "kind = \"constant\"\nvp = 2000.0".into(),
-        radius: 4,
-        frequency: 10.0,
-        delay: 0.15,
-        cfl_safety: 0.2,
-        duration: 0.15 + 0.2 + 410.0 / 2000.0,
-        source,
-        receivers,
-        method: "sinc",
-        boundary: "none",
-        width: 0,
-        free_surface: false,
-    }
-}
 
 #[test]
 fn line_source_matches_the_2d_green_function_off_grid() {
@@ -154,79 +31,11 @@ fn line_source_matches_the_2d_green_function_off_grid() {
     }
 }
 
-/// A run on grid points: `shape` the run grid (layers inside it), the source and receivers at
-/// grid indices (x, z), nearest-point injection, 10 m spacing, 2000 m/s.
-#[allow(clippy::too_many_arguments)]
-fn on_grid(
-    shape: [usize; 2],
-    radius: usize,
-    frequency: f64,
-    duration: f64,
-    source: [usize; 2],
-    receivers: &[[usize; 2]],
-    boundary: &'static str,
-    width: usize,
-) -> Plane {
-    let at = |p: [usize; 2]| p.map(|i| i as f64 * 10.0);
-    Plane {
-        shape,
-        spacing: 10.0,
-        model: "kind = \"constant\"\nvp = 2000.0".into(),
-        radius,
-        frequency,
-        delay: 1.2 / frequency,
-        cfl_safety: 0.8,
-        duration,
-        source: at(source),
-        receivers: receivers.iter().map(|&r| at(r)).collect(),
-        method: "nearest",
-        boundary,
-        width,
-        free_surface: false,
-    }
-}
-
-/// max |a - b| over all samples.
-fn max_abs_diff(a: &[f64], b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max)
-}
-
-fn max_abs(a: &[f64]) -> f64 {
-    a.iter().fold(0.0, |m, v| m.max(v.abs()))
-}
-
-/// The CPML's reflection in 2D, small domain against large domain: an interior of `interior`
-/// points closed by layers of the default width, receivers 6 points before the layers, against
-/// the same receivers in a grid so large that its walls send nothing back within the window.
-/// Returns the reflection in dB (the difference's largest value relative to the reference's).
-fn reflection_db(interior: [usize; 2], source: [usize; 2], receivers: &[[usize; 2]], ppw: f64, radius: usize) -> f64 {
-    let w = seismic_run::boundary::DEFAULT_WIDTH;
-    let f0 = 2000.0 / (2.5 * 10.0 * ppw);
-    let farthest = receivers
-        .iter()
-        .map(|r| ((r[0] as f64 - source[0] as f64).powi(2) + (r[1] as f64 - source[1] as f64).powi(2)).sqrt())
-        .fold(0.0, f64::max);
-    // The wavelet (2.4 / f0 long) after the longest path through a reflection off a layer.
-    let duration = 2.4 / f0 + (farthest + 2.0 * (7 + w) as f64) * 10.0 / 2000.0;
-    let shift = |p: [usize; 2], by: usize| p.map(|i| i + by);
-    let small_shape = interior.map(|n| n + 2 * w);
-    let moved: Vec<[usize; 2]> = receivers.iter().map(|&r| shift(r, w)).collect();
-    let small = on_grid(small_shape, radius, f0, duration, shift(source, w), &moved, "cpml", w);
-    // Far enough that the walls' first reflection comes back after the window.
-    let margin = (2000.0 * duration / 20.0).ceil() as usize + 4;
-    let big_shape = interior.map(|n| n + 2 * margin);
-    let far: Vec<[usize; 2]> = receivers.iter().map(|&r| shift(r, margin)).collect();
-    let big = on_grid(big_shape, radius, f0, duration, shift(source, margin), &far, "none", 0);
-    let (a, b) = (run::<f64>(&small.problem()), run::<f64>(&big.problem()));
-    let worst = a.iter().zip(&b).map(|(a, b)| max_abs_diff(a, b) / max_abs(b)).fold(0.0, f64::max);
-    20.0 * worst.log10()
-}
-
 #[test]
 fn cpml_reflects_60_db_or_less_at_the_default_width() {
     // Normal incidence (faces, an edge's corner), and grazing along the low z face.
-    let normal = |ppw, r| reflection_db([41, 41], [20, 20], &[[34, 20], [20, 6], [34, 34]], ppw, r);
-    let grazing = |ppw, r| reflection_db([101, 21], [6, 6], &[[30, 6], [55, 6], [80, 6]], ppw, r);
+    let normal = |ppw, r| reflection_db(&run::<f64>, [41, 41], [20, 20], &[[34, 20], [20, 6], [34, 34]], ppw, r);
+    let grazing = |ppw, r| reflection_db(&run::<f64>, [101, 21], [6, 6], &[[30, 6], [55, 6], [80, 6]], ppw, r);
     for (ppw, r) in [(5.0, 4), (10.0, 4), (15.0, 4), (5.0, 2), (10.0, 8)] {
         let (n, g) = (normal(ppw, r), grazing(ppw, r));
         eprintln!("2D CPML, {ppw} points per wavelength, R = {r}: normal {n:.1} dB, grazing {g:.1} dB");
@@ -357,18 +166,19 @@ fn bad_2d_inputs_are_refused_by_name() {
     assert!(e.contains("grid.shape") || e.contains("[x, z]"), "{e}");
 }
 
-/// The GPU backends refuse a 2D grid by name, and `auto` runs it on the CPU.
+/// The three-pass kernel refuses a 2D grid by name (a 2D grid's GPU step is one kernel), and
+/// `auto` then runs it on the CPU.
 #[test]
-fn gpu_backends_refuse_a_2d_grid_and_auto_runs_it_on_the_cpu() {
+fn the_three_pass_kernel_refuses_a_2d_grid_and_auto_runs_it_on_the_cpu() {
     use seismic_run::backend::registry;
     use seismic_run::config::{BackendChoice, KernelChoice};
     let mut g = off_grid_line_source();
     g.duration = 0.01;
     let p = g.problem();
-    let e = registry::open_gpu(&p, BackendChoice::Cuda, KernelChoice::default(), 0).err().expect("refused");
-    assert!(format!("{e:#}").contains("2D"), "{e:#}");
+    let e = registry::open_gpu(&p, BackendChoice::Cuda, KernelChoice::ThreePass, 0).err().expect("refused");
+    assert!(format!("{e:#}").contains("2D") && format!("{e:#}").contains("three-pass"), "{e:#}");
     let mut notice = String::new();
-    let b = registry::open(&p, BackendChoice::Auto, KernelChoice::default(), 0, &mut |s| notice += s).unwrap();
+    let b = registry::open(&p, BackendChoice::Auto, KernelChoice::ThreePass, 0, &mut |s| notice += s).unwrap();
     assert_eq!(b.info().backend, "cpu");
     assert!(notice.contains("2D"), "{notice}");
 }

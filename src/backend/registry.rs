@@ -64,12 +64,15 @@ pub fn open_gpu(
     }
 }
 
-/// Errors where `problem` needs what the GPU backends do not compute with `kernel`: a 2D grid (the
-/// CPU reference computes it), a variable density with the three-pass kernel (the fused kernel's
-/// path computes it, density.cu).
+/// Errors where `problem` needs what the GPU backends do not compute with `kernel`: a 2D grid or a
+/// variable density with the three-pass kernel (a 2D grid's step is one kernel, plane.cu; the
+/// fused kernel's path computes a varying density, density.cu).
 fn gpu_takes(problem: &Problem, kernel: KernelChoice) -> Result<()> {
-    if problem.is_2d() {
-        bail!("grid.shape is 2D, and the GPU backends compute 3D grids only: run.backend = \"cpu\" runs it");
+    if problem.is_2d() && kernel == KernelChoice::ThreePass {
+        bail!(
+            "grid.shape is 2D, and run.kernel = \"three-pass\" computes 3D grids only: run.kernel = \"fused\" \
+             (the default) runs a 2D grid's one-pass step on the GPU"
+        );
     }
     if problem.variable_density() && kernel == KernelChoice::ThreePass {
         bail!(

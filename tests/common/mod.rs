@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod impedance;
+pub mod plane;
 pub mod reflection;
 
 use seismic_run::backend::cpu::{CpuSolver, Real};

@@ -3,7 +3,7 @@
 //! on the device first. Decomposed runs are f32.
 
 use super::fields::Fields;
-use super::kernels::{ExtractSection, InsertSection, Kernels, Launch};
+use super::kernels::{ExtractSection, InsertSection, IoKernels, Launch};
 use super::runtime::{DevicePtr, GpuRuntime, as_bytes, as_bytes_mut};
 use super::snapshot::Staging;
 use anyhow::{Result, ensure};
@@ -47,7 +47,7 @@ impl<Rt: GpuRuntime> Staging<Rt> {
         &mut self,
         rt: &Rc<Rt>,
         d: &Fields<Rt>,
-        f: &Kernels<Rt::Function>,
+        f: &IoKernels<Rt::Function>,
         y0: usize,
         rows: usize,
         buf: &mut [f32],
@@ -85,7 +85,7 @@ impl<Rt: GpuRuntime> Staging<Rt> {
         &mut self,
         rt: &Rc<Rt>,
         d: &Fields<Rt>,
-        f: &Kernels<Rt::Function>,
+        f: &IoKernels<Rt::Function>,
         y0: usize,
         rows: usize,
         buf: &[f32],

@@ -188,6 +188,25 @@ kernel_params!(
 );
 
 kernel_params!(
+    /// `plane_step`, `plane_step_density` (plane.cu): the step of a 2D grid, its CPML layers
+    /// (x at index 0 of `L`, z at 2) in the pass; `bh` the buoyancy (density only).
+    PlaneStep for ["plane_step": "float", "plane_step_density": "float"] {
+        cur: DevicePtr = "const float*",
+        out: DevicePtr = "float*",
+        vel: DevicePtr = "const float*",
+        bh: DevicePtr = "const float*",
+        gx: DevicePtr = "const float*",
+        gz: DevicePtr = "const float*",
+        w: StencilWeights = "StencilWeights",
+        nx: i32 = "int",
+        nz: i32 = "int",
+        pitch: i64 = "i64",
+        window: i32 = "int",
+        layers as L: Layers = "Layers",
+    }
+);
+
+kernel_params!(
     /// `pass_x` (pass_x.cu): lap = the x part of L p.
     PassX for ["pass_x": "float"] {
         cur: DevicePtr = "const float*",
@@ -420,6 +439,30 @@ kernel_params!(
     }
 );
 
+/// The kernels that move values into and out of a field: the sources' injection, the receivers'
+/// recording, sections out and in, and the blow-up check (every step's module holds them).
+pub struct IoKernels<F> {
+    pub inject: F,
+    pub record: F,
+    pub section: F,
+    /// insert_section: a block's halo rows back into the field.
+    pub insert: F,
+    pub finite_check: F,
+}
+
+impl<F: Copy> IoKernels<F> {
+    pub fn load<Rt: GpuRuntime<Function = F>>(rt: &Rt, module: &Rt::Module) -> Result<Self> {
+        let f = |n: &str| rt.function(module, n);
+        Ok(IoKernels {
+            inject: f("inject_source")?,
+            record: f("record_receivers")?,
+            section: f("extract_section")?,
+            insert: f("insert_section")?,
+            finite_check: f("finite_check")?,
+        })
+    }
+}
+
 /// The functions of a step's module.
 pub struct Kernels<F> {
     pub fused: F,
@@ -437,12 +480,7 @@ pub struct Kernels<F> {
     /// cpml_x, cpml_y, cpml_z.
     pub cpml: [F; 3],
     pub free_surface: F,
-    pub inject: F,
-    pub record: F,
-    pub section: F,
-    /// insert_section: a block's halo rows back into the field.
-    pub insert: F,
-    pub finite_check: F,
+    pub io: IoKernels<F>,
 }
 
 impl<F: Copy> Kernels<F> {
@@ -460,11 +498,27 @@ impl<F: Copy> Kernels<F> {
             update: f("update")?,
             cpml: [f("cpml_x")?, f("cpml_y")?, f("cpml_z")?],
             free_surface: f("free_surface")?,
-            inject: f("inject_source")?,
-            record: f("record_receivers")?,
-            section: f("extract_section")?,
-            insert: f("insert_section")?,
-            finite_check: f("finite_check")?,
+            io: IoKernels::load(rt, module)?,
+        })
+    }
+}
+
+/// The functions of a 2D grid's module (`sources::PLANE_STEP`).
+pub struct PlaneKernels<F> {
+    /// plane_step, or plane_step_density where the density varies.
+    pub step: F,
+    pub free_surface: F,
+    pub io: IoKernels<F>,
+}
+
+impl<F: Copy> PlaneKernels<F> {
+    /// The kernels of `module`, with the step for a constant or a varying density.
+    pub fn load<Rt: GpuRuntime<Function = F>>(rt: &Rt, module: &Rt::Module, density: bool) -> Result<Self> {
+        let step = if density { "plane_step_density" } else { "plane_step" };
+        Ok(PlaneKernels {
+            step: rt.function(module, step)?,
+            free_surface: rt.function(module, "free_surface")?,
+            io: IoKernels::load(rt, module)?,
         })
     }
 }

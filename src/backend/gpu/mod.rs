@@ -39,6 +39,7 @@ mod launch;
 #[cfg(test)]
 mod launch_trace;
 mod plan;
+pub mod plane;
 pub mod runtime;
 mod snapshot;
 pub mod solver;
@@ -64,7 +65,14 @@ pub fn open_solver<Rt: GpuRuntime + 'static>(
     kernel: KernelChoice,
     tuning: Tuning,
 ) -> Result<Box<dyn Backend>> {
-    anyhow::ensure!(!problem.is_2d(), "grid.shape is 2D, and the GPU backends compute 3D grids only");
+    if problem.is_2d() {
+        anyhow::ensure!(
+            kernel == KernelChoice::Fused,
+            "grid.shape is 2D, and a 2D grid's GPU step is one kernel (kernels/plane.cu): use run.kernel = \"fused\" \
+             (the default)"
+        );
+        return Ok(Box::new(plane::PlaneGpuSolver::new(rt, problem)?));
+    }
     Ok(Box::new(GpuSolver::new(rt, problem, kernel, tuning)?))
 }
 

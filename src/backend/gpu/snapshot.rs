@@ -4,7 +4,7 @@
 //! ([`halo`](super::halo)).
 
 use super::fields::{Fields, ptr_or_null};
-use super::kernels::{ExtractSection, FiniteCheck, Kernels, Launch};
+use super::kernels::{ExtractSection, FiniteCheck, IoKernels, Launch};
 use super::runtime::{DeviceBuffer, DevicePtr, GpuRuntime, as_bytes_mut};
 use crate::grid::Section;
 use anyhow::{Result, ensure};
@@ -43,7 +43,7 @@ impl<Rt: GpuRuntime> Staging<Rt> {
             rt.download(d.cur.ptr() + (l.halo * l.plane * 2) as DevicePtr, as_bytes_mut(staging))?;
             for iz in 0..l.nz {
                 for iy in 0..l.ny {
-                    let src = iz * l.plane + (iy + l.halo) * l.pitch + l.x_offset;
+                    let src = iz * l.plane + (iy + l.y_halo) * l.pitch + l.x_offset;
                     let dst = (iz * l.ny + iy) * l.nx;
                     for (o, &b) in out[dst..dst + l.nx].iter_mut().zip(&staging[src..src + l.nx]) {
                         *o = (half::f16::from_bits(b).to_f32() as f64 / h.scale) as f32;
@@ -57,7 +57,7 @@ impl<Rt: GpuRuntime> Staging<Rt> {
         rt.download(d.cur.ptr() + (l.halo * l.plane * 4) as DevicePtr, as_bytes_mut(staging))?;
         for iz in 0..l.nz {
             for iy in 0..l.ny {
-                let src = iz * l.plane + (iy + l.halo) * l.pitch + l.x_offset;
+                let src = iz * l.plane + (iy + l.y_halo) * l.pitch + l.x_offset;
                 let dst = (iz * l.ny + iy) * l.nx;
                 out[dst..dst + l.nx].copy_from_slice(&staging[src..src + l.nx]);
             }
@@ -71,7 +71,7 @@ impl<Rt: GpuRuntime> Staging<Rt> {
         &mut self,
         rt: &Rc<Rt>,
         d: &mut Fields<Rt>,
-        f: &Kernels<Rt::Function>,
+        f: &IoKernels<Rt::Function>,
         section: &Section,
         out: &mut [f32],
     ) -> Result<()> {
@@ -102,7 +102,7 @@ impl<Rt: GpuRuntime> Staging<Rt> {
     /// estimated: one field read at memory bandwidth (288 M points, 1.2 GB: about 0.4 ms on an
     /// H100) plus the stream drain and launch latency (tens of microseconds); the solver calls it
     /// about once a second, so well under 0.1% of a run.
-    pub fn field_is_finite(&mut self, rt: &Rc<Rt>, d: &Fields<Rt>, f: &Kernels<Rt::Function>) -> Result<bool> {
+    pub fn field_is_finite(&mut self, rt: &Rc<Rt>, d: &Fields<Rt>, f: &IoKernels<Rt::Function>) -> Result<bool> {
         match &self.finite_flag {
             Some(flag) => flag.zero()?,
             None => self.finite_flag = Some(DeviceBuffer::zeroed(rt, 4)?),

@@ -236,9 +236,9 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let op = if self.kernel == KernelChoice::ThreePass { Operator::ThreePass } else { Operator::Fused };
         l.launch_interior(rt, d, op, d.prev.ptr())?;
         l.launch_cpml(rt, d, 0..d.layout.nz)?;
-        self.taps.enqueue_source(rt, d, &l.f, n, 0..d.layout.nz)?;
+        self.taps.enqueue_source(rt, d, &l.f.io, n, 0..d.layout.nz)?;
         if record {
-            self.taps.enqueue_record(rt, d, &l.f, d.prev.ptr(), n)?;
+            self.taps.enqueue_record(rt, d, &l.f.io, d.prev.ptr(), n)?;
         }
         self.fields.close_step();
         Ok(())
@@ -252,7 +252,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let (rt, d, l) = (&*self.rt, &self.fields, &self.launches);
         l.launch_interior_planes(rt, d, Operator::Fused, d.prev.ptr(), planes.clone())?;
         l.launch_cpml(rt, d, planes.clone())?;
-        self.taps.enqueue_source(rt, d, &l.f, n, planes)
+        self.taps.enqueue_source(rt, d, &l.f.io, n, planes)
     }
 
     /// The step's start event (the first step's).
@@ -341,7 +341,7 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
     fn snapshot_sections(&mut self, sections: &[Section], out: &mut [f32]) -> Result<()> {
         self.gate()?;
         let l = self.fields.layout;
-        let (rt, d, f, staging) = (&self.rt, &mut self.fields, &self.launches.f, &mut self.staging);
+        let (rt, d, f, staging) = (&self.rt, &mut self.fields, &self.launches.f.io, &mut self.staging);
         for_each_section(sections, [l.nx, l.ny, l.nz], out, |s, part| staging.section(rt, d, f, s, part))
     }
 
@@ -357,7 +357,7 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
     /// about once a second, so well under 0.1% of a run.
     fn field_is_finite(&mut self) -> Result<bool> {
         self.gate()?;
-        self.staging.field_is_finite(&self.rt, &self.fields, &self.launches.f)
+        self.staging.field_is_finite(&self.rt, &self.fields, &self.launches.f.io)
     }
 
     fn step_seconds(&mut self) -> Result<Vec<f64>> {
@@ -431,7 +431,7 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
         self.gate()?;
         let n = self.steps_done.checked_sub(1).context("no step to record")?;
         let (rt, d, l) = (&*self.rt, &self.fields, &self.launches);
-        self.taps.enqueue_record(rt, d, &l.f, d.cur.ptr(), n)
+        self.taps.enqueue_record(rt, d, &l.f.io, d.cur.ptr(), n)
     }
 
     /// Host-staged: the planes come down whole (row padding included) and their rows are packed.
@@ -445,14 +445,14 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
     /// dense buffer on the device (one launch, one download), unpacked here.
     fn rows_out(&mut self, y0: usize, rows: usize, buf: &mut [f32]) -> Result<()> {
         self.gate()?;
-        self.staging.rows_out(&self.rt, &self.fields, &self.launches.f, y0, rows, buf)
+        self.staging.rows_out(&self.rt, &self.fields, &self.launches.f.io, y0, rows, buf)
     }
 
     /// Host-staged: whole padded rows go up (their padding zero, as it always is) and are written
     /// into every plane by one launch.
     fn rows_in(&mut self, y0: usize, rows: usize, buf: &[f32]) -> Result<()> {
         self.gate()?;
-        self.staging.rows_in(&self.rt, &self.fields, &self.launches.f, y0, rows, buf)
+        self.staging.rows_in(&self.rt, &self.fields, &self.launches.f.io, y0, rows, buf)
     }
 
     /// Host-staged: whole planes go up, their halo rows and row padding zero as they always are.

@@ -29,9 +29,15 @@ pub const FINITE_CHECK: &str = include_str!("../../../kernels/finite_check.cu");
 /// The step where the density varies.
 pub const DENSITY: &str = include_str!("../../../kernels/density.cu");
 
+/// The step of a 2D grid.
+pub const PLANE: &str = include_str!("../../../kernels/plane.cu");
+
 /// Every kernel of a step (and the run's blow-up check).
 pub const STEP: [&str; 12] =
     [FUSED, DENSITY, PASS_X, PASS_Y, PASS_Z, UPDATE, CPML, FREE_SURFACE, SOURCES, SECTION, STREAM, FINITE_CHECK];
+
+/// Every kernel of a 2D grid's step (and the run's blow-up check).
+pub const PLANE_STEP: [&str; 5] = [PLANE, FREE_SURFACE, SOURCES, SECTION, FINITE_CHECK];
 
 /// The fused kernel's source for a tuning (both define `fused_step`).
 pub fn fused(t: &Tuning) -> &'static str {

@@ -3,7 +3,7 @@
 //! sources and record the receivers.
 
 use super::fields::Fields;
-use super::kernels::{InjectSource, InjectSourceHalf, Kernels, Launch, RecordReceivers};
+use super::kernels::{InjectSource, InjectSourceHalf, IoKernels, Launch, RecordReceivers};
 use super::runtime::{DeviceBuffer, DevicePtr, GpuRuntime, TypedPtr, as_bytes_mut};
 use crate::grid::Layout;
 use crate::problem::{Problem, Receiver, Tap};
@@ -114,7 +114,7 @@ impl<Rt: GpuRuntime> Taps<Rt> {
         &self,
         rt: &Rt,
         d: &Fields<Rt>,
-        f: &Kernels<Rt::Function>,
+        f: &IoKernels<Rt::Function>,
         n: usize,
         planes: std::ops::Range<usize>,
     ) -> Result<()> {
@@ -150,7 +150,7 @@ impl<Rt: GpuRuntime> Taps<Rt> {
         &self,
         rt: &Rt,
         d: &Fields<Rt>,
-        f: &Kernels<Rt::Function>,
+        f: &IoKernels<Rt::Function>,
         field: DevicePtr,
         n: usize,
     ) -> Result<()> {

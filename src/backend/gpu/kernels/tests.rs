@@ -25,6 +25,7 @@ fn described() -> BTreeMap<String, Params> {
     add_all!(
         FusedStep,
         DensityStep,
+        PlaneStep,
         PassX,
         PassWindowed,
         Update,
@@ -78,6 +79,7 @@ fn kernel_sources() -> Vec<(&'static str, &'static str)> {
         ("fused_ring.cu", FUSED_RING),
         ("fused_half.cu", FUSED_HALF),
         ("density.cu", DENSITY),
+        ("plane.cu", PLANE),
         ("pass_x.cu", PASS_X),
         ("pass_y.cu", PASS_Y),
         ("pass_z.cu", PASS_Z),

@@ -1,0 +1,248 @@
+//! [`PlaneGpuSolver`]: a 2D grid's state on one device ([`Layout::planar`]), the GPU twin of the CPU's
+//! `PlaneSolver`. A step is one pass of kernels/plane.cu (the interior, the sponge and both axes'
+//! CPML layers), after the free surface's mirror and before the sources' and receivers' taps; the
+//! fields, taps, snapshots and blow-up check are the 3D solver's own (`Fields`, `Taps`, `Staging`).
+//!
+//! [`Layout::planar`]: crate::grid::Layout::planar
+
+use super::fields::{Fields, check_fits, ptr_or_null};
+use super::kernels::{AxisWeights, FreeSurface, Launch, PlaneKernels, PlaneStep, StencilWeights};
+use super::plan::LayerPass;
+use super::runtime::GpuRuntime;
+use super::snapshot::Staging;
+use super::sources::{self, load_kernels};
+use super::taps::Taps;
+use crate::backend::{Backend, DeviceInfo};
+use crate::config::{KernelChoice, Precision};
+use crate::grid::{Section, for_each_section};
+use crate::problem::Problem;
+use anyhow::{Result, ensure};
+use std::rc::Rc;
+
+/// Threads of a block along x (plane.cu's PLANE_X); each computes [`PLANE_VEC`] points of a row.
+pub const PLANE_THREADS: u32 = 128;
+/// Points a thread computes along x (vector loads of that width).
+pub const PLANE_VEC: u32 = 4;
+/// Blocks a multiprocessor is asked to hold (the launch bound's register cap).
+pub const PLANE_MIN_BLOCKS: u32 = 4;
+/// Blocks a launch aims for: enough for several waves on the largest GPUs, so that the last
+/// wave's imbalance is a small part of the step.
+const TARGET_BLOCKS: usize = 2048;
+
+/// The -D options of a 2D grid's module at `radius` with the boundary's defines: the 3D module's
+/// set (prelude.h asks for every define) with plane.cu's launch shape.
+pub fn plane_options(radius: usize, boundary: crate::boundary::BoundaryDefines) -> Vec<String> {
+    let t = crate::backend::tuning::Tuning::for_radius(radius);
+    let mut o = sources::kernel_options(radius, &t, boundary, false, LayerPass::After);
+    for opt in o.iter_mut() {
+        if opt.starts_with("-DVEC=") {
+            *opt = format!("-DVEC={PLANE_VEC}");
+        } else if opt.starts_with("-DMIN_BLOCKS=") {
+            *opt = format!("-DMIN_BLOCKS={PLANE_MIN_BLOCKS}");
+        }
+    }
+    o.push(format!("-DPLANE_X={PLANE_THREADS}"));
+    o
+}
+
+/// Rows of z a block marches down: the grid split into about [`TARGET_BLOCKS`] blocks, at least
+/// 4R rows a block so that the 2R rows its queue starts with stay a small part of its reads.
+pub fn plane_window(shape: [usize; 3], radius: usize) -> usize {
+    let tiles = shape[0].div_ceil((PLANE_THREADS * PLANE_VEC) as usize).max(1);
+    let chunks = TARGET_BLOCKS.div_ceil(tiles).max(1);
+    shape[2].div_ceil(chunks).max(4 * radius).min(shape[2].max(1))
+}
+
+/// The 2D solver over any [`GpuRuntime`]: every buffer allocated once, steps only enqueue.
+pub struct PlaneGpuSolver<Rt: GpuRuntime> {
+    f: PlaneKernels<Rt::Function>,
+    fields: Fields<Rt>,
+    taps: Taps<Rt>,
+    weights: StencilWeights,
+    axis_weights: [AxisWeights; 3],
+    launch: Launch,
+    window: i32,
+    free_surface: bool,
+    /// The first step's start and every step's end.
+    events: Vec<Rt::Event>,
+    steps_done: usize,
+    staging: Staging<Rt>,
+    rt: Rc<Rt>,
+}
+
+impl<Rt: GpuRuntime> Drop for PlaneGpuSolver<Rt> {
+    fn drop(&mut self) {
+        // The buffers free themselves after this, once no queued kernel can still use them.
+        let _ = self.rt.synchronize();
+    }
+}
+
+impl<Rt: GpuRuntime> PlaneGpuSolver<Rt> {
+    /// Compiles the module, allocates and uploads everything `problem` (a 2D problem) needs;
+    /// errors (before allocating) if it does not fit in the device's free memory.
+    pub fn new(rt: Rt, problem: &Problem) -> Result<Self> {
+        ensure!(problem.is_2d(), "the 2D GPU solver runs 2D grids only (grid.shape = [nx, nz])");
+        ensure!(
+            problem.precision == Precision::F32,
+            "run.precision = \"f16\" runs 3D grids only: a 2D grid (grid.shape = [nx, nz]) runs in f32"
+        );
+        let (layout, r, b) = (problem.layout, problem.stencil.radius, &problem.boundary);
+        ensure!(layout.halo == r, "layout halo must equal the stencil radius");
+        ensure!(
+            layout.nx < i32::MAX as usize / 2 && layout.nz < i32::MAX as usize / 2,
+            "grid [{}, {}] is too large for 32-bit indices along an axis",
+            layout.nx,
+            layout.nz
+        );
+        let (free, total) = rt.mem_info()?;
+        check_fits(problem, KernelChoice::Fused, &rt.device_name(), free as u64, total as u64)?;
+        let rt = Rc::new(rt);
+        let module = load_kernels(&*rt, &sources::PLANE_STEP, &plane_options(r, b.kernel_defines()))?;
+        let f = PlaneKernels::load(&*rt, &module, problem.variable_density())?;
+        let fields = Fields::new(&rt, problem, KernelChoice::Fused, LayerPass::After, None)?;
+        let taps = Taps::new(&rt, problem)?;
+        let events = (0..=problem.steps).map(|_| rt.event()).collect::<Result<_>>()?;
+
+        // Weights exactly as the CPU reference rounds them; the centre is x's and z's.
+        let c2: [Vec<f32>; 3] = std::array::from_fn(|a| {
+            problem.stencil.second_scaled(problem.spacing[a]).into_iter().map(|c| c as f32).collect()
+        });
+        let mut weights = StencilWeights { centre: (c2[0][0] as f64 + c2[2][0] as f64) as f32, ..Default::default() };
+        weights.cx[1..=r].copy_from_slice(&c2[0][1..=r]);
+        weights.cz[1..=r].copy_from_slice(&c2[2][1..=r]);
+        let axis_weights = std::array::from_fn(|a| {
+            let mut w = AxisWeights::default();
+            for (c1, first) in w.c1.iter_mut().zip(&problem.stencil.first) {
+                *c1 = (first / problem.spacing[a]) as f32;
+            }
+            w.c2[..=r].copy_from_slice(&c2[a][..=r]);
+            w
+        });
+        let shape = problem.shape();
+        let window = plane_window(shape, r);
+        let tile = (PLANE_THREADS * PLANE_VEC) as usize;
+        let launch = Launch {
+            grid: [shape[0].div_ceil(tile) as u32, shape[2].div_ceil(window) as u32, 1],
+            block: [PLANE_THREADS, 1, 1],
+            shared: 0,
+        };
+        rt.synchronize()?;
+        Ok(PlaneGpuSolver {
+            f,
+            fields,
+            taps,
+            weights,
+            axis_weights,
+            launch,
+            window: window as i32,
+            free_surface: b.free_surface,
+            events,
+            steps_done: 0,
+            staging: Staging::new(),
+            rt,
+        })
+    }
+
+    /// The rows of z a block of the step marches down.
+    pub fn window(&self) -> usize {
+        self.window as usize
+    }
+
+    /// Sets p^n and p^{n-1} from dense (nz, nx) arrays (initial-value problems in tests).
+    pub fn set_state(&mut self, current: &[f32], previous: &[f32]) -> Result<()> {
+        self.fields.set_state(current, previous)
+    }
+
+    /// Enqueues step `n`: the free surface's mirror, the step, the sources' taps, the receivers'
+    /// samples of p^{n+1}, then p^n and p^{n+1} swap.
+    fn enqueue_step(&mut self, n: usize) -> Result<()> {
+        let (rt, d) = (&*self.rt, &self.fields);
+        let l = d.layout;
+        let (nx, nz, pitch) = (l.nx as i32, l.nz as i32, l.pitch as i64);
+        if self.free_surface {
+            let launch = Launch::linear((l.nx as u32).div_ceil(128), 128);
+            FreeSurface { cur: d.origin(d.cur.ptr()), nx, ny: 1, pitch, plane: pitch }.launch(
+                rt,
+                self.f.free_surface,
+                launch,
+            )?;
+        }
+        let layers = match &d.cpml {
+            Some(c) => c.layers(&self.axis_weights, 0, 0..l.nz),
+            None => Default::default(),
+        };
+        let step = PlaneStep {
+            cur: d.origin(d.cur.ptr()),
+            out: d.origin(d.prev.ptr()),
+            vel: d.origin(d.vel.ptr()),
+            bh: d.bh.as_ref().map_or(0, |b| d.origin(b.ptr())),
+            gx: ptr_or_null(&d.damp[0]),
+            gz: ptr_or_null(&d.damp[2]),
+            w: self.weights,
+            nx,
+            nz,
+            pitch,
+            window: self.window,
+            layers,
+        };
+        step.launch(rt, self.f.step, self.launch)?;
+        self.taps.enqueue_source(rt, d, &self.f.io, n, 0..l.nz)?;
+        self.taps.enqueue_record(rt, d, &self.f.io, d.prev.ptr(), n)?;
+        self.fields.close_step();
+        Ok(())
+    }
+}
+
+impl<Rt: GpuRuntime> Backend for PlaneGpuSolver<Rt> {
+    fn info(&self) -> DeviceInfo {
+        DeviceInfo { backend: self.rt.vendor(), name: self.rt.device_name(), kernel: "plane (2D)".into() }
+    }
+
+    fn step(&mut self, n: usize) -> Result<()> {
+        if self.steps_done == 0 && !self.events.is_empty() {
+            self.rt.record(&self.events[0])?;
+        }
+        self.enqueue_step(n)?;
+        let k = self.steps_done;
+        if k + 1 < self.events.len() {
+            self.rt.record(&self.events[k + 1])?;
+        }
+        self.steps_done += 1;
+        Ok(())
+    }
+
+    fn snapshot(&mut self, out: &mut [f32]) -> Result<()> {
+        self.staging.snapshot(&self.rt, &mut self.fields, out)
+    }
+
+    fn snapshot_sections(&mut self, sections: &[Section], out: &mut [f32]) -> Result<()> {
+        let l = self.fields.layout;
+        let (rt, d, f, staging) = (&self.rt, &mut self.fields, &self.f.io, &mut self.staging);
+        for_each_section(sections, [l.nx, l.ny, l.nz], out, |s, part| staging.section(rt, d, f, s, part))
+    }
+
+    fn traces(&mut self, steps: usize) -> Result<Vec<f32>> {
+        self.taps.traces(&self.rt, &self.fields, steps, self.steps_done)
+    }
+
+    fn field_is_finite(&mut self) -> Result<bool> {
+        self.staging.field_is_finite(&self.rt, &self.fields, &self.f.io)
+    }
+
+    fn step_seconds(&mut self) -> Result<Vec<f64>> {
+        self.rt.synchronize()?;
+        let n = self.steps_done.min(self.events.len().saturating_sub(1));
+        (0..n).map(|i| Ok(self.rt.elapsed_ms(&self.events[i], &self.events[i + 1])? as f64 * 1e-3)).collect()
+    }
+
+    fn start_shot(&mut self, problem: &Problem) -> Result<()> {
+        ensure!(
+            problem.layout == self.fields.layout && problem.steps == self.taps.trace_steps,
+            "a shot must use the grid and steps the backend was opened with"
+        );
+        self.fields.zero_for_shot(problem)?;
+        self.taps = Taps::new(&self.rt, problem)?;
+        self.steps_done = 0;
+        Ok(())
+    }
+}
