@@ -56,6 +56,8 @@ pub fn plane_window(shape: [usize; 3], radius: usize) -> usize {
 /// The 2D solver over any [`GpuRuntime`]: every buffer allocated once, steps only enqueue.
 pub struct PlaneGpuSolver<Rt: GpuRuntime> {
     f: PlaneKernels<Rt::Function>,
+    /// The module `f` lives in (its functions are valid while it is loaded).
+    _module: Rt::Module,
     fields: Fields<Rt>,
     taps: Taps<Rt>,
     weights: StencilWeights,
@@ -129,6 +131,7 @@ impl<Rt: GpuRuntime> PlaneGpuSolver<Rt> {
         rt.synchronize()?;
         Ok(PlaneGpuSolver {
             f,
+            _module: module,
             fields,
             taps,
             weights,
