@@ -217,3 +217,22 @@ fn gpu_2d_backend_runs_a_second_shot_as_the_cpu() {
     let (ef, et) = (rel_max_diff(&got.0, &want.0), rel_max_diff(&got.1, &want.1));
     assert!(ef <= TOLERANCE && et <= TOLERANCE, "second shot: field {ef:.2e}, traces {et:.2e}");
 }
+
+/// The step's kernels keep every value in registers (no local memory) at every radius, with and
+/// without a density: a spill would cost a memory round trip a row.
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_2d_kernels_do_not_spill() {
+    use seismic_run::backend::gpu::cuda::CudaRuntime;
+    use seismic_run::backend::gpu::plane::PlaneGpuSolver;
+    for radius in 1..=8 {
+        for density in [false, true] {
+            let problem = odd_problem(radius, "kind = \"cpml\"\nwidth = 8", density);
+            let s = PlaneGpuSolver::new(CudaRuntime::new(0).expect("CUDA"), &problem).expect("2D solver");
+            let info = s.kernel_info();
+            eprintln!("2D kernels, R = {radius}, density {density}: {info}; window {}", s.window());
+            assert!(!info.contains("-1 registers"), "{info}");
+            assert_eq!(info.matches(" 0 B local").count(), 2, "R = {radius}, density {density}: {info}");
+        }
+    }
+}

@@ -67,7 +67,14 @@ fn hiprtc_compiles_the_2d_step_for_gfx90a() {
                 .unwrap_or_else(|e| panic!("{what}: hipRTC failed: {e}"));
             assert_amdgpu_code_object(
                 &code,
-                &["plane_step", "plane_step_density", "free_surface", "inject_source", "record_receivers"],
+                &[
+                    "plane_step",
+                    "plane_step_density",
+                    "plane_layers",
+                    "free_surface",
+                    "inject_source",
+                    "record_receivers",
+                ],
                 &what,
             );
         }

@@ -188,8 +188,8 @@ kernel_params!(
 );
 
 kernel_params!(
-    /// `plane_step`, `plane_step_density` (plane.cu): the step of a 2D grid, its CPML layers
-    /// (x at index 0 of `L`, z at 2) in the pass; `bh` the buoyancy (density only).
+    /// `plane_step`, `plane_step_density` (plane.cu): a 2D grid's interior update (and sponge), a
+    /// block marching down `window` rows; `bh` the buoyancy (density only).
     PlaneStep for ["plane_step": "float", "plane_step_density": "float"] {
         cur: DevicePtr = "const float*",
         out: DevicePtr = "float*",
@@ -202,6 +202,20 @@ kernel_params!(
         nz: i32 = "int",
         pitch: i64 = "i64",
         window: i32 = "int",
+    }
+);
+
+kernel_params!(
+    /// `plane_layers` (plane.cu): a 2D grid's CPML corrections at its layer points (x at index 0
+    /// of `L`, z at 2), after plane_step; `bh` the buoyancy or null.
+    PlaneLayers for ["plane_layers": "float"] {
+        cur: DevicePtr = "const float*",
+        out: DevicePtr = "float*",
+        vel: DevicePtr = "const float*",
+        bh: DevicePtr = "const float*",
+        nx: i32 = "int",
+        nz: i32 = "int",
+        pitch: i64 = "i64",
         layers as L: Layers = "Layers",
     }
 );
@@ -507,6 +521,7 @@ impl<F: Copy> Kernels<F> {
 pub struct PlaneKernels<F> {
     /// plane_step, or plane_step_density where the density varies.
     pub step: F,
+    pub layers: F,
     pub free_surface: F,
     pub io: IoKernels<F>,
 }
@@ -517,6 +532,7 @@ impl<F: Copy> PlaneKernels<F> {
         let step = if density { "plane_step_density" } else { "plane_step" };
         Ok(PlaneKernels {
             step: rt.function(module, step)?,
+            layers: rt.function(module, "plane_layers")?,
             free_surface: rt.function(module, "free_surface")?,
             io: IoKernels::load(rt, module)?,
         })

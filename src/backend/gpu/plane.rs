@@ -1,12 +1,13 @@
 //! [`PlaneGpuSolver`]: a 2D grid's state on one device ([`Layout::planar`]), the GPU twin of the CPU's
-//! `PlaneSolver`. A step is one pass of kernels/plane.cu (the interior, the sponge and both axes'
-//! CPML layers), after the free surface's mirror and before the sources' and receivers' taps; the
-//! fields, taps, snapshots and blow-up check are the 3D solver's own (`Fields`, `Taps`, `Staging`).
+//! `PlaneSolver`. A step is kernels/plane.cu's two kernels (the interior and the sponge, then the CPML
+//! layers' points of both axes), after the free surface's mirror and before the sources' and
+//! receivers' taps; the fields, taps, snapshots and blow-up check are the 3D solver's own (`Fields`,
+//! `Taps`, `Staging`).
 //!
 //! [`Layout::planar`]: crate::grid::Layout::planar
 
 use super::fields::{Fields, check_fits, ptr_or_null};
-use super::kernels::{AxisWeights, FreeSurface, Launch, PlaneKernels, PlaneStep, StencilWeights};
+use super::kernels::{AxisWeights, FreeSurface, Launch, PlaneKernels, PlaneLayers, PlaneStep, StencilWeights};
 use super::plan::LayerPass;
 use super::runtime::GpuRuntime;
 use super::snapshot::Staging;
@@ -45,6 +46,14 @@ pub fn plane_options(radius: usize, boundary: crate::boundary::BoundaryDefines) 
     o
 }
 
+/// Dynamic shared memory of plane_step at `radius`: the ring of 2R + 3 rows of PLANE_THREADS
+/// vectors and their halo vectors, for p and, where the density varies, for the buoyancy.
+pub fn plane_shared_bytes(radius: usize, density: bool) -> u32 {
+    let vec = PLANE_VEC as usize;
+    let row = PLANE_THREADS as usize + 2 * radius.div_ceil(vec);
+    ((2 * radius + 3) * row * vec * 4 * if density { 2 } else { 1 }) as u32
+}
+
 /// Rows of z a block marches down: the grid split into about [`TARGET_BLOCKS`] blocks, at least
 /// 4R rows a block so that the 2R rows its queue starts with stay a small part of its reads.
 pub fn plane_window(shape: [usize; 3], radius: usize) -> usize {
@@ -63,6 +72,8 @@ pub struct PlaneGpuSolver<Rt: GpuRuntime> {
     weights: StencilWeights,
     axis_weights: [AxisWeights; 3],
     launch: Launch,
+    /// plane_layers over every layer point (None without CPML).
+    layer_launch: Option<Launch>,
     window: i32,
     free_surface: bool,
     /// The first step's start and every step's end.
@@ -123,11 +134,20 @@ impl<Rt: GpuRuntime> PlaneGpuSolver<Rt> {
         let shape = problem.shape();
         let window = plane_window(shape, r);
         let tile = (PLANE_THREADS * PLANE_VEC) as usize;
+        let shared = plane_shared_bytes(r, problem.variable_density());
+        rt.allow_dynamic_shared(f.step, shared)?;
         let launch = Launch {
             grid: [shape[0].div_ceil(tile) as u32, shape[2].div_ceil(window) as u32, 1],
             block: [PLANE_THREADS, 1, 1],
-            shared: 0,
+            shared,
         };
+        // The z layers' rows whole, then the x layers' columns of the other rows.
+        let layer_launch = fields.cpml.as_ref().map(|c| {
+            let w = c.width as usize;
+            let rows = w * (c.low[2] + c.high[2]) as usize;
+            let points = rows * shape[0] + (shape[2] - rows) * 2 * w;
+            Launch::linear(points.div_ceil(128) as u32, 128)
+        });
         rt.synchronize()?;
         Ok(PlaneGpuSolver {
             f,
@@ -137,6 +157,7 @@ impl<Rt: GpuRuntime> PlaneGpuSolver<Rt> {
             weights,
             axis_weights,
             launch,
+            layer_launch,
             window: window as i32,
             free_surface: b.free_surface,
             events,
@@ -144,6 +165,15 @@ impl<Rt: GpuRuntime> PlaneGpuSolver<Rt> {
             staging: Staging::new(),
             rt,
         })
+    }
+
+    /// Compiler resources of the step's kernels (registers, spills, shared memory), for reports.
+    pub fn kernel_info(&self) -> String {
+        format!(
+            "plane step: {}; plane layers: {}",
+            self.rt.function_info(self.f.step),
+            self.rt.function_info(self.f.layers)
+        )
     }
 
     /// The rows of z a block of the step marches down.
@@ -170,15 +200,13 @@ impl<Rt: GpuRuntime> PlaneGpuSolver<Rt> {
                 launch,
             )?;
         }
-        let layers = match &d.cpml {
-            Some(c) => c.layers(&self.axis_weights, 0, 0..l.nz),
-            None => Default::default(),
-        };
+        let bh = d.bh.as_ref().map_or(0, |b| d.origin(b.ptr()));
+        let (cur, out, vel) = (d.origin(d.cur.ptr()), d.origin(d.prev.ptr()), d.origin(d.vel.ptr()));
         let step = PlaneStep {
-            cur: d.origin(d.cur.ptr()),
-            out: d.origin(d.prev.ptr()),
-            vel: d.origin(d.vel.ptr()),
-            bh: d.bh.as_ref().map_or(0, |b| d.origin(b.ptr())),
+            cur,
+            out,
+            vel,
+            bh,
             gx: ptr_or_null(&d.damp[0]),
             gz: ptr_or_null(&d.damp[2]),
             w: self.weights,
@@ -186,9 +214,12 @@ impl<Rt: GpuRuntime> PlaneGpuSolver<Rt> {
             nz,
             pitch,
             window: self.window,
-            layers,
         };
         step.launch(rt, self.f.step, self.launch)?;
+        if let (Some(c), Some(launch)) = (&d.cpml, self.layer_launch) {
+            let layers = c.layers(&self.axis_weights, 0, 0..l.nz);
+            PlaneLayers { cur, out, vel, bh, nx, nz, pitch, layers }.launch(rt, self.f.layers, launch)?;
+        }
         self.taps.enqueue_source(rt, d, &self.f.io, n, 0..l.nz)?;
         self.taps.enqueue_record(rt, d, &self.f.io, d.prev.ptr(), n)?;
         self.fields.close_step();

@@ -26,6 +26,7 @@ fn described() -> BTreeMap<String, Params> {
         FusedStep,
         DensityStep,
         PlaneStep,
+        PlaneLayers,
         PassX,
         PassWindowed,
         Update,
