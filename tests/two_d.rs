@@ -236,3 +236,56 @@ fn a_2d_survey_equals_its_shots_run_one_by_one() {
     }
     assert_ne!(got[0], got[1]);
 }
+
+/// A 2D run's SEG-Y (output.segy) read back: the textual header says 2D and gives the grid,
+/// origin and source in x and z; the trace headers have x but no y, no inline or crossline
+/// numbers, the ensemble number placing each receiver on the line; the samples are the run's
+/// traces after a leading zero.
+#[test]
+fn a_2d_run_writes_a_2d_segy_line() {
+    use seismic_run::output::result::ResultFile;
+    use seismic_run::output::segy;
+    let text = "[grid]\nshape = [60, 40]\nspacing = [10.0, 10.0]\n[model]\nkind = \"constant\"\nvp = 2000.0\n\
+                [time]\nsteps = 40\ndt = 0.001\n[source]\nposition = [305.0, 100.0]\nfrequency = 15.0\n\
+                [[receivers]]\nline = { start = [100.0, 50.0], end = [400.0, 50.0], count = 4 }\n\
+                [boundary]\nwidth = 8\n[output]\npath = \"r.h5\"\nsegy = true\n";
+    let dir = process::scratch("two_d", "segy");
+    std::fs::write(dir.join("r.toml"), text).unwrap();
+    let out =
+        process::seismic_run().current_dir(&*dir).args(["r.toml", "--backend", "cpu", "--quiet"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let b = std::fs::read(dir.join("r.sgy")).unwrap();
+    let lines = segy::textual_header_lines(&b[..3200]);
+    assert!(lines[0].ends_with("synthetic shot gather, 2D acoustic finite differences"), "{lines:?}");
+    assert!(lines.iter().any(|l| l.starts_with("C 3 grid 60 x 40 points (x, z), spacing 10 x 10 m")), "{lines:?}");
+    assert!(lines.iter().any(|l| l.ends_with("source at x 305 z 100 m")), "{lines:?}");
+    assert!(lines.iter().any(|l| l.contains("no inline or crossline")), "{lines:?}");
+    assert!(!lines.iter().any(|l| l.contains(" y ") || l.contains("3D")), "{lines:?}");
+    let r = ResultFile::open(&dir.join("r.h5")).unwrap();
+    let traces = r.traces().unwrap();
+    let (nrec, steps) = (4, 40);
+    // dt = 1 ms: samples as computed, after the zero at t = 0.
+    let ns = steps + 1;
+    assert_eq!(b.len(), 3600 + nrec * (240 + 4 * ns));
+    assert_eq!(u16::from_be_bytes([b[3220], b[3221]]) as usize, ns);
+    let i32_at = |h: &[u8], pos: usize| i32::from_be_bytes(h[pos - 1..pos + 3].try_into().unwrap());
+    for i in 0..nrec {
+        let h = &b[3600 + i * (240 + 4 * ns)..];
+        let x = r.receivers[i][0];
+        assert_eq!(x, 100.0 + 100.0 * i as f64);
+        // Source x 305 and midpoints (x + 305) / 2, halves: the coordinates scaled by -10.
+        assert_eq!(i16::from_be_bytes([h[70], h[71]]), -10);
+        assert_eq!(
+            (i32_at(h, 73), i32_at(h, 81), i32_at(h, 181)),
+            (3050, (10.0 * x) as i32, (5.0 * (x + 305.0)) as i32)
+        );
+        assert_eq!((i32_at(h, 77), i32_at(h, 85), i32_at(h, 185)), (0, 0, 0), "trace {i}: no y");
+        assert_eq!((i32_at(h, 189), i32_at(h, 193)), (0, 0), "trace {i}: no inline or crossline");
+        assert_eq!(i32_at(h, 21), i as i32 + 1);
+        assert_eq!(i32_at(h, 37), (x - 305.0).abs().round() as i32 * if x < 305.0 { -1 } else { 1 });
+        let samples: Vec<f32> =
+            (0..ns).map(|k| f32::from_be_bytes(h[240 + 4 * k..244 + 4 * k].try_into().unwrap())).collect();
+        assert_eq!(samples[0], 0.0);
+        assert_eq!(&samples[1..], &traces[i * steps..(i + 1) * steps], "trace {i}");
+    }
+}

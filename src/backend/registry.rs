@@ -98,7 +98,7 @@ pub struct GpuVendor {
 pub trait RuntimeTask {
     type Output;
     /// Runs with `open`, which opens the runtime of `vendor` on device 0.
-    fn run<Rt: super::gpu::GpuRuntime>(
+    fn run<Rt: super::gpu::GpuRuntime + 'static>(
         self,
         vendor: GpuVendor,
         open: &mut dyn FnMut() -> Result<Rt>,

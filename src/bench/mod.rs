@@ -121,9 +121,24 @@ impl OperatorKind {
         *self != OperatorKind::LaplacianOnly
     }
 
-    /// Theoretical bytes of one application on `shape` (the effective-bandwidth numerator).
+    /// Whether it is timed on a 2D grid ([`is_2d`]): the f32 real steps, which a 2D run does;
+    /// the interior-only operators and the f16 storage are 3D kernels' and have no 2D form.
+    pub fn has_2d_form(&self) -> bool {
+        matches!(self, OperatorKind::RealStep | OperatorKind::RealStepDensity | OperatorKind::RealStepDefaultBoundary)
+    }
+
+    /// Theoretical bytes of one application on `shape` (the effective-bandwidth numerator); on a
+    /// 2D grid, of the real steps' 2D form ([`real_step_bytes_2d`]).
     pub fn bytes(&self, shape: [usize; 3], radius: usize) -> u64 {
         use crate::problem::{step_bytes, step_bytes_f16, step_bytes_with};
+        if is_2d(shape) && self.has_2d_form() {
+            let width = if *self == OperatorKind::RealStepDefaultBoundary {
+                crate::boundary::DEFAULT_WIDTH
+            } else {
+                REAL_STEP_CPML
+            };
+            return real_step_bytes_2d(shape, radius, width, *self == OperatorKind::RealStepDensity);
+        }
         // The real step's CPML memory variables: the boundary's own bytes (Boundary::step_bytes).
         let cpml = crate::boundary::cpml_step_bytes(shape, REAL_STEP_CPML, false);
         match self {
@@ -138,6 +153,24 @@ impl OperatorKind {
             _ => step_bytes(shape, radius, self.leapfrog()),
         }
     }
+}
+
+/// Whether `shape` is a 2D grid: one point along y, as `grid.shape = [nx, nz]` makes it (the
+/// command line's `NXxNZ`).
+pub fn is_2d(shape: [usize; 3]) -> bool {
+    shape[1] == 1
+}
+
+/// The bytes of the 2D real step on `[nx, 1, nz]`: the 2D leapfrog's
+/// ([`step_bytes_2d`](crate::problem::step_bytes_2d): p^n with its halos, p^{n-1}, c^2 dt^2 read
+/// and p^{n+1} written, 16 B a point; the buoyancy too with `variable_density`) plus the CPML
+/// memory variables of the x and z layers of `cpml_width` points, 16 B a layer point per axis, as
+/// [`cpml_step_bytes`](crate::boundary::cpml_step_bytes) counts them in 3D (a 2D grid has no y
+/// layers).
+pub fn real_step_bytes_2d(shape: [usize; 3], radius: usize, cpml_width: usize, variable_density: bool) -> u64 {
+    let [nx, _, nz] = shape;
+    let layer_points = 2 * cpml_width as u64 * (nz as u64 + nx as u64);
+    crate::problem::step_bytes_2d([nx, nz], radius, variable_density) + 16 * layer_points
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -255,8 +288,14 @@ impl SweepSpec {
         }
         for (shape, r) in self.cases() {
             ensure!(
-                shape.iter().all(|&n| n > 2 * r),
+                shape.iter().all(|&n| n > 2 * r || (is_2d(shape) && n == 1)),
                 "grid {} is too small for radius {r}: every axis needs more than 2R points",
+                shape_label(shape)
+            );
+            ensure!(
+                !is_2d(shape) || self.operators.iter().any(OperatorKind::has_2d_form),
+                "grid {} is 2D, and only the real steps (step, step-density, step-default) run on a 2D grid: \
+                 add one to --operators",
                 shape_label(shape)
             );
         }
@@ -264,26 +303,27 @@ impl SweepSpec {
     }
 }
 
-/// "N" (a cube) or "NXxNYxNZ".
+/// "N" (a cube), "NXxNZ" (a 2D grid: [nx, 1, nz], [`is_2d`]) or "NXxNYxNZ".
 pub fn parse_shape(s: &str) -> Result<[usize; 3]> {
     let parts: Vec<&str> = s.trim().split(['x', 'X']).collect();
     let nums: Vec<usize> = parts
         .iter()
         .map(|p| p.trim().parse::<usize>())
         .collect::<std::result::Result<_, _>>()
-        .with_context(|| format!("grid size {s:?}: expected N or NXxNYxNZ with positive integers"))?;
+        .with_context(|| format!("grid size {s:?}: expected N, NXxNZ or NXxNYxNZ with positive integers"))?;
     let shape = match nums[..] {
         [n] => [n, n, n],
+        [x, z] => [x, 1, z],
         [x, y, z] => [x, y, z],
-        _ => bail!("grid size {s:?}: expected N or NXxNYxNZ"),
+        _ => bail!("grid size {s:?}: expected N, NXxNZ (2D) or NXxNYxNZ"),
     };
     ensure!(shape.iter().all(|&n| n > 0), "grid size {s:?}: every axis must be positive");
     Ok(shape)
 }
 
-/// "512x512x512".
+/// "512x512x512", or for a 2D grid "8192x8192 2D" (nx x nz).
 pub fn shape_label(s: [usize; 3]) -> String {
-    format!("{}x{}x{}", s[0], s[1], s[2])
+    if is_2d(s) { format!("{}x{} 2D", s[0], s[2]) } else { format!("{}x{}x{}", s[0], s[1], s[2]) }
 }
 
 /// A comma-separated list, each item parsed by `item`.

@@ -167,6 +167,14 @@ impl Report {
                 if real.is_empty() { String::new() } else { real.join("; ") + "." }
             );
         }
+        if self.rows.iter().any(|r| is_2d(r.shape)) {
+            s.push_str(
+                "\nA 2D grid (nx x nz, one point along y) runs the 2D real step: its bound is p^n read with its x \
+                 and z halos, p^{n-1} and c^2 dt^2 read and p^{n+1} written (16 B a point), plus the x and z CPML \
+                 layers' memory variables, 16 B a layer point per axis; its GB/s and GPts/s are the 2D step's, \
+                 against the same-run 3R1W ceiling.\n",
+            );
+        }
         s.push_str("\nTargets:\n\n");
         for t in self.targets() {
             let p = t.percent.map(|p| format!("{p:.1}%")).unwrap_or_else(|| "-".into());

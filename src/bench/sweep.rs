@@ -68,7 +68,8 @@ fn operator(op: OperatorKind) -> Operator {
 /// [`super::REAL_STEP_CPML`] points on every face, a 10 Hz source in the middle and
 /// [`super::REAL_STEP_RECEIVERS`] receivers on a line 50 m deep, `steps` steps; with `density`, a
 /// density of 1000 kg/m^3 above the middle plane and 2000 below; with `width`, CPML of that many
-/// points; built through the input file's path, as a run builds it.
+/// points; built through the input file's path, as a run builds it. A 2D `shape` ([`super::is_2d`])
+/// is the 2D problem: `grid.shape = [nx, nz]`, positions [x, z], layers on the x and z faces.
 pub fn real_step_problem(
     shape: [usize; 3],
     radius: usize,
@@ -76,48 +77,56 @@ pub fn real_step_problem(
     density: bool,
     width: usize,
 ) -> Result<crate::problem::Problem> {
+    let cfg = crate::config::Config::from_toml(&real_step_input(shape, radius, steps, density, width))?;
+    let model = crate::model::sample(&cfg, std::path::Path::new("."))?;
+    crate::problem::Problem::build_with_density(&cfg, model.vp, model.rho)
+}
+
+/// The input file of [`real_step_problem`].
+pub fn real_step_input(shape: [usize; 3], radius: usize, steps: usize, density: bool, width: usize) -> String {
     let h = 10.0;
     let [nx, ny, nz] = shape;
     let mid = |n: usize| (n / 2) as f64 * h;
-    let text = format!(
-        "[grid]\nshape = [{nx}, {ny}, {nz}]\nspacing = [{h:?}, {h:?}, {h:?}]\n\
+    // A point [x, y, z], or [x, z] on a 2D grid (y is the grid's only one).
+    let point = |x: f64, z: f64| {
+        if super::is_2d(shape) { format!("[{x:?}, {z:?}]") } else { format!("[{x:?}, {:?}, {z:?}]", mid(ny)) }
+    };
+    let (grid, spacing) = if super::is_2d(shape) {
+        (format!("[{nx}, {nz}]"), format!("[{h:?}, {h:?}]"))
+    } else {
+        (format!("[{nx}, {ny}, {nz}]"), format!("[{h:?}, {h:?}, {h:?}]"))
+    };
+    format!(
+        "[grid]\nshape = {grid}\nspacing = {spacing}\n\
          [model]\nkind = \"constant\"\nvp = 2000.0\n{}[stencil]\nradius = {radius}\n[time]\nsteps = {steps}\n\
-         [source]\nposition = [{:?}, {:?}, {:?}]\nfrequency = 10.0\n\
-         [[receivers]]\nline = {{ start = [{:?}, {:?}, 50.0], end = [{:?}, {:?}, 50.0], count = {} }}\n\
-         [boundary]\nkind = \"cpml\"\nwidth = {}\nplacement = \"inside\"\n",
+         [source]\nposition = {}\nfrequency = 10.0\n\
+         [[receivers]]\nline = {{ start = {}, end = {}, count = {} }}\n\
+         [boundary]\nkind = \"cpml\"\nwidth = {width}\nplacement = \"inside\"\n",
         if density {
             format!("density = {{ depths = [{:?}], values = [1000.0, 2000.0] }}\n", mid(nz) + 0.5 * h)
         } else {
             String::new()
         },
-        mid(nx),
-        mid(ny),
-        mid(nz),
-        0.1 * nx as f64 * h,
-        mid(ny),
-        0.9 * nx as f64 * h,
-        mid(ny),
+        point(mid(nx), mid(nz)),
+        point(0.1 * nx as f64 * h, 50.0),
+        point(0.9 * nx as f64 * h, 50.0),
         super::REAL_STEP_RECEIVERS,
-        width,
-    );
-    let cfg = crate::config::Config::from_toml(&text)?;
-    let model = crate::model::sample(&cfg, std::path::Path::new("."))?;
-    crate::problem::Problem::build_with_density(&cfg, model.vp, model.rho)
+    )
 }
 
-/// Median device seconds of the real step `op` (3 untimed steps, then `reps`) with `tuning`: its
-/// fields in f16 for [`OperatorKind::RealStepF16`], a varying density for
+/// Median device seconds of the real step `op` (3 untimed steps, then `reps`) on the solver
+/// [`gpu::open_solver`] picks for its problem (the 2D one on a 2D grid), opened with `tuning`:
+/// its fields in f16 for [`OperatorKind::RealStepF16`], a varying density for
 /// [`OperatorKind::RealStepDensity`], the default CPML width for
 /// [`OperatorKind::RealStepDefaultBoundary`].
-fn time_real_step<Rt: GpuRuntime>(
+fn time_real_step<Rt: GpuRuntime + 'static>(
     open: &mut impl FnMut() -> Result<Rt>,
     shape: [usize; 3],
     radius: usize,
     tuning: Tuning,
     reps: usize,
     op: OperatorKind,
-) -> Result<(Tuning, f64)> {
-    use crate::backend::Backend;
+) -> Result<f64> {
     let density = op == OperatorKind::RealStepDensity;
     let width = if op == OperatorKind::RealStepDefaultBoundary {
         crate::boundary::DEFAULT_WIDTH
@@ -126,12 +135,12 @@ fn time_real_step<Rt: GpuRuntime>(
     };
     let mut problem = real_step_problem(shape, radius, reps + 3, density, width)?;
     problem.precision = if op == OperatorKind::RealStepF16 { Precision::F16 } else { Precision::F32 };
-    let mut s = GpuSolver::new(open()?, &problem, KernelChoice::Fused, tuning)?;
+    let mut s = gpu::open_solver(open()?, &problem, KernelChoice::Fused, tuning)?;
     for n in 0..problem.steps {
         s.step(n)?;
     }
     let seconds = s.step_seconds()?;
-    Ok((s.tuning(), median(seconds[3..].to_vec())))
+    Ok(median(seconds[3..].to_vec()))
 }
 
 /// A solver for the synthetic problem of this grid and radius, its wavefields filled with noise.
@@ -250,8 +259,14 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// Runs the sweep on the device `open` opens (called once per solver: a solver owns its runtime).
-/// Progress goes to stderr.
-pub fn run<Rt: GpuRuntime>(mut open: impl FnMut() -> Result<Rt>, spec: &SweepSpec, set: &Settings) -> Result<Report> {
+/// Progress goes to stderr. On a 2D grid only the operators with a 2D form are timed
+/// ([`OperatorKind::has_2d_form`]; the others are listed as not measured), with the default launch
+/// shape (no search: the autotuner times the 3D kernels).
+pub fn run<Rt: GpuRuntime + 'static>(
+    mut open: impl FnMut() -> Result<Rt>,
+    spec: &SweepSpec,
+    set: &Settings,
+) -> Result<Report> {
     spec.validate()?;
     let by_hand = TuningOverride::from_environment()?.is_some();
     let rt = open()?;
@@ -274,7 +289,16 @@ pub fn run<Rt: GpuRuntime>(mut open: impl FnMut() -> Result<Rt>, spec: &SweepSpe
     for (shape, radius) in spec.cases() {
         let label = super::shape_label(shape);
         let class = ShapeClass::of(shape);
+        let two_d = super::is_2d(shape);
+        if two_d {
+            for &op in spec.operators.iter().filter(|o| !o.has_2d_form()) {
+                let error = format!("{label} is a 2D grid, and {} has no 2D form (only the real steps do)", op.label());
+                eprintln!("{label} R={radius} {}: skipped: {error}", op.label());
+                skipped.push(Skipped { shape, radius, operator: Some(op), error });
+            }
+        }
         if let TuningMode::Search { budget } = set.tuning
+            && !two_d
             && !searched.contains(&(radius, class))
         {
             searched.push((radius, class));
@@ -305,7 +329,7 @@ pub fn run<Rt: GpuRuntime>(mut open: impl FnMut() -> Result<Rt>, spec: &SweepSpe
         }
         let same_size = same_size_ceiling(&mut open, shape, set, &mut same_size_ceilings);
         let choose = |op: Operator| -> (Tuning, &'static str) {
-            if set.tuning == TuningMode::Default || by_hand {
+            if set.tuning == TuningMode::Default || by_hand || two_d {
                 return (set.default_tuning(op, radius), "default");
             }
             let (t, entry) = autotune::tuning_or(&device, op, radius, shape, set.ring);
@@ -335,7 +359,7 @@ pub fn run<Rt: GpuRuntime>(mut open: impl FnMut() -> Result<Rt>, spec: &SweepSpe
             .operators
             .iter()
             .copied()
-            .filter(|&o| matches!(o, OperatorKind::FusedStep | OperatorKind::ThreePassStep))
+            .filter(|&o| matches!(o, OperatorKind::FusedStep | OperatorKind::ThreePassStep) && !two_d)
             .collect();
         if !steps.is_empty() {
             let (launch, source) = choose(Operator::Fused);
@@ -368,7 +392,7 @@ pub fn run<Rt: GpuRuntime>(mut open: impl FnMut() -> Result<Rt>, spec: &SweepSpe
             OperatorKind::RealStepDensity,
             OperatorKind::RealStepDefaultBoundary,
         ] {
-            if !spec.operators.contains(&op) {
+            if !spec.operators.contains(&op) || (two_d && !op.has_2d_form()) {
                 continue;
             }
             let (launch, source) = choose(Operator::Fused);
@@ -378,7 +402,7 @@ pub fn run<Rt: GpuRuntime>(mut open: impl FnMut() -> Result<Rt>, spec: &SweepSpe
                 | OperatorKind::RealStepF16
                 | OperatorKind::RealStepDensity
                 | OperatorKind::RealStepDefaultBoundary => {
-                    time_real_step(&mut open, shape, radius, launch, spec.reps, op)
+                    time_real_step(&mut open, shape, radius, launch, spec.reps, op).map(|seconds| (launch, seconds))
                 }
                 _ => open_solver(&mut open, shape, radius, KernelChoice::Fused, launch, Precision::F16)
                     .and_then(|mut s| Ok((s.tuning(), median(s.time_interior(Operator::Fused, spec.reps)?)))),
@@ -391,7 +415,7 @@ pub fn run<Rt: GpuRuntime>(mut open: impl FnMut() -> Result<Rt>, spec: &SweepSpe
                 }
             }
         }
-        if want_lap {
+        if want_lap && !two_d {
             let (launch, source) = choose(Operator::Laplacian);
             let t0 = Instant::now();
             match time_laplacian(&mut open, shape, radius, launch, spec.reps) {
@@ -449,6 +473,42 @@ mod tests {
         let b = real_step_problem([64, 48, 56], 4, 5, false, w).unwrap();
         assert_eq!(b.boundary.width, w);
         assert_eq!(b.full_step_bytes(), OperatorKind::RealStepDefaultBoundary.bytes([64, 48, 56], 4));
+    }
+
+    /// The 2D real step's problem is a 2D run's (one point in y, no y layers) and its bytes are
+    /// the bound the bench counts; the input parses as `seismic-run` reads it.
+    #[test]
+    fn two_d_real_step_problem_matches_its_bound() {
+        let shape = [96, 1, 72];
+        let p = real_step_problem(shape, 4, 5, false, super::super::REAL_STEP_CPML).unwrap();
+        assert!(p.is_2d(), "{:?}", p.layout);
+        assert_eq!(p.shape(), shape);
+        assert_eq!(p.receivers.len(), super::super::REAL_STEP_RECEIVERS);
+        assert_eq!(p.boundary.layer_faces, [[true; 2], [false; 2], [true; 2]]);
+        assert_eq!(p.full_step_bytes(), OperatorKind::RealStep.bytes(shape, 4));
+        assert!(!p.source().taps.is_empty());
+        let d = real_step_problem(shape, 4, 5, true, super::super::REAL_STEP_CPML).unwrap();
+        assert!(d.variable_density() && d.is_2d());
+        assert_eq!(d.full_step_bytes(), OperatorKind::RealStepDensity.bytes(shape, 4));
+        let w = crate::boundary::DEFAULT_WIDTH;
+        let b = real_step_problem(shape, 4, 5, false, w).unwrap();
+        assert_eq!(b.full_step_bytes(), OperatorKind::RealStepDefaultBoundary.bytes(shape, 4));
+        let text = real_step_input(shape, 4, 5, false, 20);
+        assert!(text.contains("shape = [96, 72]") && text.contains("position = [480.0, 360.0]"), "{text}");
+    }
+
+    /// bench/inputs/step-2d-8192.toml is the bench's 2D real step at 8192 x 8192 (besides its dt
+    /// of 0.5 ms, the Deepwave peer's, and its output path), and checks as a run's input.
+    #[test]
+    fn two_d_input_file_is_the_bench_problem() {
+        use crate::config::Config;
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/inputs/step-2d-8192.toml");
+        let mut file = Config::from_file(&path).unwrap();
+        file.check_values().unwrap();
+        assert_eq!(file.time.dt, Some(0.0005));
+        let bench = Config::from_toml(&real_step_input([8192, 1, 8192], 4, 1000, false, 20)).unwrap();
+        (file.time.dt, file.output) = (bench.time.dt, bench.output.clone());
+        assert_eq!(format!("{file:?}"), format!("{bench:?}"));
     }
 
     /// A tiny sweep with a search: every case timed, numbers plausible, the winner cached and found.

@@ -79,7 +79,10 @@ fn rows_use_step_bytes_and_the_operator_ceiling() {
 fn shapes_and_lists_parse_with_clear_errors() {
     assert_eq!(parse_shape("512").unwrap(), [512; 3]);
     assert_eq!(parse_shape("2048x1024X64").unwrap(), [2048, 1024, 64]);
-    for bad in ["", "0", "12x12", "axbxc", "1x2x3x4", "-5"] {
+    assert_eq!(parse_shape("8192x4096").unwrap(), [8192, 1, 4096], "two numbers: a 2D grid, nx x nz");
+    assert_eq!(shape_label([8192, 1, 4096]), "8192x4096 2D");
+    assert_eq!(shape_label([64, 2, 64]), "64x2x64");
+    for bad in ["", "0", "12x0", "axbxc", "1x2x3x4", "-5"] {
         let e = parse_shape(bad).unwrap_err().to_string();
         assert!(e.contains("grid size"), "{bad}: {e}");
     }
@@ -192,4 +195,48 @@ fn report_round_trips_and_writes_its_files() {
     let names: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(names.len(), 3, "no temporary files left: {names:?}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A 2D size validates with a real step and is refused, by name, without one; its axes are
+/// checked against 2R but y, its one point, is not.
+#[test]
+fn two_d_sizes_need_a_real_step() {
+    let two_d = SweepSpec {
+        sizes: vec![[8192, 1, 8192]],
+        radii: vec![4],
+        operators: vec![OperatorKind::RealStep],
+        ..SweepSpec::quick()
+    };
+    two_d.validate().unwrap();
+    let fused = SweepSpec { operators: vec![OperatorKind::FusedStep, OperatorKind::LaplacianOnly], ..two_d.clone() };
+    let e = fused.validate().unwrap_err().to_string();
+    assert!(e.contains("8192x8192 2D is 2D") && e.contains("--operators"), "{e}");
+    let small = SweepSpec { sizes: vec![[8, 1, 64]], ..two_d.clone() };
+    assert!(small.validate().unwrap_err().to_string().contains("8x64 2D is too small"));
+    assert!(OperatorKind::RealStep.has_2d_form() && OperatorKind::RealStepDensity.has_2d_form());
+    assert!(!OperatorKind::FusedStep.has_2d_form() && !OperatorKind::RealStepF16.has_2d_form());
+}
+
+/// The 2D real step's bound: 16 B a point plus the stencil's x and z halos, and 16 B a point of
+/// each of the four layers (x and z, 20 points wide); a row of it says 2D and counts nx * nz points.
+#[test]
+fn two_d_real_step_bytes_and_row() {
+    let shape = [8192, 1, 8192];
+    let (n, r, w) = (8192u64, 4u64, REAL_STEP_CPML as u64);
+    let interior = 16 * n * n + 4 * 2 * r * (n + n);
+    let layers = 16 * (2 * w * n + 2 * w * n);
+    assert_eq!(OperatorKind::RealStep.bytes(shape, 4), interior + layers);
+    assert_eq!(OperatorKind::RealStepDensity.bytes(shape, 4), interior + 4 * n * n + layers);
+    let dw = crate::boundary::DEFAULT_WIDTH as u64;
+    assert_eq!(OperatorKind::RealStepDefaultBoundary.bytes(shape, 4), interior + 16 * 4 * dw * n);
+    // At 80% of a 3200 GB/s 3R1W ceiling.
+    let bytes = (interior + layers) as f64;
+    let row = Row::new(shape, 4, OperatorKind::RealStep, LAUNCH, "default", bytes / 2.56e12, &ceilings());
+    assert!((row.percent - 80.0).abs() < 1e-9 && row.ceiling == CeilingKind::ThreeReadOneWrite, "{row:?}");
+    assert!((row.gpts - (n * n) as f64 / row.seconds / 1e9).abs() < 1e-9);
+    let rep = Report { rows: vec![row], skipped: vec![], tuning: vec![], ..sample_report() };
+    let md = rep.markdown();
+    assert!(md.contains("| 8192x8192 2D | 4 | real step |") && md.contains("80.0% of 3R1W"), "{md}");
+    assert!(md.contains("A 2D grid (nx x nz, one point along y) runs the 2D real step"), "{md}");
+    assert!(rep.csv().lines().nth(1).unwrap().contains(",8192,1,8192,4,step,"));
 }

@@ -17,8 +17,8 @@ struct Cli {
     /// GPU backend (cuda or hip).
     #[arg(long, value_enum, default_value = "cuda")]
     backend: BackendChoice,
-    /// Grid sizes of the size sweep: N (a cube) or NXxNYxNZ, comma-separated
-    /// [default: 256,512,768,1024,2048x2048x64,4096x1024x64].
+    /// Grid sizes of the size sweep: N (a cube), NXxNZ (a 2D grid: the real steps only) or
+    /// NXxNYxNZ, comma-separated [default: 256,512,768,1024,2048x2048x64,4096x1024x64].
     #[arg(long)]
     sizes: Option<String>,
     /// Stencil radius of the size sweep.
@@ -144,7 +144,11 @@ fn sweep(cli: &Cli, spec: &SweepSpec, budget: f64) -> Result<bench::Report> {
     struct Sweep<'a>(&'a SweepSpec, Settings);
     impl RuntimeTask for Sweep<'_> {
         type Output = bench::Report;
-        fn run<Rt: GpuRuntime>(self, vendor: GpuVendor, open: &mut dyn FnMut() -> Result<Rt>) -> Result<bench::Report> {
+        fn run<Rt: GpuRuntime + 'static>(
+            self,
+            vendor: GpuVendor,
+            open: &mut dyn FnMut() -> Result<Rt>,
+        ) -> Result<bench::Report> {
             let settings = Settings { ring: vendor.ring, ..self.1 };
             bench::sweep::run(open, self.0, &settings)
         }

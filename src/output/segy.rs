@@ -23,6 +23,11 @@
 //! inline (189-192) and crossline (193-196) place each receiver in its line or grid (receivers
 //! that form no rectangular grid are one line, crossline = trace number), the ensemble number
 //! (21-24) is the receiver's bin in that grid and bytes 181-188 hold the source-receiver midpoint.
+//!
+//! A 2D run's file (grid.shape = [nx, nz]) is a 2D line: its textual header says 2D and gives the
+//! grid, origin and source in x and z; its trace headers hold no y coordinates (source, group and
+//! midpoint y are 0) and no inline or crossline numbers (189-196 are 3D data's, left 0): the
+//! ensemble (CDP) number places each receiver on the line.
 
 pub mod resample;
 
@@ -52,6 +57,8 @@ pub struct Gather<'a> {
     pub numbering: ShotNumber,
     /// Textual header lines, without the "Cnn " prefix; lines 39 and 40 are the standard's own.
     pub text: Vec<String>,
+    /// A 2D run's line (x and z): no y coordinates, no inline or crossline numbers.
+    pub two_d: bool,
 }
 
 impl Gather<'_> {
@@ -142,6 +149,18 @@ fn ebcdic(c: char) -> u8 {
         ']' => 0xBB,
         _ => 0x40,
     }
+}
+
+/// The 40 lines of a textual header (EBCDIC, code page 037) in ASCII, each without its trailing
+/// blanks; bytes outside [`ebcdic`]'s table read as blanks.
+pub fn textual_header_lines(header: &[u8]) -> Vec<String> {
+    // 0x40 is the blank, and every character outside the table.
+    let ascii = |b: u8| (' '..='~').find(|&c| b != 0x40 && ebcdic(c) == b).unwrap_or(' ');
+    header
+        .chunks(80)
+        .take(TEXT_LINES)
+        .map(|l| l.iter().map(|&b| ascii(b)).collect::<String>().trim_end().to_string())
+        .collect()
 }
 
 /// The 3200-byte textual header: "Cnn " and the line, padded to 80 characters, in EBCDIC; line
@@ -258,10 +277,12 @@ struct Geometry {
 
 fn geometry(g: &Gather) -> Geometry {
     let n = g.receivers.len();
+    // A 2D line has no y: 0 in every y field, and out of the scalar's choice.
+    let y = |v: f64| if g.two_d { 0.0 } else { v };
     let mut xy = Vec::with_capacity(2 + 4 * n);
-    xy.extend([g.source[0], g.source[1]]);
-    xy.extend(g.receivers.iter().flat_map(|r| [r[0], r[1]]));
-    xy.extend(g.receivers.iter().flat_map(|r| [0.5 * (r[0] + g.source[0]), 0.5 * (r[1] + g.source[1])]));
+    xy.extend([g.source[0], y(g.source[1])]);
+    xy.extend(g.receivers.iter().flat_map(|r| [r[0], y(r[1])]));
+    xy.extend(g.receivers.iter().flat_map(|r| [0.5 * (r[0] + g.source[0]), y(0.5 * (r[1] + g.source[1]))]));
     let mut z = vec![g.source[2]];
     z.extend(g.receivers.iter().map(|r| -r[2]));
     let (coord_scalar, coords) = scaled(&xy);
@@ -304,8 +325,10 @@ fn trace_header(g: &Gather, geo: &Geometry, i: usize) -> [u8; 240] {
     put_i16(&mut h, 167, 1); // time basis: local
     put_i32(&mut h, 181, geo.coords[m]); // midpoint x
     put_i32(&mut h, 185, geo.coords[m + 1]); // midpoint y
-    put_i32(&mut h, 189, inline);
-    put_i32(&mut h, 193, crossline);
+    if !g.two_d {
+        put_i32(&mut h, 189, inline);
+        put_i32(&mut h, 193, crossline);
+    }
     put_i32(&mut h, 197, shot); // shotpoint number
     put_i16(&mut h, 201, 1); // shotpoint scalar
     put_i16(&mut h, 215, 1); // time scalar
@@ -350,19 +373,37 @@ pub fn describe(r: &ResultFile, t: &resample::OnIntegerInterval) -> Vec<String> 
     } else {
         "samples as computed, after a leading zero: the field is zero at t = 0".to_string()
     };
+    let two_d = c.grid.is_2d();
+    let (grid, origin, source) = if two_d {
+        (
+            format!("grid {nx} x {nz} points (x, z), spacing {dx} x {dz} m"),
+            format!("origin x {ox} z {oz} m; z is depth, positive down"),
+            format!("source at x {} z {} m", s[0], s[2]),
+        )
+    } else {
+        (
+            format!("grid {nx} x {ny} x {nz} points, spacing {dx} x {dy} x {dz} m"),
+            format!("origin x {ox} y {oy} z {oz} m; z is depth, positive down"),
+            format!("source at x {} y {} z {} m", s[0], s[1], s[2]),
+        )
+    };
     let mut lines = vec![
-        format!("seismic-run {}: synthetic shot gather, 3D acoustic finite differences", r.version),
+        format!(
+            "seismic-run {}: synthetic shot gather, {} acoustic finite differences",
+            r.version,
+            if two_d { "2D" } else { "3D" }
+        ),
         format!("result {name}"),
-        format!("grid {nx} x {ny} x {nz} points, spacing {dx} x {dy} x {dz} m"),
-        format!("origin x {ox} y {oy} z {oz} m; z is depth, positive down"),
+        grid,
+        origin,
         format!("model {model}; stencil radius {}", c.stencil.radius),
         format!("time step dt {:.6e} s, {} steps", r.dt, r.steps),
         format!("sample interval {} us, {} samples, first sample at t = 0", t.interval_us, t.samples),
         sampling,
         source_line(&c.source),
-        format!("source at x {} y {} z {} m", s[0], s[1], s[2]),
+        source,
         format!(
-            "shot {}: field record, source point and shotpoint numbers; trace sequence from {}",
+            "shot {}: record, source point and shotpoint numbers; traces from {}",
             r.numbering.shot, r.numbering.first_trace
         ),
         format!("receivers {}, one trace each, in input order", r.receivers.len()),
@@ -374,10 +415,20 @@ pub fn describe(r: &ResultFile, t: &resample::OnIntegerInterval) -> Vec<String> 
         ),
         format!("backend {}: {}", r.backend, r.device),
         "samples: pressure, 4-byte IEEE float (format 5), big-endian".into(),
-        "coordinates m, scalar bytes 71-72; elevation = -z, scalar bytes 69-70".into(),
-        "offset bytes 37-40: horizontal distance in m, negative where x < source x".into(),
-        "inline 189-192, crossline 193-196: receiver line and place; cdp x, y: midpoint".into(),
     ];
+    if two_d {
+        lines.extend([
+            "coordinates m, x only (y 0), scalar 71-72; elevation = -z, scalar 69-70".to_string(),
+            "offset bytes 37-40: distance along x in m, negative where x < source x".into(),
+            "ensemble 21-24: place on the line; cdp x: midpoint; no inline or crossline".into(),
+        ]);
+    } else {
+        lines.extend([
+            "coordinates m, scalar bytes 71-72; elevation = -z, scalar bytes 69-70".to_string(),
+            "offset bytes 37-40: horizontal distance in m, negative where x < source x".into(),
+            "inline 189-192, crossline 193-196: receiver line and place; cdp x, y: midpoint".into(),
+        ]);
+    }
     lines.truncate(38);
     lines
 }
@@ -402,6 +453,7 @@ pub fn write(r: &ResultFile, path: &Path) -> Result<Vec<String>> {
         lines: &lines,
         numbering: r.numbering,
         text: describe(r, &t),
+        two_d: r.config.grid.is_2d(),
     };
     let mut bytes = Vec::with_capacity(3600 + t.traces.len() * 4 + r.receivers.len() * 240);
     encode(&g, &mut bytes)?;
@@ -440,146 +492,4 @@ fn source_line(sources: &crate::config::Sources) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn i16_at(b: &[u8], pos: usize) -> i16 {
-        i16::from_be_bytes([b[pos - 1], b[pos]])
-    }
-    fn u16_at(b: &[u8], pos: usize) -> u16 {
-        u16::from_be_bytes([b[pos - 1], b[pos]])
-    }
-    fn i32_at(b: &[u8], pos: usize) -> i32 {
-        i32::from_be_bytes(b[pos - 1..pos + 3].try_into().unwrap())
-    }
-    fn f64_at(b: &[u8], pos: usize) -> f64 {
-        f64::from_be_bytes(b[pos - 1..pos + 7].try_into().unwrap())
-    }
-    fn u64_at(b: &[u8], pos: usize) -> u64 {
-        u64::from_be_bytes(b[pos - 1..pos + 7].try_into().unwrap())
-    }
-
-    #[test]
-    fn scalars_keep_coordinates_exact() {
-        assert_eq!(scaled(&[460.0, 360.0]), (1, vec![460, 360]));
-        assert_eq!(scaled(&[12.5, -3.25]), (-100, vec![1250, -325]));
-        // 1e6 m with a 0.1 m part: a divisor of 10 still fits an i32, 1000 would not.
-        assert_eq!(scaled(&[1_000_000.1]), (-10, vec![10_000_001]));
-        // Not exact at any divisor: the largest that fits.
-        assert_eq!(scaled(&[1.0 / 3.0]).0, -10_000);
-    }
-
-    #[test]
-    fn ebcdic_matches_code_page_037() {
-        let t = textual_header(&["Az09 .=,[]".to_string()], true);
-        assert_eq!(&t[..14], &[0xC3, 0x40, 0xF1, 0x40, 0xC1, 0xA9, 0xF0, 0xF9, 0x40, 0x4B, 0x7E, 0x6B, 0xBA, 0xBB]);
-        assert_eq!(t[80 * 38], 0xC3); // "C39 ..."
-        assert_eq!(&t[80 * 38 + 4..80 * 38 + 8], &[0xE2, 0xC5, 0xC7, 0x40]); // "SEG "
-        assert_eq!(&t[80 * 39 + 4..80 * 39 + 7], &[0xC5, 0xD5, 0xC4]); // "END"
-    }
-
-    fn gather<'a>(traces: &'a [f32], samples: usize, receivers: &'a [[f64; 3]], lines: &'a [(i32, i32)]) -> Gather<'a> {
-        Gather {
-            traces,
-            samples,
-            interval_us: 1234,
-            source: [360.0, 360.0, 360.0],
-            receivers,
-            lines,
-            numbering: ShotNumber { shot: 7, first_trace: 31 },
-            text: vec!["test".into()],
-        }
-    }
-
-    /// Writes a 3-trace gather and reads every field back at the standard's byte positions.
-    #[test]
-    fn headers_read_back_at_their_byte_positions() {
-        let samples = 5;
-        let traces: Vec<f32> = (0..15).map(|i| i as f32 * 0.5 - 2.0).collect();
-        let receivers = [[460.0, 360.0, 360.0], [210.5, 360.0, 20.25], [360.0, 360.0, 210.0]];
-        let lines = [(1, 1), (1, 2), (1, 3)];
-        let g = gather(&traces, samples, &receivers, &lines);
-        let mut b = Vec::new();
-        encode(&g, &mut b).unwrap();
-        assert_eq!(b.len(), 3600 + 3 * (240 + 4 * samples));
-        assert_eq!(u16_at(&b, 3213), 3);
-        assert_eq!(u16_at(&b, 3217), 1234);
-        assert_eq!(u16_at(&b, 3221), 5);
-        assert_eq!(i16_at(&b, 3225), 5);
-        assert_eq!(i16_at(&b, 3255), 1);
-        assert_eq!(u16_at(&b, 3501), 0x0100);
-        assert_eq!(i16_at(&b, 3503), 1);
-        assert_eq!(i16_at(&b, 3505), 0);
-        // Rev 1: the rev-2 fields stay empty.
-        assert_eq!((i32_at(&b, 3269), f64_at(&b, 3273), u64_at(&b, 3521)), (0, 0.0, 0));
-        for (i, r) in receivers.iter().enumerate() {
-            let h = &b[3600 + i * (240 + 4 * samples)..];
-            assert_eq!(i32_at(h, 1), 31 + i as i32);
-            assert_eq!(i32_at(h, 5), i as i32 + 1);
-            assert_eq!((i32_at(h, 9), i32_at(h, 17), i32_at(h, 197)), (7, 7, 7));
-            assert_eq!(i32_at(h, 13), i as i32 + 1);
-            assert_eq!((i32_at(h, 21), i32_at(h, 25)), (i as i32 + 1, 1));
-            assert_eq!((i32_at(h, 189), i32_at(h, 193)), (1, i as i32 + 1));
-            // x has 210.5 and the midpoint 285.25: coordinates are scaled by -100.
-            assert_eq!(i16_at(h, 71), -100);
-            assert_eq!((i32_at(h, 73), i32_at(h, 77)), (36000, 36000));
-            assert_eq!((i32_at(h, 81), i32_at(h, 85)), ((r[0] * 100.0) as i32, (r[1] * 100.0) as i32));
-            assert_eq!(i32_at(h, 181), ((r[0] + 360.0) * 50.0) as i32);
-            assert_eq!(i32_at(h, 185), 36000);
-            // Elevations -z with 20.25: scaled by -100; source depth 360 m.
-            assert_eq!(i16_at(h, 69), -100);
-            assert_eq!(i32_at(h, 41), (-r[2] * 100.0) as i32);
-            assert_eq!(i32_at(h, 49), 36000);
-            assert_eq!(i16_at(h, 89), 1);
-            assert_eq!(u16_at(h, 115), 5);
-            assert_eq!(u16_at(h, 117), 1234);
-            assert_eq!(i16_at(h, 109), 0);
-            let s: Vec<f32> =
-                (0..samples).map(|k| f32::from_be_bytes(h[240 + 4 * k..244 + 4 * k].try_into().unwrap())).collect();
-            assert_eq!(s, &traces[i * samples..(i + 1) * samples]);
-        }
-        let offsets: Vec<i32> = (0..3).map(|i| i32_at(&b[3600 + i * (240 + 4 * samples)..], 37)).collect();
-        assert_eq!(offsets, [100, -150, 0]);
-    }
-
-    #[test]
-    fn receiver_grids_are_numbered_by_line_and_place() {
-        let entries: Vec<crate::config::ReceiverConfig> = toml::from_str::<toml::Table>(
-            "r = [{ grid = { origin = [0.0, 0.0, 0.0], step_a = [1.0, 0.0, 0.0], count_a = 3, \
-             step_b = [0.0, 1.0, 0.0], count_b = 2 } }, { line = { start = [0.0, 5.0, 0.0], end = [2.0, 5.0, 0.0], count = 3 } }]",
-        )
-        .unwrap()["r"]
-            .clone()
-            .try_into()
-            .unwrap();
-        assert_eq!(lines(&entries), [(1, 1), (1, 2), (1, 3), (2, 1), (2, 2), (2, 3), (3, 1), (3, 2), (3, 3)]);
-        // A line of 3 and one position: no rectangle, so one line.
-        let mixed: Vec<crate::config::ReceiverConfig> = toml::from_str::<toml::Table>(
-            "r = [{ line = { start = [0.0, 5.0, 0.0], end = [2.0, 5.0, 0.0], count = 3 } }, { position = [1.0, 1.0, 1.0] }]",
-        )
-        .unwrap()["r"]
-            .clone()
-            .try_into()
-            .unwrap();
-        assert_eq!(lines(&mixed), [(1, 1), (1, 2), (1, 3), (1, 4)]);
-    }
-
-    #[test]
-    fn long_traces_make_a_rev2_file_with_the_extended_count() {
-        let samples = 70_000;
-        let traces = vec![0.0f32; samples];
-        let receivers = [[1.0, 0.0, 0.0]];
-        let g = gather(&traces, samples, &receivers, &[(1, 1)]);
-        let mut b = Vec::new();
-        encode(&g, &mut b).unwrap();
-        assert_eq!(u16_at(&b, 3221), 0);
-        assert_eq!(i32_at(&b, 3269), 70_000);
-        assert_eq!(f64_at(&b, 3273), 1234.0);
-        assert_eq!(i32_at(&b, 3297), 0x0102_0304);
-        assert_eq!(u16_at(&b, 3501), 0x0200);
-        assert_eq!(u64_at(&b, 3513), 1);
-        assert_eq!(u64_at(&b, 3521), 3600);
-        assert_eq!(u16_at(&b[3600..], 115), 0);
-        assert_eq!(b.len(), 3600 + 240 + 4 * samples);
-    }
-}
+mod tests;
