@@ -12,10 +12,13 @@
 // stiffness are loaded into registers a row ahead. With a varying density the buoyancy has a ring
 // of its own (plane_step_density).
 
+#ifndef PLANE_AHEAD
+#define PLANE_AHEAD 3
+#endif
 namespace plane {
 constexpr int R = RADIUS;
 constexpr int HV = (R + VEC - 1) / VEC;  // halo vectors on each side of a ring row
-constexpr int AHEAD = 2;                 // rows in flight beyond the 2R + 1 the stencil reads
+constexpr int AHEAD = PLANE_AHEAD;       // rows in flight beyond the 2R + 1 the stencil reads
 constexpr int SLOTS = 2 * R + 1 + AHEAD;
 }  // namespace plane
 

@@ -24,12 +24,10 @@ use std::rc::Rc;
 pub const PLANE_THREADS: u32 = 128;
 /// Points a thread computes along x (vector loads of that width).
 pub const PLANE_VEC: u32 = 4;
+/// Rows of p^n in flight beyond the 2R + 1 the stencil reads (plane.cu's AHEAD).
+pub const PLANE_AHEAD: usize = 3;
 /// Blocks a multiprocessor is asked to hold (the launch bound's register cap).
 pub const PLANE_MIN_BLOCKS: u32 = 4;
-/// Blocks a launch aims for: enough for several waves on the largest GPUs, so that the last
-/// wave's imbalance is a small part of the step.
-const TARGET_BLOCKS: usize = 2048;
-
 /// The -D options of a 2D grid's module at `radius` with the boundary's defines: the 3D module's
 /// set (prelude.h asks for every define) with plane.cu's launch shape.
 pub fn plane_options(radius: usize, boundary: crate::boundary::BoundaryDefines) -> Vec<String> {
@@ -43,23 +41,27 @@ pub fn plane_options(radius: usize, boundary: crate::boundary::BoundaryDefines) 
         }
     }
     o.push(format!("-DPLANE_X={PLANE_THREADS}"));
+    o.push(format!("-DPLANE_AHEAD={PLANE_AHEAD}"));
     o
 }
 
-/// Dynamic shared memory of plane_step at `radius`: the ring of 2R + 3 rows of PLANE_THREADS
+/// Dynamic shared memory of plane_step at `radius`: the ring of 2R + 4 rows of PLANE_THREADS
 /// vectors and their halo vectors, for p and, where the density varies, for the buoyancy.
 pub fn plane_shared_bytes(radius: usize, density: bool) -> u32 {
     let vec = PLANE_VEC as usize;
     let row = PLANE_THREADS as usize + 2 * radius.div_ceil(vec);
-    ((2 * radius + 3) * row * vec * 4 * if density { 2 } else { 1 }) as u32
+    ((2 * radius + 1 + PLANE_AHEAD) * row * vec * 4 * if density { 2 } else { 1 }) as u32
 }
 
-/// Rows of z a block marches down: the grid split into about [`TARGET_BLOCKS`] blocks, at least
-/// 4R rows a block so that the 2R rows its queue starts with stay a small part of its reads.
-pub fn plane_window(shape: [usize; 3], radius: usize) -> usize {
+/// Rows of z a block marches down, for a device that holds `resident` blocks at once: the
+/// columns of tiles split so that every block runs in one wave (the blocks of a wave march the
+/// same number of rows and end together, where a last partial wave would leave the device part
+/// idle), at least 2R rows a block (the 2R rows its ring starts with are read again by its
+/// neighbour). More tiles than fit at once take several waves of 2R-row windows.
+pub fn plane_window(shape: [usize; 3], radius: usize, resident: usize) -> usize {
     let tiles = shape[0].div_ceil((PLANE_THREADS * PLANE_VEC) as usize).max(1);
-    let chunks = TARGET_BLOCKS.div_ceil(tiles).max(1);
-    shape[2].div_ceil(chunks).max(4 * radius).min(shape[2].max(1))
+    let chunks = (resident / tiles).max(1);
+    shape[2].div_ceil(chunks).max(2 * radius).min(shape[2].max(1))
 }
 
 /// The 2D solver over any [`GpuRuntime`]: every buffer allocated once, steps only enqueue.
@@ -132,10 +134,11 @@ impl<Rt: GpuRuntime> PlaneGpuSolver<Rt> {
             w
         });
         let shape = problem.shape();
-        let window = plane_window(shape, r);
-        let tile = (PLANE_THREADS * PLANE_VEC) as usize;
         let shared = plane_shared_bytes(r, problem.variable_density());
         rt.allow_dynamic_shared(f.step, shared)?;
+        let per_sm = rt.resident_blocks(f.step, PLANE_THREADS, shared).unwrap_or(PLANE_MIN_BLOCKS);
+        let window = plane_window(shape, r, (rt.multiprocessors() * per_sm) as usize);
+        let tile = (PLANE_THREADS * PLANE_VEC) as usize;
         let launch = Launch {
             grid: [shape[0].div_ceil(tile) as u32, shape[2].div_ceil(window) as u32, 1],
             block: [PLANE_THREADS, 1, 1],
@@ -278,5 +281,31 @@ impl<Rt: GpuRuntime> Backend for PlaneGpuSolver<Rt> {
         self.taps = Taps::new(&self.rt, problem)?;
         self.steps_done = 0;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_window_fills_one_wave_of_blocks() {
+        // 16 tiles of 512 points on 8192 columns; 792 resident blocks: 49 chunks of 168 rows.
+        assert_eq!(plane_window([8192, 1, 8192], 4, 792), 168);
+        assert_eq!(16 * 8192usize.div_ceil(168), 784);
+        // A small grid: at least 2R rows a block.
+        assert_eq!(plane_window([1641, 1, 421], 4, 792), 8);
+        // More tiles than resident blocks: 2R-row windows.
+        assert_eq!(plane_window([1 << 20, 1, 64], 8, 100), 16);
+        assert_eq!(plane_window([100, 1, 3], 8, 100), 3);
+    }
+
+    #[test]
+    fn the_ring_holds_2r_plus_1_rows_and_those_in_flight() {
+        // R = 4: 12 rows of 128 + 2 vectors of 16 B; twice with a density.
+        assert_eq!(plane_shared_bytes(4, false), 12 * 130 * 16);
+        assert_eq!(plane_shared_bytes(8, true), 2 * 20 * 132 * 16);
+        let o = plane_options(4, crate::boundary::BoundaryKind::Cpml.kernel_defines());
+        assert!(o.contains(&"-DVEC=4".to_string()) && o.contains(&format!("-DPLANE_AHEAD={PLANE_AHEAD}")), "{o:?}");
     }
 }
