@@ -10,7 +10,7 @@
 // registers, so a multiprocessor holds many blocks and many rows in flight. A thread reads its
 // x taps from the current row and its z taps from its column of the others. p^{n-1} and the
 // stiffness are loaded into registers a row ahead. With a varying density the buoyancy has a ring
-// of its own (plane_step_density).
+// of its own (plane_step_density), filled through registers.
 
 #ifndef PLANE_AHEAD
 #define PLANE_AHEAD 3
@@ -58,16 +58,23 @@ DEVICE void plane_march(PLANE_STEP_PARAMS) {
     const bool h_in = halo && vec_in_x(hx, nx);
     const bool h_b = halo && hx < nx + R && hx + VEC > -R;
     const SharedVf ring_p = shared_vf(plane_ring);
-    const SharedVf ring_b = shared_vf(plane_ring + SLOTS * TWV);
-    // Row z into its slot (z - z0 + R modulo SLOTS).
+    Vf* const ring_b = plane_ring + SLOTS * TWV;
+    // Row z of p into its slot (z - z0 + R modulo SLOTS), asynchronously.
     auto copy_row = [&](int z, int slot) {
         const i64 row = (i64)z * pitch;
         cp_async16_cur(shared_at(ring_p, slot * TWV + HV + tx), cur + row + ix, in);
         if (halo) cp_async16_cur(shared_at(ring_p, slot * TWV + hcol), cur + row + hx, h_in);
-        if (DENSITY) {
-            cp_async16(shared_at(ring_b, slot * TWV + HV + tx), bh + row + ix, in_b);
-            if (halo) cp_async16(shared_at(ring_b, slot * TWV + hcol), bh + row + hx, h_b);
-        }
+    };
+    // The buoyancy's rows go through registers: loaded an iteration before they are stored into
+    // their slot (static data, so no asynchronous copy of its own beside p's).
+    auto load_b = [&](int z, Vf& b, Vf& bh_halo) {
+        const i64 row = (i64)z * pitch;
+        b = in_b ? vload(bh + row + ix) : vzero();
+        bh_halo = h_b ? vload(bh + row + hx) : vzero();
+    };
+    auto store_b = [&](int slot, const Vf& b, const Vf& bh_halo) {
+        ring_b[slot * TWV + HV + tx] = b;
+        if (halo) ring_b[slot * TWV + hcol] = bh_halo;
     };
     // Rows z0 - R .. z0 + R as one group, then AHEAD - 1 groups of one row each.
     for (int i = 0; i <= 2 * R; i++) copy_row(z0 - R + i, i);
@@ -77,6 +84,14 @@ DEVICE void plane_march(PLANE_STEP_PARAMS) {
         if (z0 + R + a < z1 + R) copy_row(z0 + R + a, 2 * R + a);
         cp_async_commit();
     }
+    Vf b_next = vzero(), b_next_halo = vzero();
+    if (DENSITY) {
+        for (int i = 0; i < 2 * R + AHEAD && z0 - R + i < z1 + R; i++) {
+            load_b(z0 - R + i, b_next, b_next_halo);
+            store_b(i, b_next, b_next_halo);
+        }
+    }
+    bool b_pending = false;
     Vf prev = in ? vload_once(out + (i64)z0 * pitch + ix) : vzero();
     Vf k = in ? vload_once(vel + (i64)z0 * pitch + ix) : vzero();
     int base = 0;  // the slot of row z - R
@@ -86,12 +101,19 @@ DEVICE void plane_march(PLANE_STEP_PARAMS) {
         // Row z + R + AHEAD into the slot row z - R - 1 held; one group an iteration, empty at the end.
         if (z + R + AHEAD < z1 + R) copy_row(z + R + AHEAD, ring_slot(base + 2 * R + AHEAD));
         cp_async_commit();
+        if (DENSITY) {
+            // The buoyancy's row z - 1 + R + AHEAD, loaded last iteration, into the slot of row
+            // z - R - 2 (read by no thread since the barrier); seen after two more barriers.
+            if (b_pending) store_b(ring_slot(base + SLOTS - 2), b_next, b_next_halo);
+            b_pending = z + AHEAD < z1;
+            if (b_pending) load_b(z + R + AHEAD, b_next, b_next_halo);
+        }
         const bool next = in && z + 1 < z1;
         const Vf prev2 = next ? vload_once(out + (i64)(z + 1) * pitch + ix) : vzero();
         const Vf k2 = next ? vload_once(vel + (i64)(z + 1) * pitch + ix) : vzero();
 
         const Vf* rp = plane_ring;
-        const Vf* rb = plane_ring + SLOTS * TWV;
+        const Vf* rb = ring_b;
         const int c = ring_slot(base + R);
         float xp[(2 * HV + 1) * VEC], xb[(2 * HV + 1) * VEC];
 #pragma unroll
