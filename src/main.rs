@@ -36,7 +36,8 @@ enum Command {
     /// default), its XDMF sidecar, its pictures.
     Export(ExportArgs),
     /// Reverse-time migration of an input's shots in the velocity of its [model], the data
-    /// modelled in its [imaging] true_model: the image to HDF5 and a picture (docs/imaging.md).
+    /// modelled in its [imaging] true_model or read from SEG-Y gathers ([imaging] observed): the
+    /// image to HDF5 and a picture (docs/imaging.md).
     Migrate(MigrateArgs),
     // Further subcommands (e.g. a benchmark) go here, each with its own Args struct.
 }
