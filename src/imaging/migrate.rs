@@ -6,13 +6,16 @@
 use super::filter::{fractional_derivative, laplacian_filter};
 use super::observed::{Geometry, gather_paths, read_gather};
 use super::output::{ImageFile, write_image};
-use super::rtm::{add_normalised, migrate_shot, misfit_gradient, source_wavefield_bytes};
+use super::ranks::{my_shots, sum_to_root};
+use super::rtm::{add_normalised, check_stop, migrate_shot, misfit_gradient, source_wavefield_bytes};
 use crate::backend::Backend;
 use crate::backend::cpu::CpuSolver;
 use crate::config::{BackendChoice, Config, ImagingConfig};
+use crate::parallel::Ranks;
 use crate::problem::Problem;
+use crate::solver::{Interrupted, RunResult};
 use crate::survey::{Shot, shot_input, shots};
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, anyhow, ensure};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -122,7 +125,7 @@ fn place_gather(
         }
     };
     if let Some(text) = text {
-        let shot_cfg = Config::from_toml(&text).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+        let shot_cfg = Config::from_toml(&text).map_err(|e| anyhow!("{name}: {e}"))?;
         for w in migration.set_shot(&shot_cfg).with_context(|| format!("{name}: the shot's positions"))? {
             eprintln!("warning: {name}: {w}");
         }
@@ -145,23 +148,42 @@ fn rows(traces: &[f32], steps: usize) -> Vec<Vec<f64>> {
 fn shot_traces(backend: &mut dyn Backend, problem: &Problem) -> Result<Vec<Vec<f64>>> {
     backend.start_shot(problem)?;
     for n in 0..problem.steps {
+        check_stop(n, problem.steps)?;
         backend.step(n)?;
     }
     Ok(rows(&backend.traces(problem.steps)?, problem.steps))
 }
 
-/// Runs the migration: returns the paths written.
-pub fn migrate(job: &Migration) -> Result<Vec<PathBuf>> {
+/// Runs the migration over the job's processes (MPI ranks under a launcher, with the `mpi`
+/// feature: each migrates its shots, rank 0 sums the stacks and writes). Returns the paths
+/// written (none on the other ranks). An error or a signal on any rank stops every rank within
+/// seconds ([`Ranks::finish`]), each naming why.
+pub fn migrate(job: &Migration) -> RunResult<Vec<PathBuf>> {
+    let ranks = Ranks::init()?;
+    let mut written = Vec::new();
+    let result = this_ranks_part(&ranks, job, &mut written);
+    ranks.finish(&result);
+    match result {
+        Err(e) if ranks.size > 1 => Err(e.context(ranks.label())),
+        other => other.map(|()| written),
+    }
+}
+
+/// This process's shots, the stack's sum over the ranks and, on rank 0, the image file (its
+/// paths into `written`).
+fn this_ranks_part(ranks: &Ranks, job: &Migration, written: &mut Vec<PathBuf>) -> RunResult<()> {
     let started = Instant::now();
     let cfg = job.cfg;
     let imaging = cfg.imaging.as_ref().context("the input has no [imaging] section (docs/imaging.md)")?;
     imaging.check()?;
     if !matches!(cfg.run.backend, BackendChoice::Cpu | BackendChoice::Auto) {
-        bail!("migrate runs on the CPU backend so far (run.backend = \"cpu\" or \"auto\")");
+        return Err(anyhow!("migrate runs on the CPU backend so far (run.backend = \"cpu\" or \"auto\")").into());
     }
     crate::config::check_output_writable(&job.output, "imaging.output")?;
     let (mut migration, truth) = problems(cfg, job.input_dir, imaging)?;
-    super::rtm::check_source_wavefield_fits(&migration, None)?;
+    // The ranks of one node share its memory.
+    let limit = crate::resources::available_host_memory().map(|m| m / ranks.local_size.max(1) as u64);
+    super::rtm::check_source_wavefield_fits(&migration, limit)?;
     let list = shots(cfg)?;
     let mut data = match (truth, &imaging.observed) {
         (Some(truth), _) => {
@@ -169,14 +191,14 @@ pub fn migrate(job: &Migration) -> Result<Vec<PathBuf>> {
             Data::Modelled { truth: Box::new(truth), backend }
         }
         (None, Some(pattern)) => Data::Files(gather_paths(pattern, job.input_dir)?),
-        (None, None) => bail!("[imaging] gives no observed data"),
+        (None, None) => return Err(anyhow!("[imaging] gives no observed data").into()),
     };
     let count = match &data {
         Data::Modelled { .. } => list.len(),
         Data::Files(paths) => paths.len(),
     };
     let say = |s: String| {
-        if !job.quiet {
+        if !job.quiet && ranks.is_root() {
             println!("{s}");
         }
     };
@@ -186,8 +208,10 @@ pub fn migrate(job: &Migration) -> Result<Vec<PathBuf>> {
         Data::Files(paths) => format!("{} SEG-Y gather(s)", paths.len()),
     };
     say(format!(
-        "migrate: {count} shot(s), data {from}, grid {nx} x {ny} x {nz}, {} steps of {:.3e} s, CPU backend",
-        migration.steps, migration.dt
+        "migrate: {count} shot(s), data {from}, grid {nx} x {ny} x {nz}, {} steps of {:.3e} s, CPU backend{}",
+        migration.steps,
+        migration.dt,
+        if ranks.size > 1 { format!(", {} MPI ranks", ranks.size) } else { String::new() }
     ));
     say(format!(
         "source wavefield: stored in memory, f32, every step: {:.2} GiB a shot",
@@ -197,14 +221,17 @@ pub fn migrate(job: &Migration) -> Result<Vec<PathBuf>> {
     let points = migration.layout.points();
     let mut stack = vec![0.0f64; points];
     let mut gradient = imaging.gradient.then(|| vec![0.0f64; points]);
-    let mut misfit = 0.0;
-    for index in 0..count {
+    let mut misfit = [0.0f64];
+    for index in my_shots(ranks, count) {
+        if ranks.stop_requested() {
+            return Err(Interrupted { steps_done: 0, steps: 0 }.into());
+        }
         let shot_started = Instant::now();
         let observed = match &mut data {
             Data::Modelled { truth, backend: true_backend } => {
                 if cfg.survey.is_some() {
                     let shot_cfg =
-                        Config::from_toml(&shot_input(job.text, &list[index])?).map_err(|e| anyhow::anyhow!("{e}"))?;
+                        Config::from_toml(&shot_input(job.text, &list[index])?).map_err(|e| anyhow!("{e}"))?;
                     for w in migration.set_shot(&shot_cfg)?.into_iter().chain(truth.set_shot(&shot_cfg)?) {
                         eprintln!("warning: shot {index}: {w}");
                     }
@@ -228,25 +255,38 @@ pub fn migrate(job: &Migration) -> Result<Vec<PathBuf>> {
         if let Some(g) = &mut gradient {
             let (shot_gradient, j) = misfit_gradient(&mut backend, &migration, &observed)?;
             g.iter_mut().zip(&shot_gradient).for_each(|(a, b)| *a += b);
-            misfit += j;
+            misfit[0] += j;
         }
-        say(format!(
-            "shot {} of {count} (source at {:?} m): {:.1} s",
-            index + 1,
-            migration.source().position,
-            shot_started.elapsed().as_secs_f64()
-        ));
+        if !job.quiet {
+            println!(
+                "shot {} of {count} (source at {:?} m){}: {:.1} s",
+                index + 1,
+                migration.source().position,
+                if ranks.size > 1 { format!(", rank {}", ranks.rank) } else { String::new() },
+                shot_started.elapsed().as_secs_f64()
+            );
+        }
+    }
+    // Every rank here before the sums: a rank that stopped is waited for by none.
+    ranks.barrier()?;
+    sum_to_root(ranks, &mut stack);
+    if let Some(g) = &mut gradient {
+        sum_to_root(ranks, g);
+        sum_to_root(ranks, &mut misfit);
+    }
+    if !ranks.is_root() {
+        return Ok(());
     }
     let image = if imaging.laplacian { laplacian_filter(&stack, migration.shape(), migration.spacing) } else { stack };
-    let written = write_image(&ImageFile {
+    *written = write_image(&ImageFile {
         path: &job.output,
         problem: &migration,
         region: cfg.model_region(),
         image: &image,
         gradient: gradient.as_deref(),
-        misfit,
+        misfit: misfit[0],
         shots: count,
     })?;
     say(format!("migrated in {:.1} s", started.elapsed().as_secs_f64()));
-    Ok(written)
+    Ok(())
 }
