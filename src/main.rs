@@ -36,7 +36,8 @@ enum Command {
     /// default), its XDMF sidecar, its pictures.
     Export(ExportArgs),
     /// Reverse-time migration of an input's shots in the velocity of its [model], the data
-    /// modelled in its [imaging] true_model: the image to HDF5 and a picture (docs/imaging.md).
+    /// modelled in its [imaging] true_model or read from SEG-Y gathers ([imaging] observed): the
+    /// image to HDF5 and a picture (docs/imaging.md).
     Migrate(MigrateArgs),
     // Further subcommands (e.g. a benchmark) go here, each with its own Args struct.
 }
@@ -137,7 +138,7 @@ fn main() -> ExitCode {
         Some(Command::Run(args)) => run(&args),
         Some(Command::FetchModel(args)) => fetch_model(&args).map_err(RunError::from),
         Some(Command::Export(args)) => export(&args).map_err(RunError::from),
-        Some(Command::Migrate(args)) => migrate(&args).map_err(RunError::from),
+        Some(Command::Migrate(args)) => migrate(&args),
         None => run(&cli.run),
     };
     match result {
@@ -207,7 +208,7 @@ fn export(args: &ExportArgs) -> Result<()> {
     Ok(())
 }
 
-fn migrate(args: &MigrateArgs) -> Result<()> {
+fn migrate(args: &MigrateArgs) -> RunResult<()> {
     let input = &args.input;
     let text = std::fs::read_to_string(input).with_context(|| format!("cannot read input file {}", input.display()))?;
     let mut cfg = Config::from_toml(&text).map_err(|e| anyhow::anyhow!("{}: {e}", input.display()))?;
@@ -216,7 +217,9 @@ fn migrate(args: &MigrateArgs) -> Result<()> {
     let output = match (&args.output, &cfg.imaging) {
         (Some(p), _) => p.clone(),
         (None, Some(i)) => i.output.clone(),
-        (None, None) => anyhow::bail!("{} has no [imaging] section (docs/imaging.md)", input.display()),
+        (None, None) => {
+            return Err(anyhow::anyhow!("{} has no [imaging] section (docs/imaging.md)", input.display()).into());
+        }
     };
     signals::install_handlers(true)?;
     let job = seismic_run::imaging::migrate::Migration {

@@ -1,7 +1,7 @@
 //! `[imaging]`: what `seismic-run migrate` images, and how (docs/imaging.md).
 
 use super::ModelSection;
-use anyhow::{Context, Result, ensure};
+use anyhow::{Context, Result, bail, ensure};
 use serde::Deserialize;
 use std::path::PathBuf;
 
@@ -9,10 +9,16 @@ use std::path::PathBuf;
 #[derive(Deserialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct ImagingConfig {
-    /// The model the observed data are modelled in: a table with the keys of `[model]`. The data
-    /// migrated are its traces minus those of `[model]` (the direct wave removed). Required until
-    /// observed data can be read from files.
+    /// The model the observed data are modelled in: a table with the keys of `[model]`. Exactly
+    /// one of `true_model` and `observed` is given.
     pub true_model: Option<toml::Table>,
+    /// The observed data as SEG-Y shot gathers: a path or a glob (relative to the input's
+    /// directory), one file a shot (imaging::observed).
+    pub observed: Option<String>,
+    /// Subtracts the shot modelled in `[model]` (its direct wave, and whatever else the migration
+    /// model explains) from the observed data before migrating them.
+    #[serde(default = "yes")]
+    pub subtract_direct: bool,
     /// Order of the time derivative applied to the data before the backward pass: -0.5 for a
     /// line of receivers, -1 for an areal array, 0 for none (imaging::filter).
     #[serde(default)]
@@ -29,18 +35,21 @@ pub struct ImagingConfig {
     pub output: PathBuf,
 }
 
+fn yes() -> bool {
+    true
+}
+
 fn default_image() -> PathBuf {
     PathBuf::from("image.h5")
 }
 
 impl ImagingConfig {
-    /// `true_model` as a `[model]` section; errors name `imaging.true_model`.
-    pub fn true_model(&self) -> Result<ModelSection> {
-        let table = self.true_model.clone().context(
-            "imaging.true_model is required: the observed data are modelled in it (reading them from SEG-Y files \
-             is not supported yet)",
-        )?;
+    /// `true_model` as a `[model]` section (None where the data are read from `observed`);
+    /// errors name `imaging.true_model`.
+    pub fn true_model(&self) -> Result<Option<ModelSection>> {
+        let Some(table) = self.true_model.clone() else { return Ok(None) };
         ModelSection::deserialize(toml::Value::Table(table))
+            .map(Some)
             .map_err(|e| anyhow::anyhow!("{e}"))
             .context("imaging.true_model")
     }
@@ -52,6 +61,17 @@ impl ImagingConfig {
             "imaging.data_derivative must be between -2 and 2, got {}",
             self.data_derivative
         );
+        match (&self.true_model, &self.observed) {
+            (Some(_), Some(_)) => bail!(
+                "imaging.true_model and imaging.observed are exclusive: the observed data are either modelled in \
+                 true_model or read from the observed SEG-Y files"
+            ),
+            (None, None) => bail!(
+                "[imaging] needs the observed data: imaging.observed (SEG-Y shot gathers) or imaging.true_model (a \
+                 model to compute them in)"
+            ),
+            _ => {}
+        }
         self.true_model()?;
         Ok(())
     }

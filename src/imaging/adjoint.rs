@@ -33,8 +33,36 @@
 //! the injected samples are [`PointSource::samples`] (the wavelet over the cell volume): F maps
 //! those to traces, and its transpose gives them back in the same units.
 //!
-//! CPML is not covered: its memory variables make the step a non-symmetric block operator whose
-//! transpose is not the forward step; [`adjoint_problem`] refuses it.
+//! # CPML: what its transpose needs (not implemented; [`adjoint_problem`] refuses it)
+//!
+//! Per axis (boundary.rs has the formulation; the axes' terms add), with the diagonals a, b
+//! (the profile's coefficients, zero and one outside the layer), D1 the centred first derivative
+//! (antisymmetric: D1^T = -D1, phi being zero outside its slabs), D2 the axis' second derivative
+//! and A = D(a D) the compact operator (both symmetric), the step maps (p^n, p^{n-1}, phi^n,
+//! zeta^n) to
+//!
+//! ```text
+//! p^{n+1}    = [2 + K L + K A + K a (D2 + A)] p^n - p^{n-1} + K (1 + a) D1 phi^n + K b zeta^n + K S^T x^n
+//! phi^{n+1}  = b a D1 p^n + b phi^n
+//! zeta^{n+1} = a (D2 + A) p^n + a D1 phi^n + b zeta^n
+//! ```
+//!
+//! Its transpose, run backward with mu, lambda, eta the adjoints of p, phi, zeta:
+//!
+//! ```text
+//! mu^n     = [2 + L K + A K + (D2 + A) a K] mu^{n+1} - mu^{n+2} - D1 (a b lambda^{n+1}) + (D2 + A) (a eta^{n+1}) + R^T y^n
+//! lambda^n = -D1 ((1 + a) K mu^{n+1}) - D1 (a eta^{n+1}) + b lambda^{n+1}
+//! eta^n    = b K mu^{n+1} + b eta^{n+1}
+//! ```
+//!
+//! In nu = K mu the pressure's part is the forward one except that a multiplies before (D2 + A)
+//! rather than after it, and the memory variables are driven by minus the first derivative of
+//! the adjoint pressure (weighted by 1 + a) where the forward ones take plus that of p (weighted
+//! by a b), and feed back through -D1 and (D2 + A) of a-weighted values. So the backward step is
+//! a kernel of its own (the same stencils, the coefficients on the other side of each derivative),
+//! not the forward step on another problem; it needs a transposed CPML sweep on the CPU and the
+//! dot-product test with CPML, a free surface (whose odd mirror makes D1 near z = 0 not
+//! antisymmetric: a z layer under the free surface needs its own rows) and off-grid positions.
 
 use crate::backend::cpu::{CpuSolver, Real};
 use crate::boundary::BoundaryKind;

@@ -1,16 +1,21 @@
 //! `seismic-run migrate`: every shot of an input migrated in the velocity of `[model]` and
-//! stacked, the data modelled in `[imaging] true_model`, the image (and the misfit's gradient)
-//! written to HDF5 with a picture.
+//! stacked, the data modelled in `[imaging] true_model` or read from the SEG-Y gathers of
+//! `[imaging] observed` (placed by their headers, else by the input's shots), the image (and the
+//! misfit's gradient) written to HDF5 with a picture.
 
 use super::filter::{fractional_derivative, laplacian_filter};
+use super::observed::{Geometry, gather_paths, read_gather};
 use super::output::{ImageFile, write_image};
-use super::rtm::{add_normalised, migrate_shot, misfit_gradient, source_wavefield_bytes};
+use super::ranks::{my_shots, sum_to_root};
+use super::rtm::{add_normalised, check_stop, migrate_shot, misfit_gradient, source_wavefield_bytes};
 use crate::backend::Backend;
 use crate::backend::cpu::CpuSolver;
 use crate::config::{BackendChoice, Config, ImagingConfig};
+use crate::parallel::Ranks;
 use crate::problem::Problem;
-use crate::survey::{shot_input, shots};
-use anyhow::{Context, Result, bail};
+use crate::solver::{Interrupted, RunResult};
+use crate::survey::{Shot, shot_input, shots};
+use anyhow::{Context, Result, anyhow, ensure};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -24,18 +29,27 @@ pub struct Migration<'a> {
     pub quiet: bool,
 }
 
-/// The problems of one input: in the migration velocity and in the true model, on one dt (the
-/// smaller of the two models' when neither input gives it).
-fn problems(cfg: &Config, input_dir: &Path, imaging: &ImagingConfig) -> Result<(Problem, Problem)> {
-    let mut truth_cfg = cfg.clone();
-    truth_cfg.model = imaging.true_model()?;
+/// Where each shot's observed data come from.
+enum Data {
+    /// Modelled in `[imaging] true_model`: its problem and a backend on it.
+    Modelled { truth: Box<Problem>, backend: Box<CpuSolver<f32>> },
+    /// Read from SEG-Y gathers, one file a shot, in the order of their names.
+    Files(Vec<PathBuf>),
+}
+
+/// The problems of one input: in the migration velocity and, where the data are modelled, in the
+/// true model, on one dt (the smaller of the two models' when neither input gives it).
+fn problems(cfg: &Config, input_dir: &Path, imaging: &ImagingConfig) -> Result<(Problem, Option<Problem>)> {
     let build = |cfg: &Config| -> Result<Problem> {
         let model = crate::model::sample(cfg, input_dir)?;
         Problem::build_with_density(cfg, model.vp, model.rho)
     };
+    let Some(true_model) = imaging.true_model()? else { return Ok((build(cfg)?, None)) };
+    let mut truth_cfg = cfg.clone();
+    truth_cfg.model = true_model;
     let (migration, truth) = (build(cfg)?, build(&truth_cfg).context("imaging.true_model")?);
     if migration.dt == truth.dt {
-        return Ok((migration, truth));
+        return Ok((migration, Some(truth)));
     }
     let dt = migration.dt.min(truth.dt);
     let (mut a, mut b) = (cfg.clone(), truth_cfg);
@@ -45,7 +59,84 @@ fn problems(cfg: &Config, input_dir: &Path, imaging: &ImagingConfig) -> Result<(
             c.time.steps = Some(migration.steps);
         }
     }
-    Ok((build(&a)?, build(&b).context("imaging.true_model")?))
+    Ok((build(&a)?, Some(build(&b).context("imaging.true_model")?)))
+}
+
+/// The input of a shot placed by a gather's headers, as TOML text: the input `text` with its
+/// source at `geometry.source`, no `[survey]`, and one `[[receivers]]` position per trace (the
+/// first receivers entry's interpolation kept). Positions are written [x, z] on a 2D grid.
+fn header_shot_input(text: &str, geometry: &Geometry, index: usize, two_d: bool) -> Result<String> {
+    let shot = Shot { index, source: geometry.source, shift: [0.0; 3] };
+    let mut doc: toml::Table = shot_input(text, &shot)?.parse()?;
+    let mut template = toml::Table::new();
+    if let Some(first) = doc.get("receivers").and_then(|r| r.as_array()).and_then(|r| r.first()?.as_table()) {
+        for key in ["interpolation", "sinc_half_width"] {
+            if let Some(v) = first.get(key) {
+                template.insert(key.into(), v.clone());
+            }
+        }
+    }
+    let receivers = geometry
+        .receivers
+        .iter()
+        .map(|p| {
+            let kept = if two_d { vec![p[0], p[2]] } else { p.to_vec() };
+            let mut t = template.clone();
+            t.insert("position".into(), toml::Value::Array(kept.into_iter().map(toml::Value::Float).collect()));
+            toml::Value::Table(t)
+        })
+        .collect();
+    doc.insert("receivers".into(), toml::Value::Array(receivers));
+    Ok(toml::to_string(&doc)?)
+}
+
+/// Places shot `index` of a migration from gathers: by the gather's headers where they give
+/// positions, else by the input's shot of the same index (`list`, the input's shots). Returns
+/// the gather's traces, one per receiver of `migration` as placed.
+fn place_gather(
+    job: &Migration,
+    migration: &mut Problem,
+    paths: &[PathBuf],
+    index: usize,
+    list: &[Shot],
+) -> Result<Vec<Vec<f64>>> {
+    let path = &paths[index];
+    let name = path.display();
+    let gather = read_gather(path, migration.dt, migration.steps)?;
+    if gather.resampled {
+        eprintln!(
+            "notice: {name}: samples of {} us, the run's dt {:.4} us: resampled onto dt (8-point Lagrange)",
+            gather.interval * 1e6,
+            migration.dt * 1e6
+        );
+    }
+    let text = match &gather.geometry {
+        Some(g) => Some(header_shot_input(job.text, g, index, migration.shape()[1] == 1)?),
+        None => {
+            let shot = list.get(index).filter(|_| list.len() == paths.len()).with_context(|| {
+                format!(
+                    "{name}: its trace headers give no positions (source and group x, y, elevations: bytes 41-52, \
+                     73-88, all zero), so the input's shots place the gathers, and it has {} shot(s) for {} gathers",
+                    list.len(),
+                    paths.len()
+                )
+            })?;
+            job.cfg.survey.is_some().then(|| shot_input(job.text, shot)).transpose()?
+        }
+    };
+    if let Some(text) = text {
+        let shot_cfg = Config::from_toml(&text).map_err(|e| anyhow!("{name}: {e}"))?;
+        for w in migration.set_shot(&shot_cfg).with_context(|| format!("{name}: the shot's positions"))? {
+            eprintln!("warning: {name}: {w}");
+        }
+    }
+    ensure!(
+        gather.traces.len() == migration.receivers.len(),
+        "{name}: {} traces and {} receivers in the input: a gather holds one trace per receiver",
+        gather.traces.len(),
+        migration.receivers.len()
+    );
+    Ok(gather.traces)
 }
 
 /// Traces as rows of f64 from a backend's (receivers, steps) row-major f32.
@@ -57,60 +148,106 @@ fn rows(traces: &[f32], steps: usize) -> Vec<Vec<f64>> {
 fn shot_traces(backend: &mut dyn Backend, problem: &Problem) -> Result<Vec<Vec<f64>>> {
     backend.start_shot(problem)?;
     for n in 0..problem.steps {
+        check_stop(n, problem.steps)?;
         backend.step(n)?;
     }
     Ok(rows(&backend.traces(problem.steps)?, problem.steps))
 }
 
-/// Runs the migration: returns the paths written.
-pub fn migrate(job: &Migration) -> Result<Vec<PathBuf>> {
+/// Runs the migration over the job's processes (MPI ranks under a launcher, with the `mpi`
+/// feature: each migrates its shots, rank 0 sums the stacks and writes). Returns the paths
+/// written (none on the other ranks). An error or a signal on any rank stops every rank within
+/// seconds ([`Ranks::finish`]), each naming why.
+pub fn migrate(job: &Migration) -> RunResult<Vec<PathBuf>> {
+    let ranks = Ranks::init()?;
+    let mut written = Vec::new();
+    let result = this_ranks_part(&ranks, job, &mut written);
+    ranks.finish(&result);
+    match result {
+        Err(e) if ranks.size > 1 => Err(e.context(ranks.label())),
+        other => other.map(|()| written),
+    }
+}
+
+/// This process's shots, the stack's sum over the ranks and, on rank 0, the image file (its
+/// paths into `written`).
+fn this_ranks_part(ranks: &Ranks, job: &Migration, written: &mut Vec<PathBuf>) -> RunResult<()> {
     let started = Instant::now();
     let cfg = job.cfg;
     let imaging = cfg.imaging.as_ref().context("the input has no [imaging] section (docs/imaging.md)")?;
     imaging.check()?;
     if !matches!(cfg.run.backend, BackendChoice::Cpu | BackendChoice::Auto) {
-        bail!("migrate runs on the CPU backend so far (run.backend = \"cpu\" or \"auto\")");
+        return Err(anyhow!("migrate runs on the CPU backend so far (run.backend = \"cpu\" or \"auto\")").into());
     }
     crate::config::check_output_writable(&job.output, "imaging.output")?;
-    let (mut migration, mut truth) = problems(cfg, job.input_dir, imaging)?;
-    super::rtm::check_source_wavefield_fits(&migration, None)?;
+    let (mut migration, truth) = problems(cfg, job.input_dir, imaging)?;
+    // The ranks of one node share its memory.
+    let limit = crate::resources::available_host_memory().map(|m| m / ranks.local_size.max(1) as u64);
+    super::rtm::check_source_wavefield_fits(&migration, limit)?;
     let list = shots(cfg)?;
+    let mut data = match (truth, &imaging.observed) {
+        (Some(truth), _) => {
+            let backend = Box::new(CpuSolver::<f32>::new(&truth)?.flushing_subnormals(true));
+            Data::Modelled { truth: Box::new(truth), backend }
+        }
+        (None, Some(pattern)) => Data::Files(gather_paths(pattern, job.input_dir)?),
+        (None, None) => return Err(anyhow!("[imaging] gives no observed data").into()),
+    };
+    let count = match &data {
+        Data::Modelled { .. } => list.len(),
+        Data::Files(paths) => paths.len(),
+    };
     let say = |s: String| {
-        if !job.quiet {
+        if !job.quiet && ranks.is_root() {
             println!("{s}");
         }
     };
     let [nx, ny, nz] = migration.shape();
+    let from = match &data {
+        Data::Modelled { .. } => "modelled in imaging.true_model".to_string(),
+        Data::Files(paths) => format!("{} SEG-Y gather(s)", paths.len()),
+    };
     say(format!(
-        "migrate: {} shot(s), grid {nx} x {ny} x {nz}, {} steps of {:.3e} s, CPU backend",
-        list.len(),
+        "migrate: {count} shot(s), data {from}, grid {nx} x {ny} x {nz}, {} steps of {:.3e} s, CPU backend{}",
         migration.steps,
-        migration.dt
+        migration.dt,
+        if ranks.size > 1 { format!(", {} MPI ranks", ranks.size) } else { String::new() }
     ));
     say(format!(
         "source wavefield: stored in memory, f32, every step: {:.2} GiB a shot",
         source_wavefield_bytes(&migration) as f64 / (1u64 << 30) as f64
     ));
     let mut backend = CpuSolver::<f32>::new(&migration)?.flushing_subnormals(true);
-    let mut true_backend = CpuSolver::<f32>::new(&truth)?.flushing_subnormals(true);
     let points = migration.layout.points();
     let mut stack = vec![0.0f64; points];
     let mut gradient = imaging.gradient.then(|| vec![0.0f64; points]);
-    let mut misfit = 0.0;
-    for shot in &list {
-        let shot_started = Instant::now();
-        if cfg.survey.is_some() {
-            let shot_cfg = Config::from_toml(&shot_input(job.text, shot)?).map_err(|e| anyhow::anyhow!("{e}"))?;
-            for w in migration.set_shot(&shot_cfg)?.into_iter().chain(truth.set_shot(&shot_cfg)?) {
-                eprintln!("warning: shot {}: {w}", shot.index);
-            }
+    let mut misfit = [0.0f64];
+    for index in my_shots(ranks, count) {
+        if ranks.stop_requested() {
+            return Err(Interrupted { steps_done: 0, steps: 0 }.into());
         }
-        let observed = shot_traces(&mut true_backend, &truth)?;
-        let direct = shot_traces(&mut backend, &migration)?;
+        let shot_started = Instant::now();
+        let observed = match &mut data {
+            Data::Modelled { truth, backend: true_backend } => {
+                if cfg.survey.is_some() {
+                    let shot_cfg =
+                        Config::from_toml(&shot_input(job.text, &list[index])?).map_err(|e| anyhow!("{e}"))?;
+                    for w in migration.set_shot(&shot_cfg)?.into_iter().chain(truth.set_shot(&shot_cfg)?) {
+                        eprintln!("warning: shot {index}: {w}");
+                    }
+                }
+                shot_traces(true_backend.as_mut(), truth)?
+            }
+            Data::Files(paths) => place_gather(job, &mut migration, paths, index, &list)?,
+        };
+        let direct = if imaging.subtract_direct { Some(shot_traces(&mut backend, &migration)?) } else { None };
         let reflections: Vec<Vec<f64>> = observed
             .iter()
-            .zip(&direct)
-            .map(|(o, d)| o.iter().zip(d).map(|(o, d)| o - d).collect::<Vec<f64>>())
+            .enumerate()
+            .map(|(r, o)| match &direct {
+                Some(d) => o.iter().zip(&d[r]).map(|(o, d)| o - d).collect::<Vec<f64>>(),
+                None => o.clone(),
+            })
             .map(|r| fractional_derivative(&r, imaging.data_derivative, migration.dt))
             .collect();
         let sums = migrate_shot(&mut backend, &migration, &reflections)?;
@@ -118,26 +255,38 @@ pub fn migrate(job: &Migration) -> Result<Vec<PathBuf>> {
         if let Some(g) = &mut gradient {
             let (shot_gradient, j) = misfit_gradient(&mut backend, &migration, &observed)?;
             g.iter_mut().zip(&shot_gradient).for_each(|(a, b)| *a += b);
-            misfit += j;
+            misfit[0] += j;
         }
-        say(format!(
-            "shot {} of {} (source at {:?} m): {:.1} s",
-            shot.index + 1,
-            list.len(),
-            migration.source().position,
-            shot_started.elapsed().as_secs_f64()
-        ));
+        if !job.quiet {
+            println!(
+                "shot {} of {count} (source at {:?} m){}: {:.1} s",
+                index + 1,
+                migration.source().position,
+                if ranks.size > 1 { format!(", rank {}", ranks.rank) } else { String::new() },
+                shot_started.elapsed().as_secs_f64()
+            );
+        }
+    }
+    // Every rank here before the sums: a rank that stopped is waited for by none.
+    ranks.barrier()?;
+    sum_to_root(ranks, &mut stack);
+    if let Some(g) = &mut gradient {
+        sum_to_root(ranks, g);
+        sum_to_root(ranks, &mut misfit);
+    }
+    if !ranks.is_root() {
+        return Ok(());
     }
     let image = if imaging.laplacian { laplacian_filter(&stack, migration.shape(), migration.spacing) } else { stack };
-    let written = write_image(&ImageFile {
+    *written = write_image(&ImageFile {
         path: &job.output,
         problem: &migration,
         region: cfg.model_region(),
         image: &image,
         gradient: gradient.as_deref(),
-        misfit,
-        shots: list.len(),
+        misfit: misfit[0],
+        shots: count,
     })?;
     say(format!("migrated in {:.1} s", started.elapsed().as_secs_f64()));
-    Ok(written)
+    Ok(())
 }

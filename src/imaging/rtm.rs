@@ -22,6 +22,7 @@
 use super::adjoint::{adjoint_problem, check_adjoint_supported, sponge_factor as sponge_at};
 use crate::backend::Backend;
 use crate::problem::Problem;
+use crate::solver::Interrupted;
 use anyhow::{Result, ensure};
 use rayon::prelude::*;
 
@@ -64,6 +65,16 @@ pub fn check_source_wavefield_fits(problem: &Problem, limit: Option<u64>) -> Res
 
 const GIB: f64 = (1u64 << 30) as f64;
 
+/// Ends a pass before step `done` of `steps` where a stop was asked: a signal, or another MPI
+/// rank's stop (checked without waiting).
+pub fn check_stop(done: usize, steps: usize) -> Result<()> {
+    crate::solver::check_other_processes();
+    if crate::solver::stop_requested() {
+        return Err(Interrupted { steps_done: done, steps }.into());
+    }
+    Ok(())
+}
+
 /// Runs the forward shot of `problem` on `backend` (opened on it, or on a problem of the same
 /// grid, model, time and boundary) and keeps u^{n+1} after every step n: `steps` fields, dense.
 /// Returns them and the receivers' traces.
@@ -73,6 +84,7 @@ pub fn source_wavefield(backend: &mut dyn Backend, problem: &Problem) -> Result<
     let points = problem.layout.points();
     let mut fields = Vec::with_capacity(problem.steps);
     for n in 0..problem.steps {
+        check_stop(n, problem.steps)?;
         backend.step(n)?;
         let mut u = vec![0.0f32; points];
         backend.snapshot(&mut u)?;
@@ -94,6 +106,7 @@ pub fn backward(
     backend.start_shot(&adjoint)?;
     let mut nu = vec![0.0f32; problem.layout.points()];
     for m in 0..problem.steps {
+        check_stop(m, problem.steps)?;
         backend.step(m)?;
         backend.snapshot(&mut nu)?;
         each(problem.steps - 1 - m, &nu);

@@ -46,7 +46,7 @@ pub struct Layout {
 }
 
 impl Layout {
-    fn sample_bytes(&self) -> usize {
+    pub(crate) fn sample_bytes(&self) -> usize {
         match self.format {
             3 => 2,
             8 => 1,
@@ -54,30 +54,30 @@ impl Layout {
         }
     }
 
-    fn trace_bytes(&self) -> u64 {
+    pub(crate) fn trace_bytes(&self) -> u64 {
         240 + (self.samples * self.sample_bytes()) as u64
     }
 
-    fn u16_at(&self, b: &[u8], pos: usize) -> u16 {
+    pub(crate) fn u16_at(&self, b: &[u8], pos: usize) -> u16 {
         let v = [b[pos - 1], b[pos]];
         if self.big_endian { u16::from_be_bytes(v) } else { u16::from_le_bytes(v) }
     }
 
-    fn i16_at(&self, b: &[u8], pos: usize) -> i16 {
+    pub(crate) fn i16_at(&self, b: &[u8], pos: usize) -> i16 {
         self.u16_at(b, pos) as i16
     }
 
-    fn u32_at(&self, b: &[u8], pos: usize) -> u32 {
+    pub(crate) fn u32_at(&self, b: &[u8], pos: usize) -> u32 {
         let v = b[pos - 1..pos + 3].try_into().expect("4 bytes");
         if self.big_endian { u32::from_be_bytes(v) } else { u32::from_le_bytes(v) }
     }
 
-    fn i32_at(&self, b: &[u8], pos: usize) -> i32 {
+    pub(crate) fn i32_at(&self, b: &[u8], pos: usize) -> i32 {
         self.u32_at(b, pos) as i32
     }
 
     /// Sample `k` of a trace's data bytes.
-    fn sample(&self, data: &[u8], k: usize) -> f32 {
+    pub(crate) fn sample(&self, data: &[u8], k: usize) -> f32 {
         match self.format {
             1 => ibm_to_f32(self.u32_at(data, 4 * k + 1)),
             2 => self.i32_at(data, 4 * k + 1) as f32,
