@@ -94,6 +94,7 @@ fn write_gather(path: &Path, shot: usize, samples: usize) {
         lines: &lines,
         numbering: ShotNumber { shot: shot as u64 + 1, first_trace: 1 + 25 * shot as u64 },
         text: vec!["made-up gather".into()],
+        two_d: false,
     };
     let mut bytes = Vec::new();
     encode(&g, &mut bytes).unwrap();

@@ -92,6 +92,7 @@ fn write_gather(path: &Path, receivers: usize, samples: usize, interval_us: u32)
         lines: &lines,
         numbering: ShotNumber::default(),
         text: vec!["test gather".into()],
+        two_d: false,
     };
     let mut bytes = Vec::new();
     encode(&g, &mut bytes).unwrap();
