@@ -152,7 +152,7 @@ fn ebcdic(c: char) -> u8 {
 }
 
 /// The 40 lines of a textual header (EBCDIC, code page 037) in ASCII, each without its trailing
-/// blanks; bytes outside [`ebcdic`]'s table read as blanks.
+/// blanks; bytes outside the writer's code table read as blanks.
 pub fn textual_header_lines(header: &[u8]) -> Vec<String> {
     // 0x40 is the blank, and every character outside the table.
     let ascii = |b: u8| (' '..='~').find(|&c| b != 0x40 && ebcdic(c) == b).unwrap_or(' ');
