@@ -57,7 +57,7 @@ pub fn plane_shared_bytes(radius: usize, density: bool) -> u32 {
 /// columns of tiles split so that every block runs in one wave (the blocks of a wave march the
 /// same number of rows and end together, where a last partial wave would leave the device part
 /// idle), at least 2R rows a block (the 2R rows its ring starts with are read again by its
-/// neighbour). More tiles than fit at once take several waves of 2R-row windows.
+/// neighbour). More tiles than fit at once march their whole columns, in several waves.
 pub fn plane_window(shape: [usize; 3], radius: usize, resident: usize) -> usize {
     let tiles = shape[0].div_ceil((PLANE_THREADS * PLANE_VEC) as usize).max(1);
     let chunks = (resident / tiles).max(1);
@@ -295,8 +295,8 @@ mod tests {
         assert_eq!(16 * 8192usize.div_ceil(168), 784);
         // A small grid: at least 2R rows a block.
         assert_eq!(plane_window([1641, 1, 421], 4, 792), 8);
-        // More tiles than resident blocks: 2R-row windows.
-        assert_eq!(plane_window([1 << 20, 1, 64], 8, 100), 16);
+        // More tiles than resident blocks: one window a column of tiles.
+        assert_eq!(plane_window([1 << 20, 1, 64], 8, 100), 64);
         assert_eq!(plane_window([100, 1, 3], 8, 100), 3);
     }
 
