@@ -184,11 +184,6 @@ impl<Rt: GpuRuntime> PlaneGpuSolver<Rt> {
         self.window as usize
     }
 
-    /// Sets p^n and p^{n-1} from dense (nz, nx) arrays (initial-value problems in tests).
-    pub fn set_state(&mut self, current: &[f32], previous: &[f32]) -> Result<()> {
-        self.fields.set_state(current, previous)
-    }
-
     /// Enqueues step `n`: the free surface's mirror, the step, the sources' taps, the receivers'
     /// samples of p^{n+1}, then p^n and p^{n+1} swap.
     fn enqueue_step(&mut self, n: usize) -> Result<()> {
