@@ -217,6 +217,9 @@ fn this_ranks_part(ranks: &Ranks, job: &Migration, written: &mut Vec<PathBuf>) -
         "source wavefield: stored in memory, f32, every step: {:.2} GiB a shot",
         source_wavefield_bytes(&migration) as f64 / (1u64 << 30) as f64
     ));
+    if let Some(sigma) = cfg.model.smoothing {
+        say(format!("migration velocity: [model] smoothed by a Gaussian of {sigma} m on the slowness"));
+    }
     let mut backend = CpuSolver::<f32>::new(&migration)?.flushing_subnormals(true);
     let points = migration.layout.points();
     let mut stack = vec![0.0f64; points];
