@@ -241,6 +241,9 @@ fn this_ranks_part(ranks: &Ranks, job: &Migration, written: &mut Vec<PathBuf>) -
         plan.slots(migration.steps),
         source_wavefield_bytes(&migration, &plan) as f64 / (1u64 << 30) as f64
     ));
+    if let Some(sigma) = cfg.model.smoothing {
+        say(format!("migration velocity: [model] smoothed by a Gaussian of {sigma} m on the slowness"));
+    }
     let points = migration.layout.points();
     let mut stack = vec![0.0f64; points];
     let mut gradient = imaging.gradient.then(|| vec![0.0f64; points]);
