@@ -3,7 +3,8 @@
 //!
 //! The source wavefield u^{n+1} (the field after step n) is kept in host memory, f32, every step:
 //! [`source_wavefield_bytes`] says what that costs, [`check_source_wavefield_fits`] refuses a shot
-//! it does not fit. The backward pass is the forward step on [`adjoint_problem`]: step m of it
+//! it does not fit. The backward pass is the forward step on [`adjoint_problem`] (with CPML the
+//! transposed CPU step, [`super::transposed`], which gives the same nu): step m of it
 //! gives nu^n, n = N - 1 - m, the adjoint field that pairs with the step-n source term
 //! (`adjoint`'s module docs). Per point:
 //!
@@ -19,7 +20,10 @@
 //! The correlation runs on the host from per-step snapshots: right on every backend, the first
 //! thing a GPU backend replaces (with a device-side sum and the source wavefield on the device).
 
-use super::adjoint::{adjoint_problem, check_adjoint_supported, sponge_factor as sponge_at};
+use super::adjoint::{
+    adjoint_problem, check_adjoint_supported, check_backward_supported, needs_transposed_step,
+    sponge_factor as sponge_at,
+};
 use crate::backend::Backend;
 use crate::problem::Problem;
 use crate::solver::Interrupted;
@@ -95,13 +99,18 @@ pub fn source_wavefield(backend: &mut dyn Backend, problem: &Problem) -> Result<
 }
 
 /// Runs the backward pass of `problem` with `traces` (one per receiver, `problem.steps` samples)
-/// as the adjoint's sources on `backend`, calling `each(n, nu)` with nu^n for n = N - 1 down to 0.
+/// as the adjoint's sources on `backend`, calling `each(n, nu)` with nu^n for n = N - 1 down to 0
+/// ([`transposed_backward_pass`] with CPML).
 pub fn backward(
     backend: &mut dyn Backend,
     problem: &Problem,
     traces: &[Vec<f64>],
     mut each: impl FnMut(usize, &[f32]),
 ) -> Result<()> {
+    if needs_transposed_step(problem) {
+        check_backward_supported(problem, backend.info().backend)?;
+        return transposed_backward_pass(problem, traces, each);
+    }
     let adjoint = adjoint_problem(problem, traces)?;
     backend.start_shot(&adjoint)?;
     let mut nu = vec![0.0f32; problem.layout.points()];
@@ -112,6 +121,12 @@ pub fn backward(
         each(problem.steps - 1 - m, &nu);
     }
     Ok(())
+}
+
+/// [`backward`] by the transposed CPU step (f32, as the source wavefield), the backward pass
+/// under CPML ([`super::transposed`]); `backend` is not used.
+pub fn transposed_backward_pass(problem: &Problem, traces: &[Vec<f64>], each: impl FnMut(usize, &[f32])) -> Result<()> {
+    super::transposed::transposed_backward::<f32>(problem, traces, |done| check_stop(done, problem.steps), each)
 }
 
 /// The image and illumination sums of one shot: the source wavefield of `problem`, then the
