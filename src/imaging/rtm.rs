@@ -84,6 +84,8 @@ pub fn check_stop(done: usize, steps: usize) -> Result<()> {
 /// Returns them and the receivers' traces.
 pub fn source_wavefield(backend: &mut dyn Backend, problem: &Problem) -> Result<(Vec<Vec<f32>>, Vec<f32>)> {
     check_adjoint_supported(problem)?;
+    // Refused before the forward pass rather than after it.
+    check_backward_supported(problem, backend.info().backend)?;
     backend.start_shot(problem)?;
     let points = problem.layout.points();
     let mut fields = Vec::with_capacity(problem.steps);

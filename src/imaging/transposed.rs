@@ -36,8 +36,7 @@
 //! term (`rtm`'s image and gradient take nu unchanged: G = 1 under CPML, and the memory variables
 //! do not depend on K, so dJ/dK = sum_n mu^n (u^{n+1} - 2 u^n + u^{n-1}) / K as without it).
 //!
-//! The terms are applied one by one on one thread: this is the reference, not a fast path (a
-//! step costs a few times the forward one).
+//! The terms are applied one by one on one thread: this is the reference, not a fast path.
 
 use crate::backend::cpu::{Real, layer_weights_into};
 use crate::boundary::BoundaryKind;
