@@ -3,6 +3,7 @@
 //! `[imaging] observed` (placed by their headers, else by the input's shots), the image (and the
 //! misfit's gradient) written to HDF5 with a picture.
 
+use super::adjoint::needs_transposed_step;
 use super::filter::{fractional_derivative, laplacian_filter};
 use super::observed::{Geometry, gather_paths, read_gather};
 use super::output::{ImageFile, write_image};
@@ -11,7 +12,7 @@ use super::rtm::{
     ImagingPlan, ShotImaging, ShotSums, add_normalised, auto_interval, check_stop, residuals, source_wavefield_bytes,
 };
 use crate::backend::{Backend, registry};
-use crate::config::{Config, ImagingConfig};
+use crate::config::{BackendChoice, Config, ImagingConfig};
 use crate::parallel::Ranks;
 use crate::problem::Problem;
 use crate::solver::{Interrupted, RunResult};
@@ -188,10 +189,17 @@ fn this_ranks_part(ranks: &Ranks, job: &Migration, written: &mut Vec<PathBuf>) -
     };
     let list = shots(cfg)?;
     let notice = &mut |n: &str| eprintln!("notice: {n}");
-    let open = |p: &Problem, notice: &mut dyn FnMut(&str)| {
-        registry::open(p, cfg.run.backend, cfg.run.kernel, ranks.local_rank, notice)
+    let open = |p: &Problem, choice: BackendChoice, notice: &mut dyn FnMut(&str)| {
+        registry::open(p, choice, cfg.run.kernel, ranks.local_rank, notice)
     };
-    let mut backend = open(&migration, notice)?;
+    // The transposed CPML step runs on the CPU: `auto` takes it there (the data still on a GPU).
+    let choice = if needs_transposed_step(&migration) && cfg.run.backend == BackendChoice::Auto {
+        notice("boundary.kind = \"cpml\": the backward pass's transposed CPML step runs on the CPU backend");
+        BackendChoice::Cpu
+    } else {
+        cfg.run.backend
+    };
+    let mut backend = open(&migration, choice, notice)?;
     let device = backend.info();
     let on_device = backend.device_imaging().is_some();
     if !on_device {
@@ -201,7 +209,7 @@ fn this_ranks_part(ranks: &Ranks, job: &Migration, written: &mut Vec<PathBuf>) -
     }
     let mut data = match (truth, &imaging.observed) {
         (Some(truth), _) => {
-            let backend = open(&truth, notice).context("imaging.true_model")?;
+            let backend = open(&truth, cfg.run.backend, notice).context("imaging.true_model")?;
             Data::Modelled { truth: Box::new(truth), backend }
         }
         (None, Some(pattern)) => Data::Files(gather_paths(pattern, job.input_dir)?),

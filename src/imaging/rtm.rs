@@ -4,9 +4,9 @@
 //! A shot is one source pass and one backward pass per data set ([`ShotImaging`]). The source pass
 //! keeps the source wavefield u^{n+1} (the field after step n) at the steps the imaging condition
 //! reads: every `interval`-th step ([`ImagingPlan`]), every step where the gradient is asked for.
-//! The backward pass is the forward step on [`adjoint_problem`]: step m of it gives nu^n,
-//! n = N - 1 - m, the adjoint field that pairs with the step-n source term (`adjoint`'s module
-//! docs). Per point:
+//! The backward pass is the forward step on [`adjoint_problem`] (with CPML the transposed CPU
+//! step, [`super::transposed`], which gives the same nu): step m of it gives nu^n, n = N - 1 - m,
+//! the adjoint field that pairs with the step-n source term (`adjoint`'s module docs). Per point:
 //!
 //! - image:        I = sum_{n in S} u^{n+1} nu^n (zero-lag cross-correlation over the imaging
 //!   steps S = {n : n mod interval = 0}),
@@ -25,7 +25,10 @@
 //! the host keeps them (f32 fields, f64 sums) from a snapshot a kept step; both do the same
 //! arithmetic in the same order, so the sums agree where the fields do.
 
-use super::adjoint::{adjoint_problem, check_adjoint_supported, sponge_factor as sponge_at};
+use super::adjoint::{
+    adjoint_problem, check_adjoint_supported, check_backward_supported, needs_transposed_step,
+    sponge_factor as sponge_at,
+};
 use crate::backend::Backend;
 use crate::backend::imaging::{DeviceImaging, ImagingSums};
 use crate::problem::Problem;
@@ -169,6 +172,14 @@ impl HostSums {
             .for_each(|(i, (&a, &b))| *i += a as f64 * b as f64);
     }
 
+    /// Adds nu^n (in `nu`) into the sum `pass` computes.
+    fn sum(&mut self, pass: Pass, plan: &ImagingPlan, n: usize) {
+        match pass {
+            Pass::Image => self.correlate_image(plan.slot(n).expect("an imaging step's field is kept")),
+            Pass::Gradient => self.correlate_gradient(gradient_slots(n)),
+        }
+    }
+
     fn correlate_gradient(&mut self, [next, cur, prev]: [Option<usize>; 3]) {
         let field = |s: Option<usize>| s.map(|s| &self.kept[s][..]);
         let (next, cur, prev) = (field(next).expect("u^{n+1} is kept"), field(cur), field(prev));
@@ -180,6 +191,28 @@ impl HostSums {
             *s += nu[i] as f64 * bracket;
         });
     }
+}
+
+/// What a backward pass sums.
+#[derive(Clone, Copy)]
+enum Pass {
+    Image,
+    Gradient,
+}
+
+impl Pass {
+    /// Whether the pass reads nu^n.
+    fn reads(self, plan: &ImagingPlan, n: usize) -> bool {
+        match self {
+            Pass::Image => plan.images(n),
+            Pass::Gradient => true,
+        }
+    }
+}
+
+/// The kept slots of u^{n+1}, u^n and u^{n-1} where every step is kept (None before the first).
+fn gradient_slots(n: usize) -> [Option<usize>; 3] {
+    [Some(n), n.checked_sub(1), n.checked_sub(2)]
 }
 
 /// Where a shot's imaging condition runs.
@@ -204,6 +237,8 @@ impl<'a> ShotImaging<'a> {
     /// grid, model, time and boundary), keeping the source wavefield as `plan` says.
     pub fn source_pass(backend: &'a mut dyn Backend, problem: &'a Problem, plan: ImagingPlan) -> Result<Self> {
         check_adjoint_supported(problem)?;
+        // Refused before the forward pass rather than after it.
+        check_backward_supported(problem, backend.info().backend)?;
         ensure!(plan.interval >= 1, "imaging.interval must be at least 1");
         let slots = plan.slots(problem.steps);
         let points = problem.layout.points();
@@ -241,54 +276,53 @@ impl<'a> ShotImaging<'a> {
     /// The backward pass of `data` (one trace per receiver, `problem.steps` samples: reflections,
     /// the direct wave removed), correlated into the image.
     pub fn image(&mut self, data: &[Vec<f64>]) -> Result<()> {
-        let plan = self.plan;
-        self.backward(data, |sums, backend, n| {
-            if !plan.images(n) {
-                return Ok(());
-            }
-            let slot = plan.slot(n).expect("an imaging step's field is kept");
-            match sums {
-                Sums::Device => device(backend)?.correlate_image(slot),
-                Sums::Host(h) => {
-                    backend.snapshot(&mut h.nu)?;
-                    h.correlate_image(slot);
-                    Ok(())
-                }
-            }
-        })
+        self.backward(data, Pass::Image)
     }
 
     /// The backward pass of the residuals `residual` (d - d_obs, one per receiver) into the
     /// gradient's sum (the plan asks for the gradient).
     pub fn gradient(&mut self, residual: &[Vec<f64>]) -> Result<()> {
         ensure!(self.plan.gradient, "the imaging plan does not keep the fields the gradient needs");
-        self.backward(residual, |sums, backend, n| {
-            let slots = [Some(n), n.checked_sub(1), n.checked_sub(2)];
-            match sums {
-                Sums::Device => device(backend)?.correlate_gradient(slots),
-                Sums::Host(h) => {
-                    backend.snapshot(&mut h.nu)?;
-                    h.correlate_gradient(slots);
-                    Ok(())
-                }
-            }
-        })
+        self.backward(residual, Pass::Gradient)
     }
 
-    /// The backward pass of `traces` as the adjoint's sources, `each(sums, backend, n)` called
-    /// after the step that gives nu^n, for n = N - 1 down to 0.
-    fn backward(
-        &mut self,
-        traces: &[Vec<f64>],
-        mut each: impl FnMut(&mut Sums, &mut dyn Backend, usize) -> Result<()>,
-    ) -> Result<()> {
+    /// The backward pass of `traces` as the adjoint's sources, nu^n for n = N - 1 down to 0 summed
+    /// as `pass` says.
+    fn backward(&mut self, traces: &[Vec<f64>], pass: Pass) -> Result<()> {
+        let (plan, steps) = (self.plan, self.problem.steps);
+        if needs_transposed_step(self.problem) {
+            let Sums::Host(h) = &mut self.sums else { anyhow::bail!("the transposed CPML step runs on the host") };
+            // f32, as the source wavefield.
+            let stop = |done| check_stop(done, steps);
+            return super::transposed::transposed_backward::<f32>(self.problem, traces, stop, |n, nu| {
+                if pass.reads(&plan, n) {
+                    h.nu.copy_from_slice(nu);
+                    h.sum(pass, &plan, n);
+                }
+            });
+        }
         let adjoint = adjoint_problem(self.problem, traces)?;
-        let steps = self.problem.steps;
         self.backend.start_shot(&adjoint)?;
         for m in 0..steps {
             check_stop(m, steps)?;
             self.backend.step(m)?;
-            each(&mut self.sums, self.backend, steps - 1 - m)?;
+            let n = steps - 1 - m;
+            if !pass.reads(&plan, n) {
+                continue;
+            }
+            match &mut self.sums {
+                Sums::Device => {
+                    let d = device(self.backend)?;
+                    match pass {
+                        Pass::Image => d.correlate_image(plan.slot(n).expect("an imaging step's field is kept"))?,
+                        Pass::Gradient => d.correlate_gradient(gradient_slots(n))?,
+                    }
+                }
+                Sums::Host(h) => {
+                    self.backend.snapshot(&mut h.nu)?;
+                    h.sum(pass, &plan, n);
+                }
+            }
         }
         Ok(())
     }
