@@ -9,6 +9,7 @@
 #![cfg(feature = "cuda")]
 
 mod common;
+mod process;
 
 use common::Lcg;
 use seismic_run::backend::Backend;
@@ -199,11 +200,8 @@ fn the_migrate_command_on_the_gpu_writes_the_cpus_image() {
     let mut images = Vec::new();
     for backend in ["cuda", "cpu"] {
         std::fs::write(dir.join(format!("{backend}.toml")), input(backend)).unwrap();
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_seismic-run"))
-            .current_dir(&dir)
-            .args(["migrate", &format!("{backend}.toml")])
-            .output()
-            .unwrap();
+        let out =
+            process::seismic_run().current_dir(&dir).args(["migrate", &format!("{backend}.toml")]).output().unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
         eprintln!("{stdout}");
         assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));

@@ -4,11 +4,12 @@
 //! gives the image of the `true_model` path that models the same data in memory, bit for bit; gathers with
 //! a bad header, a short record, a wrong trace count or both data sources are refused by name.
 
+mod process;
+
 use seismic_run::config::{Config, ShotNumber};
 use seismic_run::imaging::observed::read_gather;
 use seismic_run::output::segy::{Gather, encode};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// A line over a flat reflector at 305 m (below 2600 m/s, above 2000 m/s), two shots, 33
 /// receivers at 20 m depth, a sponge; dt = 1500 us.
@@ -29,7 +30,7 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 fn seismic_run(dir: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_seismic-run")).current_dir(dir).args(args).output().unwrap()
+    process::seismic_run().current_dir(dir).args(args).output().unwrap()
 }
 
 fn image(path: &Path) -> Vec<f32> {
