@@ -139,6 +139,11 @@ fn place_gather(
     Ok(gather.traces)
 }
 
+/// The configuration of survey shot `shot` of the input `text` ([`shot_input`]).
+fn shot_config(text: &str, shot: &Shot) -> Result<Config> {
+    Config::from_toml(&shot_input(text, shot)?).map_err(|e| anyhow!("{e}"))
+}
+
 /// Traces as rows of f64 from a backend's (receivers, steps) row-major f32.
 fn rows(traces: &[f32], steps: usize) -> Vec<Vec<f64>> {
     traces.chunks_exact(steps).map(|t| t.iter().map(|&v| v as f64).collect()).collect()
@@ -220,6 +225,12 @@ fn this_ranks_part(ranks: &Ranks, job: &Migration, written: &mut Vec<PathBuf>) -
     if let Some(sigma) = cfg.model.smoothing {
         say(format!("migration velocity: [model] smoothed by a Gaussian of {sigma} m on the slowness"));
     }
+    // Shot aperture: each shot on its box, cut from the whole grid's models.
+    let boxes = crate::survey::aperture::MigrationBoxes::new(cfg, job.input_dir, migration.dt, migration.steps)?;
+    if let Some(b) = &boxes {
+        let shot_cfgs: Vec<Config> = list.iter().map(|s| shot_config(job.text, s)).collect::<Result<_>>()?;
+        say(b.saving_line(&shot_cfgs)?);
+    }
     let mut backend = CpuSolver::<f32>::new(&migration)?.flushing_subnormals(true);
     let points = migration.layout.points();
     let mut stack = vec![0.0f64; points];
@@ -230,11 +241,23 @@ fn this_ranks_part(ranks: &Ranks, job: &Migration, written: &mut Vec<PathBuf>) -
             return Err(Interrupted { steps_done: 0, steps: 0 }.into());
         }
         let shot_started = Instant::now();
+        // Shot aperture: the shot's problems on its box, their backends its own.
+        let boxed = match &boxes {
+            Some(b) => Some(b.shot(&shot_config(job.text, &list[index])?)?),
+            None => None,
+        };
+        let mut box_backend = match &boxed {
+            Some(b) => Some(CpuSolver::<f32>::new(&b.migration)?.flushing_subnormals(true)),
+            None => None,
+        };
         let observed = match &mut data {
+            Data::Modelled { .. } if boxed.is_some() => {
+                let truth = boxed.as_ref().and_then(|b| b.truth.as_ref()).context("the shot's true model")?;
+                shot_traces(&mut CpuSolver::<f32>::new(truth)?.flushing_subnormals(true), truth)?
+            }
             Data::Modelled { truth, backend: true_backend } => {
                 if cfg.survey.is_some() {
-                    let shot_cfg =
-                        Config::from_toml(&shot_input(job.text, &list[index])?).map_err(|e| anyhow!("{e}"))?;
+                    let shot_cfg = shot_config(job.text, &list[index])?;
                     for w in migration.set_shot(&shot_cfg)?.into_iter().chain(truth.set_shot(&shot_cfg)?) {
                         eprintln!("warning: shot {index}: {w}");
                     }
@@ -243,7 +266,11 @@ fn this_ranks_part(ranks: &Ranks, job: &Migration, written: &mut Vec<PathBuf>) -
             }
             Data::Files(paths) => place_gather(job, &mut migration, paths, index, &list)?,
         };
-        let direct = if imaging.subtract_direct { Some(shot_traces(&mut backend, &migration)?) } else { None };
+        let (migration, backend): (&Problem, &mut CpuSolver<f32>) = match (&boxed, &mut box_backend) {
+            (Some(b), Some(k)) => (&b.migration, k),
+            _ => (&migration, &mut backend),
+        };
+        let direct = if imaging.subtract_direct { Some(shot_traces(backend, migration)?) } else { None };
         let reflections: Vec<Vec<f64>> = observed
             .iter()
             .enumerate()
@@ -253,11 +280,21 @@ fn this_ranks_part(ranks: &Ranks, job: &Migration, written: &mut Vec<PathBuf>) -
             })
             .map(|r| fractional_derivative(&r, imaging.data_derivative, migration.dt))
             .collect();
-        let sums = migrate_shot(&mut backend, &migration, &reflections)?;
-        add_normalised(&mut stack, &sums);
+        let sums = migrate_shot(backend, migration, &reflections)?;
+        match &boxed {
+            Some(b) => {
+                let mut part = vec![0.0; sums.image.len()];
+                add_normalised(&mut part, &sums);
+                b.add_into(&mut stack, &part);
+            }
+            None => add_normalised(&mut stack, &sums),
+        }
         if let Some(g) = &mut gradient {
-            let (shot_gradient, j) = misfit_gradient(&mut backend, &migration, &observed)?;
-            g.iter_mut().zip(&shot_gradient).for_each(|(a, b)| *a += b);
+            let (shot_gradient, j) = misfit_gradient(backend, migration, &observed)?;
+            match &boxed {
+                Some(b) => b.add_into(g, &shot_gradient),
+                None => g.iter_mut().zip(&shot_gradient).for_each(|(a, b)| *a += b),
+            }
             misfit[0] += j;
         }
         if !job.quiet {
