@@ -33,36 +33,38 @@
 //! the injected samples are [`PointSource::samples`] (the wavelet over the cell volume): F maps
 //! those to traces, and its transpose gives them back in the same units.
 //!
-//! # CPML: what its transpose needs (not implemented; [`adjoint_problem`] refuses it)
+//! # CPML: a transposed step of its own ([`super::transposed`])
 //!
-//! Per axis (boundary.rs has the formulation; the axes' terms add), with the diagonals a, b
-//! (the profile's coefficients, zero and one outside the layer), D1 the centred first derivative
-//! (antisymmetric: D1^T = -D1, phi being zero outside its slabs), D2 the axis' second derivative
-//! and A = D(a D) the compact operator (both symmetric), the step maps (p^n, p^{n-1}, phi^n,
-//! zeta^n) to
-//!
-//! ```text
-//! p^{n+1}    = [2 + K L + K A + K a (D2 + A)] p^n - p^{n-1} + K (1 + a) D1 phi^n + K b zeta^n + K S^T x^n
-//! phi^{n+1}  = b a D1 p^n + b phi^n
-//! zeta^{n+1} = a (D2 + A) p^n + a D1 phi^n + b zeta^n
-//! ```
-//!
-//! Its transpose, run backward with mu, lambda, eta the adjoints of p, phi, zeta:
+//! Per axis (src/backend/cpu/cpml.rs has the arithmetic; the axes' terms add), with the
+//! diagonals a, b (the profile's coefficients), P the restriction to the axis's computed layer
+//! points (both layers, but the top z one under a free surface, which is none), D1 and D2 the
+//! axis's centred first and second derivatives, A = D(a D) the compact operator and D1' the first
+//! derivative of phi within its own layer (phi is zero outside it), the step maps (p^n, p^{n-1},
+//! phi^n, zeta^n) to
 //!
 //! ```text
-//! mu^n     = [2 + L K + A K + (D2 + A) a K] mu^{n+1} - mu^{n+2} - D1 (a b lambda^{n+1}) + (D2 + A) (a eta^{n+1}) + R^T y^n
-//! lambda^n = -D1 ((1 + a) K mu^{n+1}) - D1 (a eta^{n+1}) + b lambda^{n+1}
-//! eta^n    = b K mu^{n+1} + b eta^{n+1}
+//! ds         = P A p^n + D1' phi^n
+//! phi^{n+1}  = b (phi^n + a P D1 p^n)
+//! zeta^{n+1} = b zeta^n + a (P D2 p^n + ds)
+//! p^{n+1}    = (2 + K L) p^n - p^{n-1} + K bh P^T (ds + zeta^{n+1}) + K S^T x^n
 //! ```
 //!
-//! In nu = K mu the pressure's part is the forward one except that a multiplies before (D2 + A)
-//! rather than after it, and the memory variables are driven by minus the first derivative of
-//! the adjoint pressure (weighted by 1 + a) where the forward ones take plus that of p (weighted
-//! by a b), and feed back through -D1 and (D2 + A) of a-weighted values. So the backward step is
-//! a kernel of its own (the same stencils, the coefficients on the other side of each derivative),
-//! not the forward step on another problem; it needs a transposed CPML sweep on the CPU and the
-//! dot-product test with CPML, a free surface (whose odd mirror makes D1 near z = 0 not
-//! antisymmetric: a z layer under the free surface needs its own rows) and off-grid positions.
+//! Its transpose, run backward with mu, lambda, eta the adjoints of p, phi, zeta (and sigma that
+//! of ds): sigma = K bh mu^{n+1} + a eta^{n+1} at the layer points, and
+//!
+//! ```text
+//! mu^n     = (2 + L K) mu^{n+1} - mu^{n+2} + A P^T sigma + D1^T P^T (a b lambda^{n+1}) + D2 P^T (a eta^{n+1}) + R^T y^n
+//! lambda^n = b lambda^{n+1} + D1'^T sigma        (D1'^T = -D1')
+//! eta^n    = b eta^{n+1}
+//! ```
+//!
+//! with P^T spreading the layer points' values over the grid (zero elsewhere). The rows of the
+//! layers' operators are taken at the layer points only, so A P^T is not P A (A is symmetric
+//! over the whole axis, its rows at the points just inside a layer are not computed), D1^T = -D1
+//! reaches past the layer, and the coefficients sit on the other side of each derivative: the
+//! backward step is not the forward step on another problem. [`adjoint_problem`] refuses CPML,
+//! and [`adjoint_samples`] and `rtm`'s backward pass run [`super::transposed`]'s step instead,
+//! which applies the transposes of the forward step's own terms.
 
 use crate::backend::cpu::{CpuSolver, Real};
 use crate::boundary::BoundaryKind;
@@ -80,14 +82,27 @@ pub(super) fn sponge_factor(problem: &Problem, [x, y, z]: [usize; 3]) -> f64 {
     }
 }
 
-/// Refuses what the transposed run does not cover yet.
-pub fn check_adjoint_supported(problem: &Problem) -> Result<()> {
-    if problem.boundary.kind == BoundaryKind::Cpml {
+/// Whether the backward pass of `problem` needs the transposed CPU step ([`super::transposed`])
+/// rather than the forward step on [`adjoint_problem`]: with CPML (module docs). No GPU backend
+/// has that step.
+pub fn needs_transposed_step(problem: &Problem) -> bool {
+    problem.boundary.kind == BoundaryKind::Cpml
+}
+
+/// Refuses a backward pass on backend `backend` (its [`crate::backend::DeviceInfo::backend`]
+/// name) that it cannot run: CPML anywhere but on the CPU.
+pub fn check_backward_supported(problem: &Problem, backend: &str) -> Result<()> {
+    if needs_transposed_step(problem) && backend != "cpu" {
         bail!(
-            "the adjoint (migration, gradient) does not support boundary.kind = \"cpml\" yet: its memory \
-             variables make the backward step differ from the forward one; use \"sponge\" or \"none\""
+            "the backward pass (migration, gradient) with boundary.kind = \"cpml\" runs on the CPU only: the \
+             {backend} backend has no transposed CPML step; use boundary.kind = \"sponge\" or run.backend = \"cpu\""
         );
     }
+    Ok(())
+}
+
+/// Refuses what the backward pass does not cover.
+pub fn check_adjoint_supported(problem: &Problem) -> Result<()> {
     ensure!(problem.vp_first == 0, "the adjoint runs on a whole grid, not on one rank's part of it");
     ensure!(!problem.receivers.is_empty(), "the adjoint needs receivers (their traces are its sources)");
     Ok(())
@@ -100,6 +115,12 @@ pub fn check_adjoint_supported(problem: &Problem) -> Result<()> {
 /// ([`reversed_traces`]). Same grid, model, boundary, dt and steps.
 pub fn adjoint_problem(problem: &Problem, traces: &[Vec<f64>]) -> Result<Problem> {
     check_adjoint_supported(problem)?;
+    if needs_transposed_step(problem) {
+        bail!(
+            "with boundary.kind = \"cpml\" the backward step is not the forward step on another problem: \
+             the transposed CPU step (imaging::transposed) runs it"
+        );
+    }
     ensure!(
         traces.len() == problem.receivers.len(),
         "{} traces for {} receivers",
@@ -146,8 +167,13 @@ pub fn forward_traces<T: Real>(problem: &Problem) -> Result<Vec<Vec<f64>>> {
 }
 
 /// F^T on the CPU in precision `T`: per source of `problem`, the samples (in
-/// [`PointSource::samples`]' units, forward time) that `traces` (one per receiver) transpose to.
+/// [`PointSource::samples`]' units, forward time) that `traces` (one per receiver) transpose to:
+/// the forward step on [`adjoint_problem`], or with CPML the transposed step.
 pub fn adjoint_samples<T: Real>(problem: &Problem, traces: &[Vec<f64>]) -> Result<Vec<Vec<f64>>> {
+    check_adjoint_supported(problem)?;
+    if needs_transposed_step(problem) {
+        return super::transposed::transposed_samples::<T>(problem, traces);
+    }
     Ok(reversed_traces(&forward_traces::<T>(&adjoint_problem(problem, traces)?)?))
 }
 

@@ -2,7 +2,8 @@
 //! migration, the velocity gradient of the data misfit).
 //!
 //! `adjoint` owns the transpose of F (the sources' samples -> the receivers' traces): a problem
-//! whose forward run, on any backend, is F^T. `rtm` owns one shot's migration and misfit
+//! whose forward run, on any backend, is F^T (or, with CPML, which backward step runs);
+//! `transposed` the CPU step's exact transpose, the backward pass under CPML. `rtm` owns one shot's migration and misfit
 //! gradient through a backend (the source wavefield kept, the backward pass correlated with it)
 //! and the image's stack; `filter` the data's phase filter and the image's Laplacian; `observed`
 //! the observed data read from SEG-Y gathers; `migrate` the `migrate` command over an input's
@@ -16,5 +17,9 @@ pub mod observed;
 pub mod output;
 pub mod ranks;
 pub mod rtm;
+pub mod transposed;
 
-pub use adjoint::{adjoint_problem, adjoint_samples, check_adjoint_supported, forward_traces, reversed_traces};
+pub use adjoint::{
+    adjoint_problem, adjoint_samples, check_adjoint_supported, check_backward_supported, forward_traces,
+    needs_transposed_step, reversed_traces,
+};
