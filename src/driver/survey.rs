@@ -186,15 +186,19 @@ fn shots(ranks: &Ranks, job: &Job, derived: &[Derived], mut start_up: report::St
             unsafe { libc::raise(libc::SIGKILL) };
         }
         let shot = ShotRun { shot: s, text: shot_text, cfg: shot_cfg, digest: &digest };
-        let mut boxed = match box_problem(s.index).with_context(|| format!("survey shot {}", s.index))? {
-            Some(p) => Some((open(&p)?, p)),
-            None => None,
-        };
-        let (on, with) = match &mut boxed {
-            Some((b, p)) => (p, b.as_mut()),
-            None => (&mut problem, backend.as_mut()),
-        };
-        let shot = run_shot(&shot, on, with, &files, &device).run_context(|| format!("survey shot {}", s.index));
+        // With an aperture, the shot's box problem and its backend, its error this shot's.
+        let shot = (|| {
+            let mut boxed = match box_problem(s.index)? {
+                Some(p) => Some((open(&p)?, p)),
+                None => None,
+            };
+            let (on, with) = match &mut boxed {
+                Some((b, p)) => (p, b.as_mut()),
+                None => (&mut problem, backend.as_mut()),
+            };
+            run_shot(&shot, on, with, &files, &device)
+        })()
+        .run_context(|| format!("survey shot {}", s.index));
         // The previous shot's files are finished (or removed) before this one's error ends the
         // process: a thread left running would leave its temporary file behind.
         let settled = settle(&mut pending);
