@@ -198,6 +198,14 @@ impl Config {
                 "survey.ranks_per_shot = {} must be at least 1 (processes running each shot together)",
                 survey.ranks_per_shot
             );
+            if let Some(margin) = survey.aperture {
+                crate::survey::aperture::check_margin(margin)?;
+                ensure!(
+                    survey.ranks_per_shot == 1,
+                    "survey.aperture with survey.ranks_per_shot = {}: a shot on its box runs in one process; give                      ranks_per_shot = 1 (the default) or leave the aperture out",
+                    survey.ranks_per_shot
+                );
+            }
         }
         ensure!(
             !self.output.segy || receivers > 0,

@@ -29,6 +29,9 @@ pub struct SurveyConfig {
     /// taking shots in turn. 1 (default): every process runs whole shots on its own.
     #[serde(default = "one_rank")]
     pub ranks_per_shot: usize,
+    /// Shot aperture: the margin (m) around each shot's sources and receivers, in x (and y on a 3D
+    /// grid), of the box the shot runs on (`survey::aperture`); None: the whole grid.
+    pub aperture: Option<f64>,
 }
 
 fn one_rank() -> usize {

@@ -63,8 +63,8 @@ fn shots(ranks: &Ranks, job: &Job, derived: &[Derived], mut start_up: report::St
         .collect::<Result<_>>()
         .context("survey")?;
     // Each shot's provenance: what its file is computed from (kept by --resume only where equal).
-    let model = provenance::data_digest(cfg, input_dir)?;
-    let digests: Vec<String> = inputs.iter().map(|(_, c)| provenance::digest(c, model.as_deref())).collect();
+    let data_digest = provenance::data_digest(cfg, input_dir)?;
+    let mut digests: Vec<String> = inputs.iter().map(|(_, c)| provenance::digest(c, data_digest.as_deref())).collect();
     for s in &shots {
         let path = files.shot(s.index);
         let key = format!("{out_key} (shot {})", s.index);
@@ -84,6 +84,9 @@ fn shots(ranks: &Ranks, job: &Job, derived: &[Derived], mut start_up: report::St
     )?;
 
     let model = crate::model::load_model(cfg, input_dir).context("model")?;
+    let margin = survey::aperture::margin(cfg)?;
+    // With an aperture, each shot's box is cut from the whole grid's model.
+    let whole_model = margin.map(|_| model.clone());
     let mut problem = Problem::build_with_density(&inputs[0].1, model.vp, model.rho)?;
     start_up.mark("model");
     for w in &problem.warnings {
@@ -101,8 +104,29 @@ fn shots(ranks: &Ranks, job: &Job, derived: &[Derived], mut start_up: report::St
     if let Some(w) = resources::check_output_space(out_path, out_key, file_bytes * shots.len() as f64)? {
         eprintln!("warning: {w} (all {} shots)", shots.len());
     }
-    let mut backend =
-        registry::open(&problem, cfg.run.backend, cfg.run.kernel, ranks.local_rank, &mut |n| eprintln!("notice: {n}"))?;
+    // Each shot's input on its box, from here on.
+    let mut inputs = inputs;
+    let boxes = match margin {
+        Some(m) => {
+            let boxes = survey::aperture::box_inputs(&mut inputs, m, problem.dt, problem.steps)?;
+            digests = inputs.iter().map(|(_, c)| provenance::digest(c, data_digest.as_deref())).collect();
+            Some(boxes)
+        }
+        None => None,
+    };
+    // With an aperture, every shot opens a backend on its box (the first box's says what it is).
+    let box_problem = |i: usize| -> Result<Option<Problem>> {
+        match (&whole_model, &boxes) {
+            (Some(m), Some(b)) => Ok(Some(survey::aperture::box_problem(&inputs[i].1, m, &b[i])?)),
+            _ => Ok(None),
+        }
+    };
+    let first_box = box_problem(0)?;
+    let open = |p: &Problem| {
+        registry::open(p, cfg.run.backend, cfg.run.kernel, ranks.local_rank, &mut |n| eprintln!("notice: {n}"))
+    };
+    let mut backend = open(first_box.as_ref().unwrap_or(&problem))?;
+    drop(first_box);
     let device = backend.info();
     start_up.mark("backend");
     if ranks.is_root() && !job.quiet {
@@ -114,6 +138,9 @@ fn shots(ranks: &Ranks, job: &Job, derived: &[Derived], mut start_up: report::St
         );
         report::print_header(&job.input, &problem, &plan, &device, &files.shot(0), file_bytes);
         report::print_smoothing(&job.cfg);
+        if let (Some(m), Some(b)) = (margin, &boxes) {
+            println!("  {}", survey::aperture::saving_line(m, b));
+        }
     }
 
     // Which shots are left: all (a fresh start), or those not complete (--resume).
@@ -159,8 +186,19 @@ fn shots(ranks: &Ranks, job: &Job, derived: &[Derived], mut start_up: report::St
             unsafe { libc::raise(libc::SIGKILL) };
         }
         let shot = ShotRun { shot: s, text: shot_text, cfg: shot_cfg, digest: &digest };
-        let shot = run_shot(&shot, &mut problem, backend.as_mut(), &files, &device)
-            .run_context(|| format!("survey shot {}", s.index));
+        // With an aperture, the shot's box problem and its backend, its error this shot's.
+        let shot = (|| {
+            let mut boxed = match box_problem(s.index)? {
+                Some(p) => Some((open(&p)?, p)),
+                None => None,
+            };
+            let (on, with) = match &mut boxed {
+                Some((b, p)) => (p, b.as_mut()),
+                None => (&mut problem, backend.as_mut()),
+            };
+            run_shot(&shot, on, with, &files, &device)
+        })()
+        .run_context(|| format!("survey shot {}", s.index));
         // The previous shot's files are finished (or removed) before this one's error ends the
         // process: a thread left running would leave its temporary file behind.
         let settled = settle(&mut pending);

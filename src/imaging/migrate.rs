@@ -141,6 +141,11 @@ fn place_gather(
     Ok(gather.traces)
 }
 
+/// The configuration of survey shot `shot` of the input `text` ([`shot_input`]).
+fn shot_config(text: &str, shot: &Shot) -> Result<Config> {
+    Config::from_toml(&shot_input(text, shot)?).map_err(|e| anyhow!("{e}"))
+}
+
 /// Traces as rows of f64 from a backend's (receivers, steps) row-major f32.
 fn rows(traces: &[f32], steps: usize) -> Vec<Vec<f64>> {
     traces.chunks_exact(steps).map(|t| t.iter().map(|&v| v as f64).collect()).collect()
@@ -252,6 +257,12 @@ fn this_ranks_part(ranks: &Ranks, job: &Migration, written: &mut Vec<PathBuf>) -
     if let Some(sigma) = cfg.model.smoothing {
         say(format!("migration velocity: [model] smoothed by a Gaussian of {sigma} m on the slowness"));
     }
+    // Shot aperture: each shot on its box, cut from the whole grid's models.
+    let boxes = crate::survey::aperture::MigrationBoxes::new(cfg, job.input_dir, migration.dt, migration.steps)?;
+    if let Some(b) = &boxes {
+        let shot_cfgs: Vec<Config> = list.iter().map(|s| shot_config(job.text, s)).collect::<Result<_>>()?;
+        say(b.saving_line(&shot_cfgs)?);
+    }
     let points = migration.layout.points();
     let mut stack = vec![0.0f64; points];
     let mut gradient = imaging.gradient.then(|| vec![0.0f64; points]);
@@ -261,11 +272,23 @@ fn this_ranks_part(ranks: &Ranks, job: &Migration, written: &mut Vec<PathBuf>) -
             return Err(Interrupted { steps_done: 0, steps: 0 }.into());
         }
         let shot_started = Instant::now();
+        // Shot aperture: the shot's problems on its box, their backends its own.
+        let boxed = match &boxes {
+            Some(b) => Some(b.shot(&shot_config(job.text, &list[index])?)?),
+            None => None,
+        };
+        let mut box_backend = match &boxed {
+            Some(b) => Some(open(&b.migration, choice, notice)?),
+            None => None,
+        };
         let observed = match &mut data {
+            Data::Modelled { .. } if boxed.is_some() => {
+                let truth = boxed.as_ref().and_then(|b| b.truth.as_ref()).context("the shot's true model")?;
+                shot_traces(open(truth, cfg.run.backend, notice)?.as_mut(), truth)?
+            }
             Data::Modelled { truth, backend: true_backend } => {
                 if cfg.survey.is_some() {
-                    let shot_cfg =
-                        Config::from_toml(&shot_input(job.text, &list[index])?).map_err(|e| anyhow!("{e}"))?;
+                    let shot_cfg = shot_config(job.text, &list[index])?;
                     for w in migration.set_shot(&shot_cfg)?.into_iter().chain(truth.set_shot(&shot_cfg)?) {
                         eprintln!("warning: shot {index}: {w}");
                     }
@@ -274,9 +297,13 @@ fn this_ranks_part(ranks: &Ranks, job: &Migration, written: &mut Vec<PathBuf>) -
             }
             Data::Files(paths) => place_gather(job, &mut migration, paths, index, &list)?,
         };
+        let (migration, backend): (&Problem, &mut Box<dyn Backend>) = match (&boxed, &mut box_backend) {
+            (Some(b), Some(k)) => (&b.migration, k),
+            _ => (&migration, &mut backend),
+        };
         let data_seconds = shot_started.elapsed().as_secs_f64();
         let migration_started = Instant::now();
-        let mut shot = ShotImaging::source_pass(backend.as_mut(), &migration, plan)?;
+        let mut shot = ShotImaging::source_pass(backend.as_mut(), migration, plan)?;
         // The source pass's traces are the shot modelled in the migration model: its direct wave.
         let direct = imaging.subtract_direct.then(|| shot.modelled().to_vec());
         let reflections: Vec<Vec<f64>> = observed
@@ -295,10 +322,24 @@ fn this_ranks_part(ranks: &Ranks, job: &Migration, written: &mut Vec<PathBuf>) -
             misfit[0] += j;
         }
         let sums = shot.finish()?;
-        if let Some(g) = &mut gradient {
-            g.iter_mut().zip(&sums.gradient).for_each(|(a, b)| *a += b);
+        let shot_sums = ShotSums { image: sums.image, illumination: sums.illumination };
+        match &boxed {
+            // Shot aperture: the box's image and gradient added at the box's place.
+            Some(b) => {
+                let mut part = vec![0.0; shot_sums.image.len()];
+                add_normalised(&mut part, &shot_sums);
+                b.add_into(&mut stack, &part);
+                if let Some(g) = &mut gradient {
+                    b.add_into(g, &sums.gradient);
+                }
+            }
+            None => {
+                if let Some(g) = &mut gradient {
+                    g.iter_mut().zip(&sums.gradient).for_each(|(a, b)| *a += b);
+                }
+                add_normalised(&mut stack, &shot_sums);
+            }
         }
-        add_normalised(&mut stack, &ShotSums { image: sums.image, illumination: sums.illumination });
         if !job.quiet {
             let migrated = migration_started.elapsed().as_secs_f64();
             let modelled = match &data {

@@ -3,6 +3,9 @@
 //! is (the survey's input with its own source and receivers: a shot's result file is that of a
 //! single run of it), where each shot's result goes, and which shots a process takes.
 //!
+//! With `[survey] aperture`, each shot runs on the part of the grid around its sources and
+//! receivers ([`aperture`]).
+//!
 //! Shots are handed out dynamically through claim files ([`claims`]): every process (an MPI rank,
 //! or any process started on the same survey) takes the next unclaimed shot when it is free, so
 //! uneven shots balance. A shot's files are written to temporary names, synced and renamed
@@ -11,6 +14,7 @@
 //! shots whose files are complete, verify and were computed from the same input ([`ResumeMode`]),
 //! and runs the others again.
 
+pub mod aperture;
 pub mod claims;
 pub mod provenance;
 
