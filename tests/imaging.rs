@@ -12,7 +12,9 @@ use seismic_run::backend::cpu::CpuSolver;
 use seismic_run::config::Config;
 use seismic_run::imaging::adjoint::{adjoint_problem, adjoint_samples, forward_traces, with_source_samples};
 use seismic_run::imaging::filter::{fractional_derivative, laplacian_filter};
-use seismic_run::imaging::rtm::{add_normalised, migrate_shot, misfit_gradient};
+use seismic_run::imaging::rtm::{
+    ImagingPlan, ShotImaging, add_normalised, auto_interval, migrate_shot, misfit_gradient,
+};
 use seismic_run::problem::Problem;
 
 /// A 26 x 22 x 24 grid at 10 m with a smooth random velocity (1800..2600 m/s) and, with
@@ -289,7 +291,8 @@ fn the_migrate_command_writes_an_image_of_the_reflector() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("source wavefield: stored in memory, f32, every step"), "{stdout}");
+    // The gradient sums every step, so every step's field is kept.
+    assert!(stdout.contains("source wavefield kept in host memory, f32: 431 fields"), "{stdout}");
     let f = rust_hdf5::H5File::open(dir.join("line.h5")).unwrap();
     let image: Vec<f64> = f.dataset("image").unwrap().read_raw::<f32>().unwrap().iter().map(|&v| v as f64).collect();
     let gradient = f.dataset("gradient").unwrap().read_raw::<f32>().unwrap();
@@ -302,4 +305,48 @@ fn the_migrate_command_writes_an_image_of_the_reflector() {
     }
     assert!(dir.join("line.png").exists());
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The imaging condition sampled every `interval` steps (the wavelet's band allows 8 here: 15 Hz,
+/// dt 1.5 ms) against every step: the same image up to the sampling, the reflector at the same
+/// depth.
+#[test]
+fn an_image_sampled_every_few_steps_matches_the_every_step_image() {
+    let depth = 305.0;
+    let truth = line_problem(400.0, two_layers(|_| depth, 2000.0, 2600.0));
+    let smooth = line_problem(400.0, two_layers(|_| depth, 2000.0, 2000.0));
+    let interval = auto_interval(smooth.dt, smooth.source().wavelet.max_frequency());
+    assert_eq!(interval, 4, "15 Hz Ricker (37.5 Hz highest), dt 1.5 ms: 1 / (4 x 37.5 x 1.5e-3) = 4.4 steps");
+    let (full, direct) = (forward_traces::<f32>(&truth).unwrap(), forward_traces::<f32>(&smooth).unwrap());
+    let observed: Vec<Vec<f64>> =
+        full.iter().zip(&direct).map(|(a, b)| a.iter().zip(b).map(|(a, b)| a - b).collect()).collect();
+    let image = |interval: usize| {
+        let mut backend = CpuSolver::<f32>::new(&smooth).unwrap();
+        let mut shot =
+            ShotImaging::source_pass(&mut backend, &smooth, ImagingPlan { interval, gradient: false }).unwrap();
+        // The source pass's traces are the direct wave modelled in the smooth model.
+        assert_eq!(shot.modelled(), &direct[..]);
+        shot.image(&observed).unwrap();
+        let sums = shot.finish().unwrap();
+        // Sampled every `interval` steps, a sum over time is that many times smaller.
+        sums.image.iter().map(|v| v * interval as f64).collect::<Vec<f64>>()
+    };
+    let (every, sampled) = (image(1), image(interval));
+    let peak = every.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    let worst = every.iter().zip(&sampled).map(|(a, b)| (a - b).abs()).fold(0.0f64, f64::max) / peak;
+    eprintln!("image every {interval} steps against every step: {worst:.2e} of the peak");
+    assert!(worst < 2e-3, "sampled image off by {worst:e} of its peak");
+    for ix in [30, 40, 50] {
+        let (a, b) = (peak_depth(&every, ix), peak_depth(&sampled, ix));
+        assert!((a - b).abs() < 1.0, "x = {} m: {a} m against {b} m", ix * 10);
+    }
+}
+
+#[test]
+fn the_automatic_interval_is_a_power_of_two_within_the_band() {
+    // 1 / (4 f dt) steps, rounded down to a power of two, at most 32.
+    assert_eq!(auto_interval(1e-3, 25.0), 8);
+    assert_eq!(auto_interval(1e-3, 250.0), 1);
+    assert_eq!(auto_interval(1e-5, 25.0), 32);
+    assert_eq!(auto_interval(0.6e-3, 25.0), 16);
 }

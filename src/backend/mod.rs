@@ -18,6 +18,7 @@
 
 pub mod cpu;
 pub mod cpu_half;
+pub mod imaging;
 pub mod registry;
 pub mod tuning;
 
@@ -171,6 +172,12 @@ pub trait Backend {
     /// [`begin_field`](Self::begin_field) is open, else of p^n.
     fn next_device_field(&self) -> Option<DeviceField> {
         self.device_field()
+    }
+
+    /// The imaging condition on the device (GPU backends storing f32); None where the host
+    /// computes it from snapshots.
+    fn device_imaging(&mut self) -> Option<&mut dyn imaging::DeviceImaging> {
+        None
     }
 }
 

@@ -26,6 +26,9 @@ pub struct ImagingConfig {
     /// Applies the negative Laplacian to the stacked image.
     #[serde(default)]
     pub laplacian: bool,
+    /// Steps between the imaging condition's samples (the source wavefield kept and correlated
+    /// there); absent: the longest the wavelet's band allows (`imaging::rtm::auto_interval`).
+    pub interval: Option<usize>,
     /// Also the velocity gradient of the misfit between the data modelled in `[model]` and the
     /// observed ones (`/gradient`).
     #[serde(default)]
@@ -60,6 +63,10 @@ impl ImagingConfig {
             self.data_derivative.is_finite() && (-2.0..=2.0).contains(&self.data_derivative),
             "imaging.data_derivative must be between -2 and 2, got {}",
             self.data_derivative
+        );
+        ensure!(
+            self.interval != Some(0),
+            "imaging.interval must be at least 1 (steps between imaging-condition samples)"
         );
         match (&self.true_model, &self.observed) {
             (Some(_), Some(_)) => bail!(

@@ -154,6 +154,9 @@ impl Config {
             }
         }
         self.check_density()?;
+        if let Some(sigma) = self.model.smoothing {
+            crate::model::smooth::check(sigma)?;
+        }
         let t = &self.time;
         if let Some(d) = t.duration {
             finite_in("time.duration", d, f64::MIN_POSITIVE, MAX_TIME, "a positive time in s")?;

@@ -32,6 +32,9 @@ pub struct ModelSection {
     pub velocity: ModelConfig,
     /// `density`: None for the constant-density equation.
     pub density: Option<DensityConfig>,
+    /// `smoothing`: the standard deviation (m) of the Gaussian the sampled model is smoothed
+    /// with (`model::smooth`), as a migration velocity is made; None: no smoothing.
+    pub smoothing: Option<f64>,
 }
 
 /// The velocity model of `[model]`, by `kind`.
@@ -104,14 +107,15 @@ pub struct ModelTable {
     pub origin: Option<[f64; 3]>,
     pub x_offset: Option<f64>,
     pub density: Option<DensityConfig>,
+    pub smoothing: Option<f64>,
 }
 
 impl TryFrom<ModelTable> for ModelSection {
     type Error = String;
 
     fn try_from(mut t: ModelTable) -> Result<ModelSection, String> {
-        let density = t.density.take();
-        Ok(ModelSection { velocity: ModelConfig::try_from(t)?, density })
+        let (density, smoothing) = (t.density.take(), t.smoothing.take());
+        Ok(ModelSection { velocity: ModelConfig::try_from(t)?, density, smoothing })
     }
 }
 

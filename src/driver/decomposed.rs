@@ -193,6 +193,7 @@ pub fn shot_over(
     if !quiet {
         let file_bytes = resources::output_file_bytes(&problem, &plan, text.len());
         report::print_header(&job.input, &problem, &plan, &device, out_path, file_bytes);
+        report::print_smoothing(&job.cfg);
         let planes: Vec<usize> = d.slabs.iter().map(|s| s.1 - s.0).collect();
         let blocks = if d.blocks() {
             let rows: Vec<usize> = d.rows.iter().map(|r| r.1 - r.0).collect();

@@ -6,6 +6,15 @@ use crate::output::plan::OutputPlan;
 use crate::problem::Problem;
 use std::path::Path;
 
+/// The banner's line for `model.smoothing`, where the input gives it (after [`print_header`]).
+pub fn print_smoothing(cfg: &crate::config::Config) {
+    if let Some(sigma) = cfg.model.smoothing {
+        println!(
+            "  smoothing the model: a Gaussian of {sigma} m standard deviation on the slowness 1/vp (model.smoothing)"
+        );
+    }
+}
+
 /// The header of a run of `problem` from `input` on `device` into `out` (about `file_bytes`).
 pub fn print_header(
     input: &Path,

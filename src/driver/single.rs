@@ -33,6 +33,7 @@ pub fn run(job: &Job, derived: &[Derived]) -> RunResult<()> {
     let device = backend.info();
     if !job.quiet {
         report::print_header(&job.input, &problem, &plan, &device, out_path, file_bytes);
+        report::print_smoothing(&job.cfg);
     }
 
     signals::install_handlers(false)?;

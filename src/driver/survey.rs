@@ -113,6 +113,7 @@ fn shots(ranks: &Ranks, job: &Job, derived: &[Derived], mut start_up: report::St
             ranks.size
         );
         report::print_header(&job.input, &problem, &plan, &device, &files.shot(0), file_bytes);
+        report::print_smoothing(&job.cfg);
     }
 
     // Which shots are left: all (a fresh start), or those not complete (--resume).

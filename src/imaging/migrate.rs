@@ -3,13 +3,15 @@
 //! `[imaging] observed` (placed by their headers, else by the input's shots), the image (and the
 //! misfit's gradient) written to HDF5 with a picture.
 
+use super::adjoint::needs_transposed_step;
 use super::filter::{fractional_derivative, laplacian_filter};
 use super::observed::{Geometry, gather_paths, read_gather};
 use super::output::{ImageFile, write_image};
 use super::ranks::{my_shots, sum_to_root};
-use super::rtm::{add_normalised, check_stop, migrate_shot, misfit_gradient, source_wavefield_bytes};
-use crate::backend::Backend;
-use crate::backend::cpu::CpuSolver;
+use super::rtm::{
+    ImagingPlan, ShotImaging, ShotSums, add_normalised, auto_interval, check_stop, residuals, source_wavefield_bytes,
+};
+use crate::backend::{Backend, registry};
 use crate::config::{BackendChoice, Config, ImagingConfig};
 use crate::parallel::Ranks;
 use crate::problem::Problem;
@@ -32,7 +34,7 @@ pub struct Migration<'a> {
 /// Where each shot's observed data come from.
 enum Data {
     /// Modelled in `[imaging] true_model`: its problem and a backend on it.
-    Modelled { truth: Box<Problem>, backend: Box<CpuSolver<f32>> },
+    Modelled { truth: Box<Problem>, backend: Box<dyn Backend> },
     /// Read from SEG-Y gathers, one file a shot, in the order of their names.
     Files(Vec<PathBuf>),
 }
@@ -184,18 +186,38 @@ fn this_ranks_part(ranks: &Ranks, job: &Migration, written: &mut Vec<PathBuf>) -
     let cfg = job.cfg;
     let imaging = cfg.imaging.as_ref().context("the input has no [imaging] section (docs/imaging.md)")?;
     imaging.check()?;
-    if !matches!(cfg.run.backend, BackendChoice::Cpu | BackendChoice::Auto) {
-        return Err(anyhow!("migrate runs on the CPU backend so far (run.backend = \"cpu\" or \"auto\")").into());
-    }
     crate::config::check_output_writable(&job.output, "imaging.output")?;
     let (mut migration, truth) = problems(cfg, job.input_dir, imaging)?;
-    // The ranks of one node share its memory.
-    let limit = crate::resources::available_host_memory().map(|m| m / ranks.local_size.max(1) as u64);
-    super::rtm::check_source_wavefield_fits(&migration, limit)?;
+    super::adjoint::check_adjoint_supported(&migration)?;
+    let plan = ImagingPlan {
+        interval: imaging
+            .interval
+            .unwrap_or_else(|| auto_interval(migration.dt, migration.source().wavelet.max_frequency())),
+        gradient: imaging.gradient,
+    };
     let list = shots(cfg)?;
+    let notice = &mut |n: &str| eprintln!("notice: {n}");
+    let open = |p: &Problem, choice: BackendChoice, notice: &mut dyn FnMut(&str)| {
+        registry::open(p, choice, cfg.run.kernel, ranks.local_rank, notice)
+    };
+    // The transposed CPML step runs on the CPU: `auto` takes it there (the data still on a GPU).
+    let choice = if needs_transposed_step(&migration) && cfg.run.backend == BackendChoice::Auto {
+        notice("boundary.kind = \"cpml\": the backward pass's transposed CPML step runs on the CPU backend");
+        BackendChoice::Cpu
+    } else {
+        cfg.run.backend
+    };
+    let mut backend = open(&migration, choice, notice)?;
+    let device = backend.info();
+    let on_device = backend.device_imaging().is_some();
+    if !on_device {
+        // The ranks of one node share its memory.
+        let limit = crate::resources::available_host_memory().map(|m| m / ranks.local_size.max(1) as u64);
+        super::rtm::check_source_wavefield_fits(&migration, &plan, limit)?;
+    }
     let mut data = match (truth, &imaging.observed) {
         (Some(truth), _) => {
-            let backend = Box::new(CpuSolver::<f32>::new(&truth)?.flushing_subnormals(true));
+            let backend = open(&truth, cfg.run.backend, notice).context("imaging.true_model")?;
             Data::Modelled { truth: Box::new(truth), backend }
         }
         (None, Some(pattern)) => Data::Files(gather_paths(pattern, job.input_dir)?),
@@ -216,16 +238,28 @@ fn this_ranks_part(ranks: &Ranks, job: &Migration, written: &mut Vec<PathBuf>) -
         Data::Files(paths) => format!("{} SEG-Y gather(s)", paths.len()),
     };
     say(format!(
-        "migrate: {count} shot(s), data {from}, grid {nx} x {ny} x {nz}, {} steps of {:.3e} s, CPU backend{}",
+        "migrate: {count} shot(s), data {from}, grid {nx} x {ny} x {nz}, {} steps of {:.3e} s, on {}{}",
         migration.steps,
         migration.dt,
+        if device.backend == "cpu" {
+            device.name.clone()
+        } else {
+            format!("{} ({}, {})", device.name, device.backend, device.kernel)
+        },
         if ranks.size > 1 { format!(", {} MPI ranks", ranks.size) } else { String::new() }
     ));
     say(format!(
-        "source wavefield: stored in memory, f32, every step: {:.2} GiB a shot",
-        source_wavefield_bytes(&migration) as f64 / (1u64 << 30) as f64
+        "imaging condition every {} step(s) ({:.2} ms{}); source wavefield kept {}, f32: {} fields, {:.2} GiB a shot",
+        plan.interval,
+        plan.interval as f64 * migration.dt * 1e3,
+        if imaging.interval.is_none() { ", from the wavelet's band" } else { "" },
+        if on_device { "on the device" } else { "in host memory" },
+        plan.slots(migration.steps),
+        source_wavefield_bytes(&migration, &plan) as f64 / (1u64 << 30) as f64
     ));
-    let mut backend = CpuSolver::<f32>::new(&migration)?.flushing_subnormals(true);
+    if let Some(sigma) = cfg.model.smoothing {
+        say(format!("migration velocity: [model] smoothed by a Gaussian of {sigma} m on the slowness"));
+    }
     let points = migration.layout.points();
     let mut stack = vec![0.0f64; points];
     let mut gradient = imaging.gradient.then(|| vec![0.0f64; points]);
@@ -248,7 +282,11 @@ fn this_ranks_part(ranks: &Ranks, job: &Migration, written: &mut Vec<PathBuf>) -
             }
             Data::Files(paths) => place_gather(job, &mut migration, paths, index, &list)?,
         };
-        let direct = if imaging.subtract_direct { Some(shot_traces(&mut backend, &migration)?) } else { None };
+        let data_seconds = shot_started.elapsed().as_secs_f64();
+        let migration_started = Instant::now();
+        let mut shot = ShotImaging::source_pass(backend.as_mut(), &migration, plan)?;
+        // The source pass's traces are the shot modelled in the migration model: its direct wave.
+        let direct = imaging.subtract_direct.then(|| shot.modelled().to_vec());
         let reflections: Vec<Vec<f64>> = observed
             .iter()
             .enumerate()
@@ -258,20 +296,30 @@ fn this_ranks_part(ranks: &Ranks, job: &Migration, written: &mut Vec<PathBuf>) -
             })
             .map(|r| fractional_derivative(&r, imaging.data_derivative, migration.dt))
             .collect();
-        let sums = migrate_shot(&mut backend, &migration, &reflections)?;
-        add_normalised(&mut stack, &sums);
-        if let Some(g) = &mut gradient {
-            let (shot_gradient, j) = misfit_gradient(&mut backend, &migration, &observed)?;
-            g.iter_mut().zip(&shot_gradient).for_each(|(a, b)| *a += b);
+        shot.image(&reflections)?;
+        if gradient.is_some() {
+            let (residual, j) = residuals(shot.modelled(), &observed)?;
+            shot.gradient(&residual)?;
             misfit[0] += j;
         }
+        let sums = shot.finish()?;
+        if let Some(g) = &mut gradient {
+            g.iter_mut().zip(&sums.gradient).for_each(|(a, b)| *a += b);
+        }
+        add_normalised(&mut stack, &ShotSums { image: sums.image, illumination: sums.illumination });
         if !job.quiet {
+            let migrated = migration_started.elapsed().as_secs_f64();
+            let modelled = match &data {
+                Data::Modelled { .. } => {
+                    format!(", {:.2}x the data's modelling ({data_seconds:.3} s)", migrated / data_seconds)
+                }
+                Data::Files(_) => String::new(),
+            };
             println!(
-                "shot {} of {count} (source at {:?} m){}: {:.1} s",
+                "shot {} of {count} (source at {:?} m){}: migrated in {migrated:.3} s{modelled}",
                 index + 1,
                 migration.source().position,
                 if ranks.size > 1 { format!(", rank {}", ranks.rank) } else { String::new() },
-                shot_started.elapsed().as_secs_f64()
             );
         }
     }

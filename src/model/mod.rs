@@ -12,6 +12,9 @@
 //! - `marmousi`: the named data set ([`dataset`]); the grid's x coordinate plus `x_offset` is the
 //!   model's horizontal position, its z coordinate the depth; extruded along y.
 //!
+//! With `model.smoothing`, the sampled model is then smoothed ([`smooth`]): a Gaussian on the
+//! slowness, the density (files, layers) smoothed alike and Gardner's taken from the smoothed
+//! velocity.
 //! Grid points beyond a gridded model's extent take the velocity at its edge, with a warning.
 //! The model is sampled on the grid of `[grid]`; absorbing layers outside it take its edge
 //! values on the run grid ([`extend`], [`sample_run_planes`]).
@@ -23,6 +26,7 @@ pub mod extend;
 pub mod file;
 pub mod npy;
 pub mod segy;
+pub mod smooth;
 pub mod volume;
 
 pub use dataset::{Descriptor, data_dirs, default_fetch_dir, descriptor, descriptors, fetch};
@@ -105,7 +109,42 @@ fn sample_planes_with_data_dirs(
 ) -> Result<Model> {
     let grid = &cfg.grid;
     ensure!(planes.start <= planes.end && planes.end <= grid.shape[2], "z-planes {planes:?} of {}", grid.shape[2]);
+    let Some(sigma) = cfg.model.smoothing else {
+        let mut warnings = Vec::new();
+        let vp = sample_velocity(cfg, input_dir, dirs, planes.clone(), &mut warnings)?;
+        let rho = density::sample_density_planes(cfg, Some(input_dir), planes, &vp, &mut warnings)?;
+        return Ok(Model { vp, rho, warnings });
+    };
+    smooth::check(sigma)?;
+    // The planes within the kernel's reach are sampled too, so that a part of the grid (a rank's
+    // slab) is smoothed as the whole grid is.
+    let held = smooth::planes_to_sample(&planes, grid.shape[2], sigma, grid.spacing[2]);
     let mut warnings = Vec::new();
+    let raw = sample_velocity(cfg, input_dir, dirs, held.clone(), &mut warnings)?;
+    let smoothed = |v: &[f32], slowness| {
+        smooth::smooth_planes(v, grid.shape, grid.spacing, sigma, held.clone(), planes.clone(), slowness)
+    };
+    let vp = smoothed(&raw, true)?;
+    let rho = if matches!(cfg.model.density, Some(crate::config::DensityConfig::Gardner)) {
+        density::sample_density_planes(cfg, Some(input_dir), planes, &vp, &mut warnings)?
+    } else {
+        match density::sample_density_planes(cfg, Some(input_dir), held.clone(), &raw, &mut warnings)? {
+            Some(rho) => Some(smoothed(&rho, false)?),
+            None => None,
+        }
+    };
+    Ok(Model { vp, rho, warnings })
+}
+
+/// The velocity of `[model]` on the grid's z-planes `planes`, as sampled (not smoothed).
+fn sample_velocity(
+    cfg: &Config,
+    input_dir: &Path,
+    dirs: &[std::path::PathBuf],
+    planes: Range<usize>,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<f32>> {
+    let grid = &cfg.grid;
     let vp = match &cfg.model.velocity {
         ModelConfig::Constant { vp } => {
             ensure!(vp.is_finite() && *vp > 0.0, "model.vp must be positive and finite, got {vp}");
@@ -129,18 +168,17 @@ fn sample_planes_with_data_dirs(
             let offset = origin.map(|o| 0.0 - o);
             let (nz, hz) = spec.z_axis()?;
             let volume = spec.read_planes(Some(volume::planes_needed(nz, hz, grid, planes.clone(), offset[2])))?;
-            volume.resample(grid, planes.clone(), offset, &format!("model file {}", path.display()), &mut warnings)?
+            volume.resample(grid, planes.clone(), offset, &format!("model file {}", path.display()), warnings)?
         }
         ModelConfig::Marmousi { x_offset } => {
             ensure!(x_offset.is_finite(), "model.x_offset must be finite, got {x_offset}");
             let d = descriptor("marmousi")?;
             let (nz, hz) = d.z_axis()?;
             let volume = d.load_planes(dirs, Some(volume::planes_needed(nz, hz, grid, planes.clone(), 0.0)))?;
-            volume.resample(grid, planes.clone(), [*x_offset, 0.0, 0.0], "model marmousi", &mut warnings)?
+            volume.resample(grid, planes.clone(), [*x_offset, 0.0, 0.0], "model marmousi", warnings)?
         }
     };
-    let rho = density::sample_density_planes(cfg, Some(input_dir), planes, &vp, &mut warnings)?;
-    Ok(Model { vp, rho, warnings })
+    Ok(vp)
 }
 
 /// Checks, before anything is read, that a file model's `model.path` and a density file's

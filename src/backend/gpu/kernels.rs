@@ -360,6 +360,40 @@ kernel_params!(
 );
 
 kernel_params!(
+    /// `keep_source` (imaging.cu): kept = field, illumination += field^2, over n values.
+    KeepSource for ["keep_source": "float"] {
+        field: TypedPtr<f32> = "const float*",
+        kept: TypedPtr<f32> = "float*",
+        illumination: DevicePtr = "double*",
+        n: u64 = "u64",
+    }
+);
+
+kernel_params!(
+    /// `correlate_image` (imaging.cu): image += source adjoint, over n values.
+    CorrelateImage for ["correlate_image": "float"] {
+        source: TypedPtr<f32> = "const float*",
+        adjoint: TypedPtr<f32> = "const float*",
+        image: DevicePtr = "double*",
+        n: u64 = "u64",
+    }
+);
+
+kernel_params!(
+    /// `correlate_gradient` (imaging.cu): gradient += adjoint (next - 2 g cur + g^2 prev), over n
+    /// values (a null cur, prev or sponge: zeros, zeros, ones).
+    CorrelateGradient for ["correlate_gradient": "float"] {
+        next: TypedPtr<f32> = "const float*",
+        cur: TypedPtr<f32> = "const float*",
+        prev: TypedPtr<f32> = "const float*",
+        sponge: DevicePtr = "const double*",
+        adjoint: TypedPtr<f32> = "const float*",
+        gradient: DevicePtr = "double*",
+        n: u64 = "u64",
+    }
+);
+
+kernel_params!(
     /// `stream_copy`, `stream_copy_x4` (stream.cu): b = a over n float4.
     StreamCopy for ["stream_copy": "float4", "stream_copy_x4": "float4"] {
         a: DevicePtr = "const float4*",
@@ -462,6 +496,10 @@ pub struct IoKernels<F> {
     /// insert_section: a block's halo rows back into the field.
     pub insert: F,
     pub finite_check: F,
+    /// The imaging condition (imaging.cu): keep_source, correlate_image, correlate_gradient.
+    pub keep_source: F,
+    pub correlate_image: F,
+    pub correlate_gradient: F,
 }
 
 impl<F: Copy> IoKernels<F> {
@@ -473,6 +511,9 @@ impl<F: Copy> IoKernels<F> {
             section: f("extract_section")?,
             insert: f("insert_section")?,
             finite_check: f("finite_check")?,
+            keep_source: f("keep_source")?,
+            correlate_image: f("correlate_image")?,
+            correlate_gradient: f("correlate_gradient")?,
         })
     }
 }

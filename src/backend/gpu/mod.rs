@@ -10,10 +10,11 @@
 //! - [`geometry`]: the fused kernel's z-window and block layout;
 //! - `plan`: the step's plan without a device (which launches over which planes, rows, bands
 //!   and windows), unit-tested without a GPU;
-//! - `fields`, `taps`, `launch`, `density`, `capture`, `snapshot`, `halo`: what a solver owns on
-//!   the device (the fields; the source and receivers; the step's kernels and launches; the step
-//!   where the density varies; the graph-capture gate; the staging of snapshots; a decomposed
-//!   run's halo planes and rows);
+//! - `fields`, `taps`, `launch`, `density`, `capture`, `snapshot`, `halo`, `imaging`: what a
+//!   solver owns on the device (the fields; the source and receivers; the step's kernels and
+//!   launches; the step where the density varies; the graph-capture gate; the staging of
+//!   snapshots; a decomposed run's halo planes and rows; migration's kept source wavefield and
+//!   imaging sums);
 //! - [`solver`]: [`GpuSolver`], which composes them and implements the backend;
 //! - [`ceiling`]: the device's STREAM-like bandwidth ceilings;
 //! - [`autotune`]: the launch-shape search and its per-device cache.
@@ -34,6 +35,7 @@ pub mod geometry;
 mod halo;
 #[cfg(feature = "hip")]
 pub mod hip;
+mod imaging;
 pub mod kernels;
 mod launch;
 #[cfg(test)]

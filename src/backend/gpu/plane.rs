@@ -7,12 +7,14 @@
 //! [`Layout::planar`]: crate::grid::Layout::planar
 
 use super::fields::{Fields, check_fits, ptr_or_null};
+use super::imaging::{DeviceSums, opened, reopen};
 use super::kernels::{AxisWeights, FreeSurface, Launch, PlaneKernels, PlaneLayers, PlaneStep, StencilWeights};
 use super::plan::LayerPass;
 use super::runtime::GpuRuntime;
 use super::snapshot::Staging;
 use super::sources::{self, load_kernels};
 use super::taps::Taps;
+use crate::backend::imaging::{DeviceImaging, ImagingSums};
 use crate::backend::{Backend, DeviceInfo};
 use crate::config::{KernelChoice, Precision};
 use crate::grid::{Section, for_each_section};
@@ -82,6 +84,8 @@ pub struct PlaneGpuSolver<Rt: GpuRuntime> {
     events: Vec<Rt::Event>,
     steps_done: usize,
     staging: Staging<Rt>,
+    /// The imaging condition's buffers, once a migration opens them.
+    imaging: Option<DeviceSums<Rt>>,
     rt: Rc<Rt>,
 }
 
@@ -166,6 +170,7 @@ impl<Rt: GpuRuntime> PlaneGpuSolver<Rt> {
             events,
             steps_done: 0,
             staging: Staging::new(),
+            imaging: None,
             rt,
         })
     }
@@ -267,6 +272,10 @@ impl<Rt: GpuRuntime> Backend for PlaneGpuSolver<Rt> {
         (0..n).map(|i| Ok(self.rt.elapsed_ms(&self.events[i], &self.events[i + 1])? as f64 * 1e-3)).collect()
     }
 
+    fn device_imaging(&mut self) -> Option<&mut dyn DeviceImaging> {
+        Some(self)
+    }
+
     fn start_shot(&mut self, problem: &Problem) -> Result<()> {
         ensure!(
             problem.layout == self.fields.layout && problem.steps == self.taps.trace_steps,
@@ -276,6 +285,28 @@ impl<Rt: GpuRuntime> Backend for PlaneGpuSolver<Rt> {
         self.taps = Taps::new(&self.rt, problem)?;
         self.steps_done = 0;
         Ok(())
+    }
+}
+
+impl<Rt: GpuRuntime> DeviceImaging for PlaneGpuSolver<Rt> {
+    fn open_imaging(&mut self, slots: usize, sponge: Option<&[f64]>) -> Result<()> {
+        reopen(&mut self.imaging, &self.rt, &self.fields, slots, sponge)
+    }
+
+    fn keep_source(&mut self, slot: usize) -> Result<()> {
+        opened(&self.imaging)?.keep(&self.rt, &self.f.io, self.fields.cur.ptr(), slot)
+    }
+
+    fn correlate_image(&mut self, slot: usize) -> Result<()> {
+        opened(&self.imaging)?.correlate_image(&self.rt, &self.f.io, self.fields.cur.ptr(), slot)
+    }
+
+    fn correlate_gradient(&mut self, slots: [Option<usize>; 3]) -> Result<()> {
+        opened(&self.imaging)?.correlate_gradient(&self.rt, &self.f.io, self.fields.cur.ptr(), slots)
+    }
+
+    fn take_sums(&mut self) -> Result<ImagingSums> {
+        opened(&self.imaging)?.take(&self.rt)
     }
 }
 

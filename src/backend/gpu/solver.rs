@@ -9,11 +9,13 @@
 
 use super::capture::GraphCapture;
 use super::fields::{Fields, kernel_name, ptr_or_null};
+use super::imaging::{DeviceSums, opened, reopen};
 use super::launch::StepLaunches;
 use super::plan::{LayerPass, StepSplit, y_layers_fit};
 use super::runtime::{DeviceBuffer, DevicePtr, GpuRuntime};
 use super::snapshot::Staging;
 use super::taps::Taps;
+use crate::backend::imaging::{DeviceImaging, ImagingSums};
 use crate::backend::tuning::Tuning;
 use crate::backend::{Backend, DeviceField, DeviceInfo};
 use crate::boundary::BoundaryKind;
@@ -40,6 +42,8 @@ pub struct GpuSolver<Rt: GpuRuntime> {
     split: Option<StepSplit>,
     staging: Staging<Rt>,
     capture: GraphCapture<Rt::Graph>,
+    /// The imaging condition's buffers, once a migration opens them.
+    imaging: Option<DeviceSums<Rt>>,
     rt: Rc<Rt>,
 }
 
@@ -138,6 +142,7 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             steps_done: 0,
             split: None,
             staging: Staging::new(),
+            imaging: None,
             capture: GraphCapture::new(rt.captures()),
             rt,
         })
@@ -474,6 +479,10 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
         self.fields.device_field(&self.rt, self.next_field())
     }
 
+    fn device_imaging(&mut self) -> Option<&mut dyn DeviceImaging> {
+        Some(self)
+    }
+
     /// Zero fills queued on the stream (no host wait) and the two small tap tables uploaded anew.
     fn start_shot(&mut self, problem: &Problem) -> Result<()> {
         self.gate()?;
@@ -488,5 +497,32 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
         self.taps = Taps::new(&self.rt, problem)?;
         self.steps_done = 0;
         Ok(())
+    }
+}
+
+/// The imaging kernels are queued between steps without the gate: where steps are being captured
+/// they join the capture (same stream, same order), so a migration's passes keep their graph
+/// launches.
+impl<Rt: GpuRuntime> DeviceImaging for GpuSolver<Rt> {
+    fn open_imaging(&mut self, slots: usize, sponge: Option<&[f64]>) -> Result<()> {
+        self.gate()?;
+        reopen(&mut self.imaging, &self.rt, &self.fields, slots, sponge)
+    }
+
+    fn keep_source(&mut self, slot: usize) -> Result<()> {
+        opened(&self.imaging)?.keep(&self.rt, &self.launches.f.io, self.fields.cur.ptr(), slot)
+    }
+
+    fn correlate_image(&mut self, slot: usize) -> Result<()> {
+        opened(&self.imaging)?.correlate_image(&self.rt, &self.launches.f.io, self.fields.cur.ptr(), slot)
+    }
+
+    fn correlate_gradient(&mut self, slots: [Option<usize>; 3]) -> Result<()> {
+        opened(&self.imaging)?.correlate_gradient(&self.rt, &self.launches.f.io, self.fields.cur.ptr(), slots)
+    }
+
+    fn take_sums(&mut self) -> Result<ImagingSums> {
+        self.gate()?;
+        opened(&self.imaging)?.take(&self.rt)
     }
 }

@@ -26,18 +26,33 @@ pub const SOURCES: &str = include_str!("../../../kernels/sources.cu");
 pub const SECTION: &str = include_str!("../../../kernels/section.cu");
 pub const STREAM: &str = include_str!("../../../kernels/stream.cu");
 pub const FINITE_CHECK: &str = include_str!("../../../kernels/finite_check.cu");
+/// Reverse-time migration's imaging condition.
+pub const IMAGING: &str = include_str!("../../../kernels/imaging.cu");
 /// The step where the density varies.
 pub const DENSITY: &str = include_str!("../../../kernels/density.cu");
 
 /// The step of a 2D grid.
 pub const PLANE: &str = include_str!("../../../kernels/plane.cu");
 
-/// Every kernel of a step (and the run's blow-up check).
-pub const STEP: [&str; 12] =
-    [FUSED, DENSITY, PASS_X, PASS_Y, PASS_Z, UPDATE, CPML, FREE_SURFACE, SOURCES, SECTION, STREAM, FINITE_CHECK];
+/// Every kernel of a step (and the run's blow-up check and imaging condition).
+pub const STEP: [&str; 13] = [
+    FUSED,
+    DENSITY,
+    PASS_X,
+    PASS_Y,
+    PASS_Z,
+    UPDATE,
+    CPML,
+    FREE_SURFACE,
+    SOURCES,
+    SECTION,
+    STREAM,
+    FINITE_CHECK,
+    IMAGING,
+];
 
-/// Every kernel of a 2D grid's step (and the run's blow-up check).
-pub const PLANE_STEP: [&str; 5] = [PLANE, FREE_SURFACE, SOURCES, SECTION, FINITE_CHECK];
+/// Every kernel of a 2D grid's step (and the run's blow-up check and imaging condition).
+pub const PLANE_STEP: [&str; 6] = [PLANE, FREE_SURFACE, SOURCES, SECTION, FINITE_CHECK, IMAGING];
 
 /// The fused kernel's source for a tuning (both define `fused_step`).
 pub fn fused(t: &Tuning) -> &'static str {
@@ -45,14 +60,14 @@ pub fn fused(t: &Tuning) -> &'static str {
 }
 
 /// [`STEP`] with the fused kernel `t` asks for.
-pub fn step(t: &Tuning) -> [&'static str; 12] {
+pub fn step(t: &Tuning) -> [&'static str; 13] {
     let mut s = STEP;
     s[0] = fused(t);
     s
 }
 
 /// The f16 step's module: [`step`] with [`FUSED_HALF`] (the `*_half` kernels need -DHALF=1).
-pub fn half_step(t: &Tuning) -> [&'static str; 13] {
+pub fn half_step(t: &Tuning) -> [&'static str; 14] {
     let s = step(t);
     std::array::from_fn(|i| if i < s.len() { s[i] } else { FUSED_HALF })
 }

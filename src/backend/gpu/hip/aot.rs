@@ -107,7 +107,7 @@ pub fn stream_options() -> Vec<String> {
 }
 
 /// The kernels in the order the report lists them.
-pub const KERNEL_ORDER: [&str; 19] = [
+pub const KERNEL_ORDER: [&str; 22] = [
     "fused_step",
     "density_step",
     "pass_x",
@@ -127,6 +127,9 @@ pub const KERNEL_ORDER: [&str; 19] = [
     "stream_copy_x4",
     "stream_3r1w_x4",
     "finite_check",
+    "keep_source",
+    "correlate_image",
+    "correlate_gradient",
 ];
 
 impl Variant {

@@ -37,6 +37,9 @@ fn described() -> BTreeMap<String, Params> {
         ExtractSection,
         InsertSection,
         FiniteCheck,
+        KeepSource,
+        CorrelateImage,
+        CorrelateGradient,
         StreamCopy,
         StreamThreeReadOneWrite,
         StreamFill,
@@ -91,6 +94,7 @@ fn kernel_sources() -> Vec<(&'static str, &'static str)> {
         ("section.cu", SECTION),
         ("stream.cu", STREAM),
         ("finite_check.cu", FINITE_CHECK),
+        ("imaging.cu", IMAGING),
     ]
 }
 
