@@ -49,13 +49,14 @@
 //! p^{n+1}    = (2 + K L) p^n - p^{n-1} + K bh P^T (ds + zeta^{n+1}) + K S^T x^n
 //! ```
 //!
-//! Its transpose, run backward with mu, lambda, eta the adjoints of p, phi, zeta (and sigma that
-//! of ds): sigma = K bh mu^{n+1} + a eta^{n+1} at the layer points, and
+//! Its transpose, run backward with mu, lambda, eta the adjoints of p, phi, zeta: at the layer
+//! points eta~ = eta^{n+1} + K bh mu^{n+1} is the adjoint of zeta^{n+1} (which p^{n+1} reads too)
+//! and sigma = K bh mu^{n+1} + a eta~ that of ds, and
 //!
 //! ```text
-//! mu^n     = (2 + L K) mu^{n+1} - mu^{n+2} + A P^T sigma + D1^T P^T (a b lambda^{n+1}) + D2 P^T (a eta^{n+1}) + R^T y^n
+//! mu^n     = (2 + L K) mu^{n+1} - mu^{n+2} + A P^T sigma + D1^T P^T (a b lambda^{n+1}) + D2 P^T (a eta~) + R^T y^n
 //! lambda^n = b lambda^{n+1} + D1'^T sigma        (D1'^T = -D1')
-//! eta^n    = b eta^{n+1}
+//! eta^n    = b eta~
 //! ```
 //!
 //! with P^T spreading the layer points' values over the grid (zero elsewhere). The rows of the

@@ -51,7 +51,7 @@ fn problems(cfg: &Config, input_dir: &Path, imaging: &ImagingConfig) -> Result<(
     truth_cfg.model = true_model;
     let (migration, truth) = (build(cfg)?, build(&truth_cfg).context("imaging.true_model")?);
     if migration.dt == truth.dt {
-        return Ok((migration, Some(truth)));
+        return Ok(same_layers(migration, truth));
     }
     let dt = migration.dt.min(truth.dt);
     let (mut a, mut b) = (cfg.clone(), truth_cfg);
@@ -61,7 +61,15 @@ fn problems(cfg: &Config, input_dir: &Path, imaging: &ImagingConfig) -> Result<(
             c.time.steps = Some(migration.steps);
         }
     }
-    Ok((build(&a)?, Some(build(&b).context("imaging.true_model")?)))
+    Ok(same_layers(build(&a)?, build(&b).context("imaging.true_model")?))
+}
+
+/// `truth` with `migration`'s absorbing layers: the CPML profiles follow a model's highest
+/// velocity, and the direct wave modelled in the migration model subtracts from the data only
+/// where both runs have the same layers (sources and receivers often lie in the top one).
+fn same_layers(migration: Problem, mut truth: Problem) -> (Problem, Option<Problem>) {
+    truth.boundary = migration.boundary.clone();
+    (migration, Some(truth))
 }
 
 /// The input of a shot placed by a gather's headers, as TOML text: the input `text` with its

@@ -8,7 +8,7 @@
 //! the layers' arithmetic) is a linear map from the state (p^n, p^{n-1}, phi, zeta) (phi, zeta:
 //! per axis, the layers' memory variables) to (p^{n+1}, p^n as the step left it, phi', zeta'),
 //! plus the sources' term. It is written here as four sub-steps, each defining new variables from
-//! older ones by listed terms `new[i] += w old[j]` ([`StepOperator::terms`]):
+//! older ones by listed terms `new[i] += w old[j]` (`StepOperator::terms`):
 //!
 //! 1. `mirrored` from p^n: p^n itself but, under a free surface, zero at z = 0 and minus p at
 //!    z = k in the halo plane z = -k (the solver mirrors p^n in place, so this is also the p^{n-1}
@@ -16,7 +16,7 @@
 //! 2. per axis and layer point (slab coordinate t of the axis's low or high layer, the top z
 //!    layer under a free surface being none): `dp` = D1 mirrored, `d2` = D2 mirrored (the axis's
 //!    centred first and second derivatives), and `ds` = A mirrored + D1 phi, A = D(a D) the compact
-//!    operator of [`crate::backend::cpu::layer_weights_into`]'s weights, D1 phi taking only
+//!    operator with the weights of src/backend/cpu/cpml.rs's `layer_weights_into`, D1 phi taking only
 //!    neighbours within t's layer (phi is zero outside it);
 //! 3. phi' = b (phi + a dp) and zeta' = b zeta + a (d2 + ds) at the layer points (zero elsewhere:
 //!    the solver never writes them);
@@ -148,7 +148,7 @@ impl<T: Real> StepOperator<T> {
         Ok(StepOperator { layout, radius, free_surface: b.free_surface, c1, c2, centre, k, bh, damp, layers })
     }
 
-    /// Elements of each variable ([`VARS`] of them).
+    /// Elements of each variable (`VARS` of them).
     fn var_lens(&self) -> [usize; VARS] {
         let l = self.layout;
         let slab = |axis: usize| {
