@@ -6,6 +6,7 @@
 //! is refused with CPML.
 
 mod common;
+mod process;
 
 use common::Lcg;
 use seismic_run::backend::cpu::{CpuSolver, Real};
@@ -250,11 +251,7 @@ fn the_migrate_command_images_the_reflector_with_cpml() {
          [imaging]\ntrue_model = { kind = \"layered\", depths = [305.0], velocities = [2000.0, 2600.0] }\n\
          data_derivative = -0.5\noutput = \"line.h5\"\n";
     std::fs::write(dir.join("line.toml"), input).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_seismic-run"))
-        .current_dir(&dir)
-        .args(["migrate", "line.toml"])
-        .output()
-        .unwrap();
+    let out = process::seismic_run().current_dir(&dir).args(["migrate", "line.toml"]).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     let f = rust_hdf5::H5File::open(dir.join("line.h5")).unwrap();
