@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod imaging;
 pub mod impedance;
 pub mod plane;
 pub mod reflection;
