@@ -356,10 +356,12 @@ fn this_ranks_part(ranks: &Ranks, job: &Migration, written: &mut Vec<PathBuf>) -
                 }
                 Data::Files(_) => String::new(),
             };
+            // Positions as the input writes them: [x, z] on a 2D grid.
+            let [x, y, z] = migration.source().position;
+            let at = if migration.is_2d() { format!("[{x:?}, {z:?}]") } else { format!("[{x:?}, {y:?}, {z:?}]") };
             println!(
-                "shot {} of {count} (source at {:?} m){}: migrated in {migrated:.3} s{modelled}",
+                "shot {} of {count} (source at {at} m){}: migrated in {migrated:.3} s{modelled}",
                 index + 1,
-                migration.source().position,
                 if ranks.size > 1 { format!(", rank {}", ranks.rank) } else { String::new() },
             );
         }
