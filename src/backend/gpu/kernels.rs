@@ -131,7 +131,7 @@ macro_rules! kernel_params {
             /// Enqueues the kernel `f` (a function of this signature) on the runtime's stream.
             pub fn launch<Rt: GpuRuntime>(&self, rt: &Rt, f: Rt::Function, l: Launch) -> Result<()> {
                 #[cfg(test)]
-                super::fake::note_params(format!("{self:?}"));
+                crate::backend::gpu::fake::note_params(format!("{self:?}"));
                 let $name { $($field),* } = *self;
                 // SAFETY: the fields are the kernel's parameters in number, order and type, and
                 // live until the launch has copied them.
@@ -360,40 +360,6 @@ kernel_params!(
 );
 
 kernel_params!(
-    /// `keep_source` (imaging.cu): kept = field, illumination += field^2, over n values.
-    KeepSource for ["keep_source": "float"] {
-        field: TypedPtr<f32> = "const float*",
-        kept: TypedPtr<f32> = "float*",
-        illumination: DevicePtr = "double*",
-        n: u64 = "u64",
-    }
-);
-
-kernel_params!(
-    /// `correlate_image` (imaging.cu): image += source adjoint, over n values.
-    CorrelateImage for ["correlate_image": "float"] {
-        source: TypedPtr<f32> = "const float*",
-        adjoint: TypedPtr<f32> = "const float*",
-        image: DevicePtr = "double*",
-        n: u64 = "u64",
-    }
-);
-
-kernel_params!(
-    /// `correlate_gradient` (imaging.cu): gradient += adjoint (next - 2 g cur + g^2 prev), over n
-    /// values (a null cur, prev or sponge: zeros, zeros, ones).
-    CorrelateGradient for ["correlate_gradient": "float"] {
-        next: TypedPtr<f32> = "const float*",
-        cur: TypedPtr<f32> = "const float*",
-        prev: TypedPtr<f32> = "const float*",
-        sponge: DevicePtr = "const double*",
-        adjoint: TypedPtr<f32> = "const float*",
-        gradient: DevicePtr = "double*",
-        n: u64 = "u64",
-    }
-);
-
-kernel_params!(
     /// `stream_copy`, `stream_copy_x4` (stream.cu): b = a over n float4.
     StreamCopy for ["stream_copy": "float4", "stream_copy_x4": "float4"] {
         a: DevicePtr = "const float4*",
@@ -607,6 +573,10 @@ impl<F: Copy> HalfKernels<F> {
         })
     }
 }
+
+// The imaging condition's parameters (imaging.cu), in a file of their own.
+mod imaging;
+pub use imaging::{CorrelateGradient, CorrelateImage, KeepSource};
 
 #[cfg(test)]
 mod tests;
