@@ -109,6 +109,20 @@ pub fn check_adjoint_supported(problem: &Problem) -> Result<()> {
     Ok(())
 }
 
+/// Refuses `traces` that are not one trace of `problem.steps` samples per receiver of `problem`.
+pub fn check_traces(problem: &Problem, traces: &[Vec<f64>]) -> Result<()> {
+    ensure!(
+        traces.len() == problem.receivers.len(),
+        "{} traces for {} receivers",
+        traces.len(),
+        problem.receivers.len()
+    );
+    for t in traces {
+        ensure!(t.len() == problem.steps, "a trace of {} samples for {} steps", t.len(), problem.steps);
+    }
+    Ok(())
+}
+
 /// The problem whose forward run is the transpose of `problem`'s F (module docs): its sources are
 /// `problem`'s receivers, injecting `traces` (one per receiver, `problem.steps` samples, in the
 /// units of the traces) reversed in time, and its receivers are `problem`'s sources. Its traces,
@@ -122,20 +136,13 @@ pub fn adjoint_problem(problem: &Problem, traces: &[Vec<f64>]) -> Result<Problem
              the transposed CPU step (imaging::transposed) runs it"
         );
     }
-    ensure!(
-        traces.len() == problem.receivers.len(),
-        "{} traces for {} receivers",
-        traces.len(),
-        problem.receivers.len()
-    );
-    let steps = problem.steps;
+    check_traces(problem, traces)?;
     let scaled = |taps: &[Tap], by: &dyn Fn(f64) -> f64| -> Vec<Tap> {
         taps.iter().map(|t| Tap { point: t.point, weight: by(sponge_factor(problem, t.point)) * t.weight }).collect()
     };
     let wavelet = problem.source().wavelet.clone();
     let mut sources = Vec::with_capacity(problem.receivers.len());
     for (r, trace) in problem.receivers.iter().zip(traces) {
-        ensure!(trace.len() == steps, "a trace of {} samples for {steps} steps", trace.len());
         sources.push(PointSource {
             position: r.position,
             // Not read: the samples below are what the run injects.

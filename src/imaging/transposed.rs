@@ -403,16 +403,8 @@ fn run_transposed<T: Real>(
     traces: &[Vec<f64>],
     mut each: impl FnMut(usize, &[T], &[T]) -> Result<()>,
 ) -> Result<()> {
-    ensure!(
-        traces.len() == problem.receivers.len(),
-        "{} traces for {} receivers",
-        traces.len(),
-        problem.receivers.len()
-    );
+    super::adjoint::check_traces(problem, traces)?;
     let steps = problem.steps;
-    for t in traces {
-        ensure!(t.len() == steps, "a trace of {} samples for {steps} steps", t.len());
-    }
     let op = StepOperator::<T>::new(problem)?;
     let receivers: Vec<_> = problem.receivers.iter().map(|r| taps_at::<T>(&op.layout, &r.taps, |_| 1.0)).collect();
     let mut vars = op.zero_vars();
