@@ -49,11 +49,13 @@ fn the_adjoint_passes_the_dot_product_test_with_each_supported_boundary() {
 }
 
 #[test]
-fn the_adjoint_problem_refuses_cpml() {
-    // Its backward step is the transposed CPU step (tests/imaging_cpml.rs), not a forward run.
+fn the_adjoint_problem_of_a_cpml_run_takes_the_transposed_layers() {
+    // Its layers are the transposed step's (tests/imaging_cpml.rs), the profiles the same.
     let p = problem("cpml", 6, false, false);
-    let err = adjoint_problem(&p, &vec![vec![0.0; p.steps]; p.receivers.len()]).unwrap_err();
-    assert!(format!("{err:#}").contains("cpml"), "{err:#}");
+    let adjoint = adjoint_problem(&p, &vec![vec![0.0; p.steps]; p.receivers.len()]).unwrap();
+    assert_eq!(adjoint.boundary.kind, seismic_run::boundary::BoundaryKind::CpmlTransposed);
+    assert_eq!(adjoint.boundary.profiles, p.boundary.profiles);
+    assert_eq!((adjoint.sources.len(), adjoint.receivers.len()), (p.receivers.len(), p.sources.len()));
 }
 
 /// The line with a sponge.

@@ -63,14 +63,14 @@ pub fn fused(t: &Tuning) -> &'static str {
 }
 
 /// [`STEP`] with the fused kernel `t` asks for.
-pub fn step(t: &Tuning) -> [&'static str; 14] {
+pub fn step(t: &Tuning) -> [&'static str; STEP.len()] {
     let mut s = STEP;
     s[0] = fused(t);
     s
 }
 
 /// The f16 step's module: [`step`] with [`FUSED_HALF`] (the `*_half` kernels need -DHALF=1).
-pub fn half_step(t: &Tuning) -> [&'static str; 14] {
+pub fn half_step(t: &Tuning) -> [&'static str; STEP.len() + 1] {
     let s = step(t);
     std::array::from_fn(|i| if i < s.len() { s[i] } else { FUSED_HALF })
 }
@@ -269,7 +269,7 @@ pub fn kernel_options(
 
 #[cfg(test)]
 mod tests {
-    use super::{KernelDefines, PRELUDE};
+    use super::{FUSED_HALF, KernelDefines, PRELUDE, STEP, half_step, step};
     use crate::backend::gpu::LayerPass;
     use crate::backend::tuning::Tuning;
     use crate::boundary::BoundaryKind;
@@ -311,5 +311,14 @@ mod tests {
         assert_eq!(o[0], "-DRADIUS=8");
         assert_eq!(o[4..6], ["-DSPONGE=1".to_string(), "-DLAPLACIAN_ONLY=0".to_string()]);
         assert_eq!(o[o.len() - 3..], ["-DYLAYERS=1".to_string(), "-DWHOLE_ROWS=1".to_string(), "-DHALF=1".to_string()]);
+    }
+
+    /// The f16 module holds every part of the f32 step and the f16 step after them.
+    #[test]
+    fn the_half_step_module_adds_the_f16_kernels_to_the_step() {
+        let t = Tuning::for_radius(4);
+        let (full, half) = (step(&t), half_step(&t));
+        assert_eq!(&half[..STEP.len()], &full[..]);
+        assert_eq!(half[STEP.len()], FUSED_HALF);
     }
 }
