@@ -1,6 +1,6 @@
 //! Imaging on the GPU (kernels/imaging.cu, src/backend/gpu/imaging.rs, and with CPML
 //! kernels/cpml_transposed.cu) against the CPU reference: one shot's image, illumination and
-//! misfit gradient, 3D (fused and three-pass kernels, a sponge or CPML) and 2D; the dot-product
+//! misfit gradient, 3D (fused and three-pass kernels) and 2D, a sponge or CPML; the dot-product
 //! test of the GPU's adjoint; and the `migrate` command run on the GPU against the same command
 //! on the CPU, with a sponge and with CPML. Every test needs an NVIDIA GPU, so all are ignored by default;
 //! run them with `cargo test --release --test gpu_imaging -- --ignored`.
@@ -139,13 +139,15 @@ fn gpu_migration_and_gradient_match_the_cpu_in_3d() {
 #[test]
 #[ignore = "needs a GPU"]
 fn gpu_migration_and_gradient_match_the_cpu_in_2d() {
-    for (free_surface, density, interval) in [(true, false, 2), (false, true, 5)] {
-        let p = problem(&[261, 233], "sponge", free_surface, density);
+    for (boundary, free_surface, density, interval) in
+        [("sponge", true, false, 2), ("sponge", false, true, 5), ("cpml", true, true, 3), ("cpml", false, false, 1)]
+    {
+        let p = problem(&[261, 233], boundary, free_surface, density);
         let data = random(&mut Lcg(6), p.receivers.len(), p.steps);
         let plan = ImagingPlan { interval, gradient: true };
         let cpu = shot_sums(&mut PlaneSolver::<f32>::new(&p).unwrap(), &p, plan, &data);
         let gpu = shot_sums(open_cuda(&p, KernelChoice::Fused).as_mut(), &p, plan, &data);
-        compare(&format!("2D, free surface {free_surface}, density {density}, {plan:?}"), &gpu, &cpu);
+        compare(&format!("2D, {boundary}, free surface {free_surface}, density {density}, {plan:?}"), &gpu, &cpu);
     }
 }
 
@@ -160,6 +162,7 @@ fn the_gpu_adjoint_passes_the_dot_product_test() {
         (&[261, 233][..], "sponge", true, false),
         (&[27, 22, 25][..], "cpml", true, false),
         (&[27, 22, 25][..], "cpml", false, true),
+        (&[261, 233][..], "cpml", true, false),
     ] {
         let p = problem(shape, boundary, free_surface, density);
         let mut rng = Lcg(23);

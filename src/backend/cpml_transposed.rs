@@ -28,7 +28,7 @@ use crate::boundary::{BoundaryKind, CPML_AXIS_ORDER};
 use crate::problem::Problem;
 use anyhow::{Result, ensure};
 
-/// The layers of a transposed CPML step on a whole 3D grid.
+/// The layers of a transposed CPML step on a whole grid (a 2D grid's y axis has none).
 #[derive(Clone, Debug, PartialEq)]
 pub struct TransposedLayers {
     pub shape: [usize; 3],
@@ -46,7 +46,6 @@ impl TransposedLayers {
     pub fn new(problem: &Problem) -> Result<Self> {
         let b = &problem.boundary;
         ensure!(b.kind == BoundaryKind::CpmlTransposed, "not a transposed CPML step");
-        ensure!(!problem.is_2d(), "the transposed CPML step runs on 3D grids (a 2D grid's is not built)");
         ensure!(problem.vp_first == 0, "the transposed CPML step runs on a whole grid, not on one rank's part of it");
         let (shape, width, radius) = (problem.shape(), b.width, problem.stencil.radius);
         let mut coord: [Vec<i32>; 3] = shape.map(|n| vec![-1; n]);

@@ -66,12 +66,12 @@
 //! backward step is not the forward step on another problem with CPML. Written for nu = K mu, it
 //! is the interior's step without an absorber, (2 + K L) nu^{n+1} - nu^{n+2}, plus K times the
 //! layers' terms (K bh mu = bh nu): [`adjoint_problem`] gives the problem the boundary
-//! [`BoundaryKind::CpmlTransposed`], whose step every 3D f32 and f64 backend runs
+//! [`BoundaryKind::CpmlTransposed`], whose step every f32 and f64 backend runs, 2D and 3D
 //! ([`crate::backend::cpml_transposed`] has the terms and their order). [`super::transposed`]
 //! applies the transposes of the forward step's own terms one by one: the reference that the
 //! backends' transposed step is tested against.
 
-use crate::backend::cpu::{CpuSolver, Real};
+use crate::backend::cpu::{CpuSolver, PlaneSolver, Real};
 use crate::boundary::BoundaryKind;
 use crate::problem::{PointSource, Problem, Receiver, Tap};
 use anyhow::{Result, ensure};
@@ -87,15 +87,9 @@ pub(super) fn sponge_factor(problem: &Problem, [x, y, z]: [usize; 3]) -> f64 {
     }
 }
 
-/// Refuses a backward pass that no backend runs: with CPML on a 2D grid (its transposed layer
-/// step is built for 3D grids) or with f16 storage.
+/// Refuses a backward pass that no backend runs: with CPML in f16 storage.
 pub fn check_backward_supported(problem: &Problem) -> Result<()> {
     if problem.boundary.kind == BoundaryKind::Cpml {
-        ensure!(
-            !problem.is_2d(),
-            "the backward pass (migration, gradient) with boundary.kind = \"cpml\" runs on 3D grids: use \
-             boundary.kind = \"sponge\" on a 2D grid"
-        );
         ensure!(
             problem.precision != crate::config::Precision::F16,
             "the backward pass (migration, gradient) with boundary.kind = \"cpml\" runs in f32: use run.precision = \"f32\""
@@ -166,13 +160,18 @@ pub fn reversed_traces(traces: &[Vec<f64>]) -> Vec<Vec<f64>> {
     traces.iter().map(|t| t.iter().rev().copied().collect()).collect()
 }
 
-/// F on the CPU in precision `T`: the traces of `problem` (its sources' samples as they are).
+/// F on the CPU in precision `T` (the 2D solver on a 2D grid): the traces of `problem` (its
+/// sources' samples as they are).
 pub fn forward_traces<T: Real>(problem: &Problem) -> Result<Vec<Vec<f64>>> {
-    let mut solver = CpuSolver::<T>::new(problem)?;
-    for n in 0..problem.steps {
-        solver.advance(n);
+    let native = |t: &[Vec<T>]| t.iter().map(|t| t.iter().map(|v| v.f64()).collect()).collect();
+    if problem.is_2d() {
+        let mut solver = PlaneSolver::<T>::new(problem)?;
+        (0..problem.steps).for_each(|n| solver.advance(n));
+        return Ok(native(solver.traces_native()));
     }
-    Ok(solver.traces_native().iter().map(|t| t.iter().map(|v| v.f64()).collect()).collect())
+    let mut solver = CpuSolver::<T>::new(problem)?;
+    (0..problem.steps).for_each(|n| solver.advance(n));
+    Ok(native(solver.traces_native()))
 }
 
 /// F^T on the CPU in precision `T`: per source of `problem`, the samples (in

@@ -4,9 +4,10 @@
 
 use super::{Real, cpml::layer_weight};
 use crate::backend::cpml_transposed::TransposedLayers;
+use crate::boundary::BoundaryKind;
 use crate::grid::Layout;
 use crate::problem::Problem;
-use anyhow::Result;
+use anyhow::{Result, ensure};
 use rayon::prelude::*;
 
 /// The adjoints of the layers' memory variables and the scratch of a step.
@@ -25,14 +26,14 @@ pub(super) struct TransposedCpml<T> {
 }
 
 /// What a step reads besides the layers: the field nu^{n+1} it starts from, the stiffness, the
-/// buoyancy and the derivative weights (per axis, scaled).
+/// buoyancy and the derivative weights (per axis x, y, z, scaled; a 2D grid's y empty).
 pub(super) struct StepFields<'a, T> {
     pub layout: &'a Layout,
     pub cur: &'a [T],
     pub stiffness: &'a [T],
     pub bh: Option<&'a [T]>,
-    pub c1: &'a [Vec<T>; 3],
-    pub c2: &'a [Vec<T>; 3],
+    pub c1: [&'a [T]; 3],
+    pub c2: [&'a [T]; 3],
 }
 
 impl<T: Real> TransposedCpml<T> {
@@ -55,13 +56,28 @@ impl<T: Real> TransposedCpml<T> {
         })
     }
 
-    /// Whether these are the layers of `problem` (a shot on the same grid and boundary).
-    pub fn serves(&self, problem: &Problem) -> bool {
-        TransposedLayers::new(problem).is_ok_and(|l| l == self.layers)
+    /// Readies a solver's `slot` for a shot of `problem` and says whether the shot is a backward
+    /// pass with CPML: then the layers are made (or, on the same grid and boundary, zeroed). A
+    /// solver opened for a backward pass (`forward_cpml` false) runs no forward CPML shot.
+    pub fn for_shot(slot: &mut Option<Self>, problem: &Problem, forward_cpml: bool) -> Result<bool> {
+        match problem.boundary.kind {
+            BoundaryKind::CpmlTransposed => {
+                match slot {
+                    Some(t) if TransposedLayers::new(problem).is_ok_and(|l| l == t.layers) => t.zero(),
+                    _ => *slot = Some(Self::new(problem)?),
+                }
+                Ok(true)
+            }
+            BoundaryKind::Cpml => {
+                ensure!(forward_cpml, "a backend opened for a backward pass runs no forward CPML shot");
+                Ok(false)
+            }
+            _ => Ok(false),
+        }
     }
 
     /// Zeros the adjoints for a new backward pass.
-    pub fn zero(&mut self) {
+    fn zero(&mut self) {
         for v in self.lambda.iter_mut().chain(self.eta.iter_mut()) {
             v.fill(T::default());
         }
@@ -73,7 +89,7 @@ impl<T: Real> TransposedCpml<T> {
         for axis in axes {
             self.prepare(f, axis);
             self.gather(f, axis, next);
-            self.spread_lambda(&f.c1[axis], axis);
+            self.spread_lambda(f.c1[axis], axis);
         }
     }
 
@@ -143,7 +159,7 @@ impl<T: Real> TransposedCpml<T> {
     fn layer_sum(&self, f: &StepFields<T>, axis: usize, p: [usize; 3]) -> T {
         let l = &self.layers;
         let (r, n, q) = (l.radius, l.shape[axis], p[axis]);
-        let (c1, c2, a) = (&f.c1[axis], &f.c2[axis], &self.a[axis]);
+        let (c1, c2, a) = (f.c1[axis], f.c2[axis], &self.a[axis]);
         let coord = &l.coord[axis];
         let at = |i: usize| l.slab_index(axis, p, coord[i] as usize);
         let mut g = T::default();

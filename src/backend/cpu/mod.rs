@@ -387,8 +387,8 @@ impl<T: Real> CpuSolver<T> {
             cur: &self.cur,
             stiffness: &self.vel2dt2,
             bh: self.bh.as_deref(),
-            c1: &self.c1,
-            c2: &self.c2,
+            c1: self.c1.each_ref().map(|v| &v[..]),
+            c2: self.c2.each_ref().map(|v| &v[..]),
         };
         t.apply(&f, &mut self.prev);
     }
@@ -396,18 +396,7 @@ impl<T: Real> CpuSolver<T> {
     /// Makes the next shot a forward one or, for a [`BoundaryKind::CpmlTransposed`] problem, a
     /// backward pass with the transposed layers (zeroed).
     fn set_direction(&mut self, problem: &Problem) -> Result<()> {
-        self.backward = problem.boundary.kind == BoundaryKind::CpmlTransposed;
-        if !self.backward {
-            ensure!(
-                problem.boundary.kind != BoundaryKind::Cpml || self.cpml.is_some(),
-                "a backend opened for a backward pass runs no forward CPML shot"
-            );
-            return Ok(());
-        }
-        match &mut self.transposed {
-            Some(t) if t.serves(problem) => t.zero(),
-            t => *t = Some(TransposedCpml::new(problem)?),
-        }
+        self.backward = TransposedCpml::for_shot(&mut self.transposed, problem, self.cpml.is_some())?;
         Ok(())
     }
 

@@ -11,6 +11,7 @@
 //! (2w, nx) (`boundary.rs` has the formulation; phi is double-buffered, zeta updated in place).
 
 use super::cpml::layer_weights_into;
+use super::cpml_transposed::{StepFields, TransposedCpml};
 use super::memory::Parts;
 use super::shot::{SourceTaps, shot_taps};
 use super::{Isa, Real};
@@ -71,6 +72,10 @@ pub struct PlaneSolver<T: Real> {
     damp: Option<[Vec<T>; 2]>,
     /// CPML layers of x and z, and their width.
     cpml: Option<([PlaneLayers<T>; 2], usize)>,
+    /// The CPML's transposed layer terms, where a shot is a backward pass (the sweep then
+    /// computes no layers, and these follow it), and whether the current shot is one.
+    transposed: Option<TransposedCpml<T>>,
+    backward: bool,
     free_surface: bool,
     cur: Vec<T>,
     prev: Vec<T>,
@@ -119,10 +124,6 @@ impl<T: Real> PlaneSolver<T> {
             bh
         });
         let b = &problem.boundary;
-        ensure!(
-            b.kind != BoundaryKind::CpmlTransposed,
-            "the backward pass with CPML runs on 3D grids (a 2D grid's transposed CPML step is not built)"
-        );
         let damp = (b.kind == BoundaryKind::Sponge)
             .then(|| axes.map(|a| b.profiles[a].damp.iter().map(|&g| T::of(g)).collect()));
         let w = b.cpml_width();
@@ -150,6 +151,8 @@ impl<T: Real> PlaneSolver<T> {
             (layers, w)
         });
         let (source, rec_taps) = shot_taps(problem, &layout, &stiffness);
+        let mut transposed = None;
+        let backward = TransposedCpml::for_shot(&mut transposed, problem, true)?;
         Ok(PlaneSolver {
             layout,
             isa,
@@ -161,6 +164,8 @@ impl<T: Real> PlaneSolver<T> {
             buoyancy,
             damp,
             cpml,
+            transposed,
+            backward,
             free_surface: b.free_surface,
             cur: vec![T::default(); layout.len()],
             prev: vec![T::default(); layout.len()],
@@ -207,6 +212,17 @@ impl<T: Real> PlaneSolver<T> {
             7 => self.sweep::<7>(),
             8 => self.sweep::<8>(),
             r => unreachable!("stencil radius {r} outside 1..=8"),
+        }
+        if let (Some(t), true) = (&mut self.transposed, self.backward) {
+            let f = StepFields {
+                layout: &self.layout,
+                cur: &self.cur,
+                stiffness: &self.stiffness,
+                bh: self.buoyancy.as_deref(),
+                c1: [&self.c1[0], &[], &self.c1[1]],
+                c2: [&self.c2[0], &[], &self.c2[1]],
+            };
+            t.apply(&f, &mut self.prev);
         }
         self.inject(n);
         if let Some((layers, _)) = &mut self.cpml {
@@ -259,9 +275,7 @@ impl<T: Real> PlaneSolver<T> {
     /// the x layers' memory variables and corrections.
     fn sweep<const R: usize>(&mut self) {
         let coef = std::array::from_fn(|a| std::array::from_fn(|k| self.c2[a][k + 1]));
-        let layers = self
-            .cpml
-            .as_mut()
+        let layers = (if self.backward { None } else { self.cpml.as_mut() })
             .map(|([x, z], w)| ([x.view(&self.c1[0], &self.c2[0]), z.view(&self.c1[1], &self.c2[1])], *w));
         let sweep = PlaneSweep::<T, R> {
             l: self.layout,
@@ -548,10 +562,7 @@ impl<T: Real> Backend for PlaneSolver<T> {
 
     fn start_shot(&mut self, problem: &Problem) -> Result<()> {
         ensure!(problem.layout == self.layout, "a shot must use the grid the backend was opened with");
-        ensure!(
-            problem.boundary.kind != BoundaryKind::CpmlTransposed,
-            "the backward pass with CPML runs on 3D grids (a 2D grid's transposed CPML step is not built)"
-        );
+        self.backward = TransposedCpml::for_shot(&mut self.transposed, problem, self.cpml.is_some())?;
         self.cur.fill(T::default());
         self.prev.fill(T::default());
         if let Some((layers, _)) = &mut self.cpml {

@@ -7,8 +7,9 @@ use super::fields::Fields;
 use super::kernels::{AxisWeights, CpmlTransposedAxis, Launch};
 use super::runtime::{DeviceBuffer, GpuRuntime};
 use crate::backend::cpml_transposed::TransposedLayers;
+use crate::boundary::BoundaryKind;
 use crate::problem::Problem;
-use anyhow::Result;
+use anyhow::{Result, ensure};
 use std::rc::Rc;
 
 /// Threads a block of both kernels.
@@ -33,8 +34,8 @@ pub(super) struct DeviceTransposed<Rt: GpuRuntime> {
 }
 
 impl<Rt: GpuRuntime> DeviceTransposed<Rt> {
-    /// Allocates (zeroed) and uploads the layers of `problem` (a [`crate::boundary::BoundaryKind::CpmlTransposed`] one).
-    pub fn new(rt: &Rc<Rt>, problem: &Problem) -> Result<Self> {
+    /// Allocates (zeroed) and uploads the layers of `problem` (a [`BoundaryKind::CpmlTransposed`] one).
+    fn new(rt: &Rc<Rt>, problem: &Problem) -> Result<Self> {
         let layers = TransposedLayers::new(problem)?;
         let f32s = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
         let mut axes: [Option<Axis<Rt>>; 3] = [None, None, None];
@@ -56,13 +57,28 @@ impl<Rt: GpuRuntime> DeviceTransposed<Rt> {
         Ok(DeviceTransposed { layers, axes, scratch: [beta?, gamma?, sigma?] })
     }
 
-    /// Whether these are the layers of `problem`'s backward pass (same grid and boundary).
-    pub fn serves(&self, problem: &Problem) -> bool {
-        TransposedLayers::new(problem).is_ok_and(|l| l == self.layers)
+    /// Readies a solver's `slot` for a shot of `problem` and says whether the shot is a backward
+    /// pass with CPML: then the layers are made (or, on the same grid and boundary, zeroed). A
+    /// solver opened for a backward pass (`forward_cpml` false) runs no forward CPML shot.
+    pub fn for_shot(slot: &mut Option<Self>, rt: &Rc<Rt>, problem: &Problem, forward_cpml: bool) -> Result<bool> {
+        match problem.boundary.kind {
+            BoundaryKind::CpmlTransposed => {
+                match slot {
+                    Some(t) if TransposedLayers::new(problem).is_ok_and(|l| l == t.layers) => t.zero()?,
+                    _ => *slot = Some(Self::new(rt, problem)?),
+                }
+                Ok(true)
+            }
+            BoundaryKind::Cpml => {
+                ensure!(forward_cpml, "a backend opened for a backward pass runs no forward CPML shot");
+                Ok(false)
+            }
+            _ => Ok(false),
+        }
     }
 
     /// Zeros the adjoints for a new backward pass (queued on the stream).
-    pub fn zero(&self) -> Result<()> {
+    fn zero(&self) -> Result<()> {
         for a in self.axes.iter().flatten() {
             a.lambda.zero()?;
             a.eta.zero()?;

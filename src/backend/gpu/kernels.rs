@@ -532,6 +532,8 @@ pub struct PlaneKernels<F> {
     /// plane_step, or plane_step_density where the density varies.
     pub step: F,
     pub layers: F,
+    /// cpml_transposed_prepare, cpml_transposed_gather (a backward step's layers).
+    pub transposed: [F; 2],
     pub free_surface: F,
     pub io: IoKernels<F>,
 }
@@ -543,6 +545,10 @@ impl<F: Copy> PlaneKernels<F> {
         Ok(PlaneKernels {
             step: rt.function(module, step)?,
             layers: rt.function(module, "plane_layers")?,
+            transposed: [
+                rt.function(module, "cpml_transposed_prepare")?,
+                rt.function(module, "cpml_transposed_gather")?,
+            ],
             free_surface: rt.function(module, "free_surface")?,
             io: IoKernels::load(rt, module)?,
         })

@@ -6,6 +6,7 @@
 //!
 //! [`Layout::planar`]: crate::grid::Layout::planar
 
+use super::cpml_transposed::DeviceTransposed;
 use super::fields::{Fields, check_fits, ptr_or_null};
 use super::imaging::{DeviceSums, opened, reopen};
 use super::kernels::{AxisWeights, FreeSurface, Launch, PlaneKernels, PlaneLayers, PlaneStep, StencilWeights};
@@ -86,6 +87,10 @@ pub struct PlaneGpuSolver<Rt: GpuRuntime> {
     staging: Staging<Rt>,
     /// The imaging condition's buffers, once a migration opens them.
     imaging: Option<DeviceSums<Rt>>,
+    /// The CPML's transposed layers where a shot is a backward pass with CPML (the step's
+    /// layers are then these), and whether the current shot is one.
+    transposed: Option<DeviceTransposed<Rt>>,
+    backward: bool,
     rt: Rc<Rt>,
 }
 
@@ -155,6 +160,8 @@ impl<Rt: GpuRuntime> PlaneGpuSolver<Rt> {
             let points = rows * shape[0] + (shape[2] - rows) * 2 * w;
             Launch::linear(points.div_ceil(128) as u32, 128)
         });
+        let mut transposed = None;
+        let backward = DeviceTransposed::for_shot(&mut transposed, &rt, problem, true)?;
         rt.synchronize()?;
         Ok(PlaneGpuSolver {
             f,
@@ -171,6 +178,8 @@ impl<Rt: GpuRuntime> PlaneGpuSolver<Rt> {
             steps_done: 0,
             staging: Staging::new(),
             imaging: None,
+            transposed,
+            backward,
             rt,
         })
     }
@@ -219,7 +228,9 @@ impl<Rt: GpuRuntime> PlaneGpuSolver<Rt> {
             window: self.window,
         };
         step.launch(rt, self.f.step, self.launch)?;
-        if let (Some(c), Some(launch)) = (&d.cpml, self.layer_launch) {
+        if let (Some(t), true) = (&self.transposed, self.backward) {
+            t.enqueue(rt, d, self.f.transposed, &self.axis_weights)?;
+        } else if let (Some(c), Some(launch)) = (&d.cpml, self.layer_launch) {
             let layers = c.layers(&self.axis_weights, 0, 0..l.nz);
             PlaneLayers { cur, out, vel, bh, nx, nz, pitch, layers }.launch(rt, self.f.layers, launch)?;
         }
@@ -282,6 +293,8 @@ impl<Rt: GpuRuntime> Backend for PlaneGpuSolver<Rt> {
             "a shot must use the grid and steps the backend was opened with"
         );
         self.fields.zero_for_shot(problem)?;
+        self.backward =
+            DeviceTransposed::for_shot(&mut self.transposed, &self.rt, problem, self.fields.cpml.is_some())?;
         self.taps = Taps::new(&self.rt, problem)?;
         self.steps_done = 0;
         Ok(())

@@ -138,9 +138,9 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let taps = Taps::new(&rt, problem)?;
         let events = (0..=problem.steps).map(|_| rt.event()).collect::<Result<_>>()?;
         launches.set_y_pass(&rt, &fields, y_module)?;
-        let backward = b.kind == BoundaryKind::CpmlTransposed;
+        let mut transposed = None;
+        let backward = DeviceTransposed::for_shot(&mut transposed, &rt, problem, true)?;
         ensure!(!(backward && half), "the backward pass with CPML runs in f32, not with run.precision = \"f16\"");
-        let transposed = if backward { Some(DeviceTransposed::new(&rt, problem)?) } else { None };
         rt.synchronize()?;
         Ok(GpuSolver {
             kernel,
@@ -514,36 +514,11 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
             s.open = false;
         }
         self.fields.zero_for_shot(problem)?;
-        self.set_direction(problem)?;
+        self.backward =
+            DeviceTransposed::for_shot(&mut self.transposed, &self.rt, problem, self.fields.cpml.is_some())?;
         self.taps = Taps::new(&self.rt, problem)?;
         self.steps_done = 0;
         Ok(())
-    }
-}
-
-impl<Rt: GpuRuntime> GpuSolver<Rt> {
-    /// Makes the next shot a forward one or, for a [`BoundaryKind::CpmlTransposed`] problem, a
-    /// backward pass with the transposed layers (allocated at the first, zeroed at each).
-    fn set_direction(&mut self, problem: &Problem) -> Result<()> {
-        self.backward = problem.boundary.kind == BoundaryKind::CpmlTransposed;
-        if !self.backward {
-            ensure!(
-                problem.boundary.kind != BoundaryKind::Cpml || self.fields.cpml.is_some(),
-                "a backend opened for a backward pass runs no forward CPML shot"
-            );
-            return Ok(());
-        }
-        ensure!(
-            self.fields.half.is_none(),
-            "the backward pass with CPML runs in f32, not with run.precision = \"f16\""
-        );
-        match &self.transposed {
-            Some(t) if t.serves(problem) => t.zero(),
-            _ => {
-                self.transposed = Some(DeviceTransposed::new(&self.rt, problem)?);
-                Ok(())
-            }
-        }
     }
 }
 

@@ -55,7 +55,7 @@ pub const STEP: [&str; 14] = [
 ];
 
 /// Every kernel of a 2D grid's step (and the run's blow-up check and imaging condition).
-pub const PLANE_STEP: [&str; 6] = [PLANE, FREE_SURFACE, SOURCES, SECTION, FINITE_CHECK, IMAGING];
+pub const PLANE_STEP: [&str; 7] = [PLANE, FREE_SURFACE, SOURCES, SECTION, FINITE_CHECK, IMAGING, CPML_TRANSPOSED];
 
 /// The fused kernel's source for a tuning (both define `fused_step`).
 pub fn fused(t: &Tuning) -> &'static str {
