@@ -304,6 +304,7 @@ fn this_ranks_part(ranks: &Ranks, job: &Migration, written: &mut Vec<PathBuf>) -
         let data_seconds = shot_started.elapsed().as_secs_f64();
         let migration_started = Instant::now();
         let mut shot = ShotImaging::source_pass(backend.as_mut(), migration, plan)?;
+        let source_seconds = migration_started.elapsed().as_secs_f64();
         // The source pass's traces are the shot modelled in the migration model: its direct wave.
         let direct = imaging.subtract_direct.then(|| shot.modelled().to_vec());
         let reflections: Vec<Vec<f64>> = observed
@@ -315,12 +316,14 @@ fn this_ranks_part(ranks: &Ranks, job: &Migration, written: &mut Vec<PathBuf>) -
             })
             .map(|r| fractional_derivative(&r, imaging.data_derivative, migration.dt))
             .collect();
+        let backward_started = Instant::now();
         shot.image(&reflections)?;
         if gradient.is_some() {
             let (residual, j) = residuals(shot.modelled(), &observed)?;
             shot.gradient(&residual)?;
             misfit[0] += j;
         }
+        let backward_seconds = backward_started.elapsed().as_secs_f64();
         let sums = shot.finish()?;
         let shot_sums = ShotSums { image: sums.image, illumination: sums.illumination };
         match &boxed {
@@ -351,8 +354,11 @@ fn this_ranks_part(ranks: &Ranks, job: &Migration, written: &mut Vec<PathBuf>) -
             // Positions as the input writes them: [x, z] on a 2D grid.
             let [x, y, z] = migration.source().position;
             let at = if migration.is_2d() { format!("[{x:?}, {z:?}]") } else { format!("[{x:?}, {y:?}, {z:?}]") };
+            // The passes' own time beside the shot's host work (the data's filter, the sums'
+            // download and stack).
             println!(
-                "shot {} of {count} (source at {at} m){}: migrated in {migrated:.3} s{modelled}",
+                "shot {} of {count} (source at {at} m){}: migrated in {migrated:.3} s (source pass {source_seconds:.3} s, \
+                 backward {backward_seconds:.3} s){modelled}",
                 index + 1,
                 if ranks.size > 1 { format!(", rank {}", ranks.rank) } else { String::new() },
             );
