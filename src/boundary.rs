@@ -176,7 +176,7 @@ impl Default for CpmlTuning {
 /// of 4 because the GPU's x layers go by 4-point vectors (kernels/cpml.cu's `x_rows`): another
 /// width takes the scalar path, slower at 512^3 than a 20-point layer by vectors
 /// (docs/performance.md). R = 1 reaches -60 dB only at 36 points; R = 2 at 16; the rest at 12.
-const DEFAULT_WIDTHS: [usize; MAX_RADIUS] = [36, 16, 12, 12, 12, 12, 12, 12];
+pub const DEFAULT_WIDTHS: [usize; MAX_RADIUS] = [36, 16, 12, 12, 12, 12, 12, 12];
 
 /// The layer width when the input gives none, for a stencil of `radius` ([`DEFAULT_WIDTHS`]; a
 /// radius outside 1..=8, which the stencil refuses, gets the widest).
