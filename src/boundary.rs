@@ -49,7 +49,7 @@ impl AxisProfile {
 }
 
 /// The absorbing boundary's kind: `boundary.kind` in the input ("cpml", the default, "sponge" or
-/// "none").
+/// "none"), or the transpose of a CPML step, which no input names.
 #[derive(serde::Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum BoundaryKind {
@@ -57,6 +57,12 @@ pub enum BoundaryKind {
     Cpml,
     Sponge,
     None,
+    /// The backward pass of a CPML run (migration, the gradient: `imaging::adjoint`): the
+    /// interior's step without an absorber, then the CPML layers' transposed terms
+    /// ([`crate::backend::cpml_transposed`]), from the same profiles. Only
+    /// [`Boundary::transposed`] makes it.
+    #[serde(skip)]
+    CpmlTransposed,
 }
 
 impl BoundaryKind {
@@ -273,13 +279,20 @@ impl Boundary {
                         p.b[i] = b;
                         p.a[i] = if d + alpha > 0.0 { d * (b - 1.0) / (d + alpha) } else { 0.0 };
                     }
-                    BoundaryKind::None => {}
+                    BoundaryKind::None | BoundaryKind::CpmlTransposed => {}
                 }
             }
             p
         });
         let layer_faces = [[true; 2], [true; 2], [!free_surface, true]];
         Boundary { kind, width, free_surface, profiles, layer_faces }
+    }
+
+    /// The boundary of this CPML run's backward pass ([`BoundaryKind::CpmlTransposed`]): the same
+    /// profiles, width and faces.
+    pub fn transposed(&self) -> Boundary {
+        debug_assert_eq!(self.kind, BoundaryKind::Cpml, "only a CPML step has a transposed layer step");
+        Boundary { kind: BoundaryKind::CpmlTransposed, ..self.clone() }
     }
 
     /// This boundary on a 2D grid: no layers along y (its one row), the x and z faces as they are.

@@ -1,7 +1,8 @@
-//! Imaging on the GPU (kernels/imaging.cu, src/backend/gpu/imaging.rs) against the CPU reference:
-//! one shot's image, illumination and misfit gradient, 3D (fused and three-pass kernels) and 2D;
-//! the dot-product test of the GPU's adjoint; and the `migrate` command run on the GPU against
-//! the same command on the CPU. Every test needs an NVIDIA GPU, so all are ignored by default;
+//! Imaging on the GPU (kernels/imaging.cu, src/backend/gpu/imaging.rs, and with CPML
+//! kernels/cpml_transposed.cu) against the CPU reference: one shot's image, illumination and
+//! misfit gradient, 3D (fused and three-pass kernels, a sponge or CPML) and 2D; the dot-product
+//! test of the GPU's adjoint; and the `migrate` command run on the GPU against the same command
+//! on the CPU, with a sponge and with CPML. Every test needs an NVIDIA GPU, so all are ignored by default;
 //! run them with `cargo test --release --test gpu_imaging -- --ignored`.
 //!
 //! The contract: the CPU's sums within 1e-5 of their largest value (the device keeps the host's
@@ -30,8 +31,9 @@ fn open_cuda(problem: &Problem, kernel: KernelChoice) -> Box<dyn Backend> {
 }
 
 /// A grid of `shape` ([nx, nz] for 2D) at 10 m, a smooth random velocity (and a density), an
-/// off-grid sinc source, off-grid sinc receivers (one near the free surface, one in the sponge).
-fn problem(shape: &[usize], free_surface: bool, density: bool) -> Problem {
+/// off-grid sinc source, off-grid sinc receivers (one near the free surface, one in the layers),
+/// the `boundary` ("sponge" or "cpml") 6 points wide inside the grid.
+fn problem(shape: &[usize], boundary: &str, free_surface: bool, density: bool) -> Problem {
     let two_d = shape.len() == 2;
     let [nx, ny, nz] = if two_d { [shape[0], 1, shape[1]] } else { [shape[0], shape[1], shape[2]] };
     let pos =
@@ -43,7 +45,7 @@ fn problem(shape: &[usize], free_surface: bool, density: bool) -> Problem {
         "[grid]\nshape = [{}]\nspacing = {spacing}\n\n[model]\nkind = \"constant\"\nvp = 2000.0\n\n\
          [stencil]\nradius = 4\n\n[time]\nsteps = 120\ncfl_safety = 0.6\n\n\
          [source]\nposition = {}\nfrequency = 25.0\ninjection = \"sinc\"\n\n\
-         [boundary]\nkind = \"sponge\"\nwidth = 6\nfree_surface = {free_surface}\nplacement = \"inside\"\n",
+         [boundary]\nkind = \"{boundary}\"\nwidth = 6\nfree_surface = {free_surface}\nplacement = \"inside\"\n",
         list(shape),
         pos([123.4, y, 31.3]),
     );
@@ -110,19 +112,23 @@ fn compare(what: &str, gpu: &ImagingSums, cpu: &ImagingSums) {
 #[test]
 #[ignore = "needs a GPU"]
 fn gpu_migration_and_gradient_match_the_cpu_in_3d() {
-    for (kernel, free_surface, density, interval) in [
-        (KernelChoice::Fused, true, false, 3),
-        (KernelChoice::Fused, false, true, 1),
-        (KernelChoice::ThreePass, true, false, 4),
+    for (kernel, boundary, free_surface, density, interval) in [
+        (KernelChoice::Fused, "sponge", true, false, 3),
+        (KernelChoice::Fused, "sponge", false, true, 1),
+        (KernelChoice::ThreePass, "sponge", true, false, 4),
+        (KernelChoice::Fused, "cpml", true, true, 2),
+        (KernelChoice::Fused, "cpml", false, false, 1),
+        (KernelChoice::ThreePass, "cpml", true, false, 3),
     ] {
-        let p = problem(&[27, 22, 25], free_surface, density);
+        let p = problem(&[27, 22, 25], boundary, free_surface, density);
         let data = random(&mut Lcg(5), p.receivers.len(), p.steps);
         for gradient in [false, true] {
             let plan = ImagingPlan { interval, gradient };
             let cpu = shot_sums(&mut CpuSolver::<f32>::new(&p).unwrap(), &p, plan, &data);
             let mut gpu_backend = open_cuda(&p, kernel);
             let gpu = shot_sums(gpu_backend.as_mut(), &p, plan, &data);
-            compare(&format!("3D {kernel:?}, free surface {free_surface}, density {density}, {plan:?}"), &gpu, &cpu);
+            let what = format!("3D {kernel:?}, {boundary}, free surface {free_surface}, density {density}, {plan:?}");
+            compare(&what, &gpu, &cpu);
             // A second shot on the same backend reuses its buffers from zero.
             let again = shot_sums(gpu_backend.as_mut(), &p, plan, &data);
             assert_eq!(again, gpu, "a second shot on the same backend");
@@ -134,7 +140,7 @@ fn gpu_migration_and_gradient_match_the_cpu_in_3d() {
 #[ignore = "needs a GPU"]
 fn gpu_migration_and_gradient_match_the_cpu_in_2d() {
     for (free_surface, density, interval) in [(true, false, 2), (false, true, 5)] {
-        let p = problem(&[261, 233], free_surface, density);
+        let p = problem(&[261, 233], "sponge", free_surface, density);
         let data = random(&mut Lcg(6), p.receivers.len(), p.steps);
         let plan = ImagingPlan { interval, gradient: true };
         let cpu = shot_sums(&mut PlaneSolver::<f32>::new(&p).unwrap(), &p, plan, &data);
@@ -148,10 +154,14 @@ fn gpu_migration_and_gradient_match_the_cpu_in_2d() {
 #[test]
 #[ignore = "needs a GPU"]
 fn the_gpu_adjoint_passes_the_dot_product_test() {
-    for (shape, free_surface, density) in
-        [(&[27usize, 22, 25][..], true, false), (&[27, 22, 25][..], true, true), (&[261, 233][..], true, false)]
-    {
-        let p = problem(shape, free_surface, density);
+    for (shape, boundary, free_surface, density) in [
+        (&[27usize, 22, 25][..], "sponge", true, false),
+        (&[27, 22, 25][..], "sponge", true, true),
+        (&[261, 233][..], "sponge", true, false),
+        (&[27, 22, 25][..], "cpml", true, false),
+        (&[27, 22, 25][..], "cpml", false, true),
+    ] {
+        let p = problem(shape, boundary, free_surface, density);
         let mut rng = Lcg(23);
         let x = random(&mut rng, p.sources.len(), p.steps);
         let y = random(&mut rng, p.receivers.len(), p.steps);
@@ -170,7 +180,8 @@ fn the_gpu_adjoint_passes_the_dot_product_test() {
         let (a, b) = (dot(&fx, &y), dot(&x, &fty));
         let mismatch = (a - b).abs() / a.abs().max(b.abs());
         eprintln!(
-            "{shape:?}, free surface {free_surface}, density {density}: <Fx, y> {a:.6e}, <x, F'y> {b:.6e}: {mismatch:.2e}"
+            "{shape:?}, {boundary}, free surface {free_surface}, density {density}: <Fx, y> {a:.6e}, <x, F'y> {b:.6e}: \
+             {mismatch:.2e}"
         );
         assert!(mismatch < 1e-5, "dot-product test off by {mismatch:e}");
     }
@@ -178,11 +189,17 @@ fn the_gpu_adjoint_passes_the_dot_product_test() {
 
 /// `seismic-run migrate` on the GPU and on the CPU: the same input (a two-shot line over a flat
 /// reflector, the data modelled in the true model on the same backend, the gradient too) writes
-/// the same image and gradient.
+/// the same image and gradient, with a sponge and with CPML.
 #[test]
 #[ignore = "needs a GPU"]
 fn the_migrate_command_on_the_gpu_writes_the_cpus_image() {
-    let dir = std::env::temp_dir().join(format!("seismic-run-gpu-imaging-{}", std::process::id()));
+    for boundary in ["sponge", "cpml"] {
+        migrate_on_both(boundary);
+    }
+}
+
+fn migrate_on_both(boundary: &str) {
+    let dir = std::env::temp_dir().join(format!("seismic-run-gpu-imaging-{boundary}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let input = |backend: &str| {
         format!(
@@ -190,7 +207,7 @@ fn the_migrate_command_on_the_gpu_writes_the_cpus_image() {
              [model]\nkind = \"constant\"\nvp = 2000.0\n\n[stencil]\nradius = 4\n\n[time]\nduration = 0.6\n\n\
              [source]\nposition = [300.0, 100.0, 20.0]\nfrequency = 15.0\ndelay = 0.08\n\n\
              [[receivers]]\nline = {{ start = [80.0, 100.0, 20.0], end = [720.0, 100.0, 20.0], count = 33 }}\n\n\
-             [boundary]\nkind = \"sponge\"\nwidth = 8\nfree_surface = true\n\n\
+             [boundary]\nkind = \"{boundary}\"\nwidth = 8\nfree_surface = true\n\n\
              [run]\nbackend = \"{backend}\"\n\n\
              [survey]\nshots = [[300.0, 100.0, 20.0], [500.0, 100.0, 20.0]]\n\n\
              [imaging]\ntrue_model = {{ kind = \"layered\", depths = [305.0], velocities = [2000.0, 2600.0] }}\n\
@@ -215,7 +232,7 @@ fn the_migrate_command_on_the_gpu_writes_the_cpus_image() {
         images.push((read("image"), read("gradient")));
     }
     let (image, gradient) = (rel_max_diff(&images[0].0, &images[1].0), rel_max_diff(&images[0].1, &images[1].1));
-    eprintln!("migrate command, GPU against CPU: image {image:.2e}, gradient {gradient:.2e}");
+    eprintln!("migrate command, {boundary}, GPU against CPU: image {image:.2e}, gradient {gradient:.2e}");
     assert!(image <= TOLERANCE && gradient <= TOLERANCE, "image {image:e}, gradient {gradient:e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -142,6 +142,7 @@ impl CpuHalfSolver {
             problem.vel2dt2().into_iter().map(|v| if storage.vel { round_f16(v as f32) } else { v as f32 }).collect();
         layout.scatter(&dense, &mut vel);
         let b = &problem.boundary;
+        ensure!(b.kind != BoundaryKind::CpmlTransposed, "the backward pass with CPML runs in f32 or f64, not f16");
         let damp = (b.kind == BoundaryKind::Sponge)
             .then(|| std::array::from_fn(|a| b.profiles[a].damp.iter().map(|&g| g as f32).collect()));
         let n = shape.iter().product::<usize>();

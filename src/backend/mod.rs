@@ -16,6 +16,7 @@
 //!    (n+1) dt);
 //! 7. swap p^n and p^{n+1}.
 
+pub mod cpml_transposed;
 pub mod cpu;
 pub mod cpu_half;
 pub mod imaging;

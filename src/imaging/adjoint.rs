@@ -63,14 +63,18 @@
 //! layers' operators are taken at the layer points only, so A P^T is not P A (A is symmetric
 //! over the whole axis, its rows at the points just inside a layer are not computed), D1^T = -D1
 //! reaches past the layer, and the coefficients sit on the other side of each derivative: the
-//! backward step is not the forward step on another problem. [`adjoint_problem`] refuses CPML,
-//! and [`adjoint_samples`] and `rtm`'s backward pass run [`super::transposed`]'s step instead,
-//! which applies the transposes of the forward step's own terms.
+//! backward step is not the forward step on another problem with CPML. Written for nu = K mu, it
+//! is the interior's step without an absorber, (2 + K L) nu^{n+1} - nu^{n+2}, plus K times the
+//! layers' terms (K bh mu = bh nu): [`adjoint_problem`] gives the problem the boundary
+//! [`BoundaryKind::CpmlTransposed`], whose step every 3D f32 and f64 backend runs
+//! ([`crate::backend::cpml_transposed`] has the terms and their order). [`super::transposed`]
+//! applies the transposes of the forward step's own terms one by one: the reference that the
+//! backends' transposed step is tested against.
 
 use crate::backend::cpu::{CpuSolver, Real};
 use crate::boundary::BoundaryKind;
 use crate::problem::{PointSource, Problem, Receiver, Tap};
-use anyhow::{Result, bail, ensure};
+use anyhow::{Result, ensure};
 
 /// The sponge factor G at each grid point (1 without a sponge): what the step multiplies there.
 pub(super) fn sponge_factor(problem: &Problem, [x, y, z]: [usize; 3]) -> f64 {
@@ -83,20 +87,18 @@ pub(super) fn sponge_factor(problem: &Problem, [x, y, z]: [usize; 3]) -> f64 {
     }
 }
 
-/// Whether the backward pass of `problem` needs the transposed CPU step ([`super::transposed`])
-/// rather than the forward step on [`adjoint_problem`]: with CPML (module docs). No GPU backend
-/// has that step.
-pub fn needs_transposed_step(problem: &Problem) -> bool {
-    problem.boundary.kind == BoundaryKind::Cpml
-}
-
-/// Refuses a backward pass on backend `backend` (its [`crate::backend::DeviceInfo::backend`]
-/// name) that it cannot run: CPML anywhere but on the CPU.
-pub fn check_backward_supported(problem: &Problem, backend: &str) -> Result<()> {
-    if needs_transposed_step(problem) && backend != "cpu" {
-        bail!(
-            "the backward pass (migration, gradient) with boundary.kind = \"cpml\" runs on the CPU only: the \
-             {backend} backend has no transposed CPML step; use boundary.kind = \"sponge\" or run.backend = \"cpu\""
+/// Refuses a backward pass that no backend runs: with CPML on a 2D grid (its transposed layer
+/// step is built for 3D grids) or with f16 storage.
+pub fn check_backward_supported(problem: &Problem) -> Result<()> {
+    if problem.boundary.kind == BoundaryKind::Cpml {
+        ensure!(
+            !problem.is_2d(),
+            "the backward pass (migration, gradient) with boundary.kind = \"cpml\" runs on 3D grids: use \
+             boundary.kind = \"sponge\" on a 2D grid"
+        );
+        ensure!(
+            problem.precision != crate::config::Precision::F16,
+            "the backward pass (migration, gradient) with boundary.kind = \"cpml\" runs in f32: use run.precision = \"f32\""
         );
     }
     Ok(())
@@ -130,12 +132,7 @@ pub fn check_traces(problem: &Problem, traces: &[Vec<f64>]) -> Result<()> {
 /// ([`reversed_traces`]). Same grid, model, boundary, dt and steps.
 pub fn adjoint_problem(problem: &Problem, traces: &[Vec<f64>]) -> Result<Problem> {
     check_adjoint_supported(problem)?;
-    if needs_transposed_step(problem) {
-        bail!(
-            "with boundary.kind = \"cpml\" the backward step is not the forward step on another problem: \
-             the transposed CPU step (imaging::transposed) runs it"
-        );
-    }
+    check_backward_supported(problem)?;
     check_traces(problem, traces)?;
     let scaled = |taps: &[Tap], by: &dyn Fn(f64) -> f64| -> Vec<Tap> {
         taps.iter().map(|t| Tap { point: t.point, weight: by(sponge_factor(problem, t.point)) * t.weight }).collect()
@@ -157,7 +154,11 @@ pub fn adjoint_problem(problem: &Problem, traces: &[Vec<f64>]) -> Result<Problem
         .iter()
         .map(|s| Receiver { position: s.position, interpolation: s.injection, taps: scaled(&s.taps, &|g| 1.0 / g) })
         .collect();
-    Ok(Problem { sources, receivers, ..problem.clone() })
+    let boundary = match problem.boundary.kind {
+        BoundaryKind::Cpml => problem.boundary.transposed(),
+        _ => problem.boundary.clone(),
+    };
+    Ok(Problem { sources, receivers, boundary, ..problem.clone() })
 }
 
 /// Each trace reversed in time: the adjoint run's traces in forward time, and back.
@@ -176,12 +177,8 @@ pub fn forward_traces<T: Real>(problem: &Problem) -> Result<Vec<Vec<f64>>> {
 
 /// F^T on the CPU in precision `T`: per source of `problem`, the samples (in
 /// [`PointSource::samples`]' units, forward time) that `traces` (one per receiver) transpose to:
-/// the forward step on [`adjoint_problem`], or with CPML the transposed step.
+/// the forward step on [`adjoint_problem`].
 pub fn adjoint_samples<T: Real>(problem: &Problem, traces: &[Vec<f64>]) -> Result<Vec<Vec<f64>>> {
-    check_adjoint_supported(problem)?;
-    if needs_transposed_step(problem) {
-        return super::transposed::transposed_samples::<T>(problem, traces);
-    }
     Ok(reversed_traces(&forward_traces::<T>(&adjoint_problem(problem, traces)?)?))
 }
 

@@ -3,7 +3,6 @@
 //! `[imaging] observed` (placed by their headers, else by the input's shots), the image (and the
 //! misfit's gradient) written to HDF5 with a picture.
 
-use super::adjoint::needs_transposed_step;
 use super::filter::{fractional_derivative, laplacian_filter};
 use super::observed::{Geometry, gather_paths, read_gather};
 use super::output::{ImageFile, write_image};
@@ -205,14 +204,7 @@ fn this_ranks_part(ranks: &Ranks, job: &Migration, written: &mut Vec<PathBuf>) -
     let open = |p: &Problem, choice: BackendChoice, notice: &mut dyn FnMut(&str)| {
         registry::open(p, choice, cfg.run.kernel, ranks.local_rank, notice)
     };
-    // The transposed CPML step runs on the CPU: `auto` takes it there (the data still on a GPU).
-    let choice = if needs_transposed_step(&migration) && cfg.run.backend == BackendChoice::Auto {
-        notice("boundary.kind = \"cpml\": the backward pass's transposed CPML step runs on the CPU backend");
-        BackendChoice::Cpu
-    } else {
-        cfg.run.backend
-    };
-    let mut backend = open(&migration, choice, notice)?;
+    let mut backend = open(&migration, cfg.run.backend, notice)?;
     let device = backend.info();
     let on_device = backend.device_imaging().is_some();
     if !on_device {
@@ -286,7 +278,7 @@ fn this_ranks_part(ranks: &Ranks, job: &Migration, written: &mut Vec<PathBuf>) -
             None => None,
         };
         let mut box_backend = match &boxed {
-            Some(b) => Some(open(&b.migration, choice, notice)?),
+            Some(b) => Some(open(&b.migration, cfg.run.backend, notice)?),
             None => None,
         };
         let observed = match &mut data {

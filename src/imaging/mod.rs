@@ -21,5 +21,5 @@ pub mod transposed;
 
 pub use adjoint::{
     adjoint_problem, adjoint_samples, check_adjoint_supported, check_backward_supported, forward_traces,
-    needs_transposed_step, reversed_traces,
+    reversed_traces,
 };

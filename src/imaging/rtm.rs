@@ -4,8 +4,8 @@
 //! A shot is one source pass and one backward pass per data set ([`ShotImaging`]). The source pass
 //! keeps the source wavefield u^{n+1} (the field after step n) at the steps the imaging condition
 //! reads: every `interval`-th step ([`ImagingPlan`]), every step where the gradient is asked for.
-//! The backward pass is the forward step on [`adjoint_problem`] (with CPML the transposed CPU
-//! step, [`super::transposed`], which gives the same nu): step m of it gives nu^n, n = N - 1 - m,
+//! The backward pass is the forward step on [`adjoint_problem`] (with CPML, whose boundary is the
+//! transposed layer step's): step m of it gives nu^n, n = N - 1 - m,
 //! the adjoint field that pairs with the step-n source term (`adjoint`'s module docs). Per point:
 //!
 //! - image:        I = sum_{n in S} u^{n+1} nu^n (zero-lag cross-correlation over the imaging
@@ -25,10 +25,7 @@
 //! the host keeps them (f32 fields, f64 sums) from a snapshot a kept step; both do the same
 //! arithmetic in the same order, so the sums agree where the fields do.
 
-use super::adjoint::{
-    adjoint_problem, check_adjoint_supported, check_backward_supported, needs_transposed_step,
-    sponge_factor as sponge_at,
-};
+use super::adjoint::{adjoint_problem, check_adjoint_supported, check_backward_supported, sponge_factor as sponge_at};
 use crate::backend::Backend;
 use crate::backend::imaging::{DeviceImaging, ImagingSums};
 use crate::problem::Problem;
@@ -238,7 +235,7 @@ impl<'a> ShotImaging<'a> {
     pub fn source_pass(backend: &'a mut dyn Backend, problem: &'a Problem, plan: ImagingPlan) -> Result<Self> {
         check_adjoint_supported(problem)?;
         // Refused before the forward pass rather than after it.
-        check_backward_supported(problem, backend.info().backend)?;
+        check_backward_supported(problem)?;
         ensure!(plan.interval >= 1, "imaging.interval must be at least 1");
         let slots = plan.slots(problem.steps);
         let points = problem.layout.points();
@@ -290,17 +287,6 @@ impl<'a> ShotImaging<'a> {
     /// as `pass` says.
     fn backward(&mut self, traces: &[Vec<f64>], pass: Pass) -> Result<()> {
         let (plan, steps) = (self.plan, self.problem.steps);
-        if needs_transposed_step(self.problem) {
-            let Sums::Host(h) = &mut self.sums else { anyhow::bail!("the transposed CPML step runs on the host") };
-            // f32, as the source wavefield.
-            let stop = |done| check_stop(done, steps);
-            return super::transposed::transposed_backward::<f32>(self.problem, traces, stop, |n, nu| {
-                if pass.reads(&plan, n) {
-                    h.nu.copy_from_slice(nu);
-                    h.sum(pass, &plan, n);
-                }
-            });
-        }
         let adjoint = adjoint_problem(self.problem, traces)?;
         self.backend.start_shot(&adjoint)?;
         for m in 0..steps {

@@ -1,6 +1,7 @@
-//! The transposed CPU step: F^T, and the backward pass of migration and the gradient, for a
-//! problem whose backward step is not the forward step on another problem (CPML: `adjoint`'s
-//! module docs say why), on the CPU in f32 or f64.
+//! The transposed CPU step term by term: F^T for a problem whose backward step is not the forward
+//! step on another problem (CPML: `adjoint`'s module docs say why), on the CPU in f32 or f64, one
+//! term at a time. It is the reference the backends' transposed CPML step
+//! ([`crate::backend::cpml_transposed`]) is tested against, not a path runs take.
 //!
 //! # How the transpose is built
 //!
@@ -439,25 +440,4 @@ pub fn transposed_samples<T: Real>(problem: &Problem, traces: &[Vec<f64>]) -> Re
         Ok(())
     })?;
     Ok(out)
-}
-
-/// The backward pass of `problem` by the transposed step in precision `T`, with `traces` (one
-/// per receiver, `problem.steps` samples) as the adjoint's sources: calls `each(n, nu)` with
-/// nu^n = K mu^n, dense (nz, ny, nx), for n = N - 1 down to 0 (what `rtm::backward` gives on
-/// the other boundaries). `stop(done)` may end it before each step.
-pub fn transposed_backward<T: Real>(
-    problem: &Problem,
-    traces: &[Vec<f64>],
-    mut stop: impl FnMut(usize) -> Result<()>,
-    mut each: impl FnMut(usize, &[f32]),
-) -> Result<()> {
-    let l = problem.layout;
-    let steps = problem.steps;
-    let mut nu = vec![0.0f32; l.points()];
-    run_transposed::<T>(problem, traces, |n, mu, k| {
-        stop(steps - 1 - n)?;
-        crate::grid::Section::Volume.copy_from(&l, |o| (k[o] * mu[o]).f64() as f32, &mut nu);
-        each(n, &nu);
-        Ok(())
-    })
 }

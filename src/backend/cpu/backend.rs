@@ -75,6 +75,7 @@ impl<T: Real> Backend for CpuSolver<T> {
                 a.zeta.fill(T::default());
             }
         }
+        self.set_direction(problem)?;
         (self.source, self.rec_taps) = shot_taps(problem, &self.layout, &self.vel2dt2);
         self.traces = (0..problem.receivers.len()).map(|_| Vec::with_capacity(problem.steps)).collect();
         self.seconds.clear();

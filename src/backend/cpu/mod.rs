@@ -18,6 +18,7 @@
 
 mod backend;
 mod cpml;
+mod cpml_transposed;
 mod isa;
 mod memory;
 mod plane;
@@ -35,6 +36,7 @@ use crate::problem::Problem;
 use aligned_vec::{AVec, ConstAlign};
 use anyhow::{Result, ensure};
 use cpml::{x_layer_weights, x_psi_len};
+use cpml_transposed::{StepFields, TransposedCpml};
 use isa::SubnormalsAsZero;
 use memory::{Parts, first_touch, first_touch_in, partition, y_split, y_tiles};
 use rayon::prelude::*;
@@ -136,6 +138,11 @@ pub struct CpuSolver<T: Real> {
     bh: Option<Field<T>>,
     damp: Option<[Vec<T>; 3]>,
     cpml: Option<([CpmlAxis<T>; 3], CpmlProfiles<T>)>,
+    /// The CPML's transposed layer terms, where a shot is a backward pass
+    /// ([`BoundaryKind::CpmlTransposed`]): the sweep then computes no layers, and these follow it.
+    transposed: Option<TransposedCpml<T>>,
+    /// Whether the current shot is such a backward pass.
+    backward: bool,
     /// The x layers' weights of D(a D p) (the same on every row), see [`x_layer_weights`].
     x_weights: Vec<T>,
     free_surface: bool,
@@ -263,6 +270,12 @@ impl<T: Real> CpuSolver<T> {
             });
             (axes, coef)
         });
+        let backward = b.kind == BoundaryKind::CpmlTransposed;
+        ensure!(
+            !backward || (offset == [0, 0] && global == [layout.ny, layout.nz]),
+            "the transposed CPML step runs on a whole grid"
+        );
+        let transposed = if backward { Some(TransposedCpml::new(problem)?) } else { None };
         let x_weights = cpml
             .as_ref()
             .map_or(Vec::new(), |(_, coef): &(_, CpmlProfiles<T>)| x_layer_weights(&coef[0][0], &c2[0], r, b.width));
@@ -279,6 +292,8 @@ impl<T: Real> CpuSolver<T> {
             bh,
             damp,
             cpml,
+            transposed,
+            backward,
             x_weights,
             free_surface: b.free_surface,
             y_layer,
@@ -357,8 +372,43 @@ impl<T: Real> CpuSolver<T> {
             self.mirror_top();
         }
         self.sweep_part(Part::All);
+        if self.backward {
+            self.add_transposed_layers();
+        }
         self.inject(n, Part::All);
         self.close_step(start);
+    }
+
+    /// The CPML's transposed layer terms of a backward step, into p^{n+1}.
+    fn add_transposed_layers(&mut self) {
+        let Some(t) = &mut self.transposed else { return };
+        let f = StepFields {
+            layout: &self.layout,
+            cur: &self.cur,
+            stiffness: &self.vel2dt2,
+            bh: self.bh.as_deref(),
+            c1: &self.c1,
+            c2: &self.c2,
+        };
+        t.apply(&f, &mut self.prev);
+    }
+
+    /// Makes the next shot a forward one or, for a [`BoundaryKind::CpmlTransposed`] problem, a
+    /// backward pass with the transposed layers (zeroed).
+    fn set_direction(&mut self, problem: &Problem) -> Result<()> {
+        self.backward = problem.boundary.kind == BoundaryKind::CpmlTransposed;
+        if !self.backward {
+            ensure!(
+                problem.boundary.kind != BoundaryKind::Cpml || self.cpml.is_some(),
+                "a backend opened for a backward pass runs no forward CPML shot"
+            );
+            return Ok(());
+        }
+        match &mut self.transposed {
+            Some(t) if t.serves(problem) => t.zero(),
+            t => *t = Some(TransposedCpml::new(problem)?),
+        }
+        Ok(())
     }
 
     /// The first part of step `n` (without step 6) for a decomposed run: the free surface, then
@@ -367,6 +417,7 @@ impl<T: Real> CpuSolver<T> {
     /// [`Self::advance_field`] gives it: a plane's update reads only p^n and the memory variables
     /// of step n, which neither part writes, and a source tap is added after its plane's sweep.
     pub fn begin_field(&mut self, n: usize, first: &[Range<usize>], leave: &[Range<usize>]) {
+        debug_assert!(!self.backward, "a backward pass runs on a whole grid");
         let start = Instant::now();
         if self.split.as_ref().is_none_or(|s| s.first != first || s.leave != leave) {
             // Made once: a decomposed run computes the same planes first every step.
@@ -456,7 +507,8 @@ impl<T: Real> CpuSolver<T> {
     /// range of planes per task (see [`Sweep`]); with CPML, each axis's new psi goes to its second
     /// buffer, which becomes the current one when the step closes.
     fn sweep<const R: usize>(&mut self, part: Part) {
-        let cpml = self.cpml.as_mut().map(|(axes, coef)| {
+        let layers = if self.backward { None } else { self.cpml.as_mut() };
+        let cpml = layers.map(|(axes, coef)| {
             let [ax, ay, az] = axes;
             CpmlSweep {
                 width: ax.slab.width,

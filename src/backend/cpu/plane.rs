@@ -119,6 +119,10 @@ impl<T: Real> PlaneSolver<T> {
             bh
         });
         let b = &problem.boundary;
+        ensure!(
+            b.kind != BoundaryKind::CpmlTransposed,
+            "the backward pass with CPML runs on 3D grids (a 2D grid's transposed CPML step is not built)"
+        );
         let damp = (b.kind == BoundaryKind::Sponge)
             .then(|| axes.map(|a| b.profiles[a].damp.iter().map(|&g| T::of(g)).collect()));
         let w = b.cpml_width();
@@ -544,6 +548,10 @@ impl<T: Real> Backend for PlaneSolver<T> {
 
     fn start_shot(&mut self, problem: &Problem) -> Result<()> {
         ensure!(problem.layout == self.layout, "a shot must use the grid the backend was opened with");
+        ensure!(
+            problem.boundary.kind != BoundaryKind::CpmlTransposed,
+            "the backward pass with CPML runs on 3D grids (a 2D grid's transposed CPML step is not built)"
+        );
         self.cur.fill(T::default());
         self.prev.fill(T::default());
         if let Some((layers, _)) = &mut self.cpml {

@@ -500,6 +500,8 @@ pub struct Kernels<F> {
     pub update: F,
     /// cpml_x, cpml_y, cpml_z.
     pub cpml: [F; 3],
+    /// cpml_transposed_prepare, cpml_transposed_gather (a backward step's layers).
+    pub cpml_transposed: [F; 2],
     pub free_surface: F,
     pub io: IoKernels<F>,
 }
@@ -518,6 +520,7 @@ impl<F: Copy> Kernels<F> {
             pass_z: f("pass_z")?,
             update: f("update")?,
             cpml: [f("cpml_x")?, f("cpml_y")?, f("cpml_z")?],
+            cpml_transposed: [f("cpml_transposed_prepare")?, f("cpml_transposed_gather")?],
             free_surface: f("free_surface")?,
             io: IoKernels::load(rt, module)?,
         })
@@ -574,8 +577,11 @@ impl<F: Copy> HalfKernels<F> {
     }
 }
 
-// The imaging condition's parameters (imaging.cu), in a file of their own.
+// The imaging condition's parameters (imaging.cu) and the backward step's CPML terms
+// (cpml_transposed.cu), in files of their own.
+mod cpml_transposed;
 mod imaging;
+pub use cpml_transposed::CpmlTransposedAxis;
 pub use imaging::{CorrelateGradient, CorrelateImage, KeepSource};
 
 #[cfg(test)]

@@ -319,12 +319,24 @@ impl<Rt: GpuRuntime> StepLaunches<Rt> {
 
     /// Enqueues the interior update (or L p into `out` with the Laplacian-only kernel).
     pub fn launch_interior(&self, rt: &Rt, d: &Fields<Rt>, op: Operator, out: DevicePtr) -> Result<()> {
-        self.launch_interior_planes(rt, d, op, out, 0..d.layout.nz)
+        self.launch_interior_planes(rt, d, op, out, 0..d.layout.nz, true)
+    }
+
+    /// [`launch_interior`](Self::launch_interior) with no CPML layer in the fused pass, whatever
+    /// the fields' layer pass: a backward pass's step, whose layers are the transposed ones.
+    pub fn launch_interior_unlayered(&self, rt: &Rt, d: &Fields<Rt>, op: Operator, out: DevicePtr) -> Result<()> {
+        self.launch_interior_planes(rt, d, op, out, 0..d.layout.nz, false)
+    }
+
+    /// Each axis's first- and second-derivative weights, scaled.
+    pub fn axis_weights(&self) -> &[AxisWeights; 3] {
+        &self.axis_weights
     }
 
     /// [`launch_interior`](Self::launch_interior) for the z-planes `planes` only (the plain fused
     /// step only, unless they are all the planes): the fused kernel runs on a grid of those planes
-    /// that starts at the first, and reads its z-neighbours from the planes next to them.
+    /// that starts at the first, and reads its z-neighbours from the planes next to them. Without
+    /// `with_layers` the fused pass computes no layer point.
     pub fn launch_interior_planes(
         &self,
         rt: &Rt,
@@ -332,6 +344,7 @@ impl<Rt: GpuRuntime> StepLaunches<Rt> {
         op: Operator,
         out: DevicePtr,
         planes: std::ops::Range<usize>,
+        with_layers: bool,
     ) -> Result<()> {
         let whole = planes == (0..d.layout.nz);
         let pass = d.layer_pass();
@@ -383,7 +396,7 @@ impl<Rt: GpuRuntime> StepLaunches<Rt> {
             Operator::Fused => {
                 let layers_on = |c: &CpmlDev<Rt>, select, part| c.layers(&self.axis_weights, select, part);
                 match &d.cpml {
-                    Some(c) if c.pass == LayerPass::YLayers => {
+                    Some(c) if c.pass == LayerPass::YLayers && with_layers => {
                         // Two launches, each over its own tiles with its own shape and window
                         // (fused.cu, band_tile); with the z layers in the pass, the gap's in three:
                         // fused_step_zlayers on each z layer's planes.

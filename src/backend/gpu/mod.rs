@@ -25,6 +25,7 @@
 pub mod autotune;
 mod capture;
 pub mod ceiling;
+mod cpml_transposed;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 mod density;

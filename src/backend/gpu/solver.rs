@@ -8,6 +8,7 @@
 //! which passes the gate first.
 
 use super::capture::GraphCapture;
+use super::cpml_transposed::DeviceTransposed;
 use super::fields::{Fields, kernel_name, ptr_or_null};
 use super::imaging::{DeviceSums, opened, reopen};
 use super::launch::StepLaunches;
@@ -44,6 +45,11 @@ pub struct GpuSolver<Rt: GpuRuntime> {
     capture: GraphCapture<Rt::Graph>,
     /// The imaging condition's buffers, once a migration opens them.
     imaging: Option<DeviceSums<Rt>>,
+    /// The CPML's transposed layers, once a shot is a backward pass with CPML
+    /// ([`BoundaryKind::CpmlTransposed`]): its fused pass then computes no layer, these follow it.
+    transposed: Option<DeviceTransposed<Rt>>,
+    /// Whether the current shot is such a backward pass.
+    backward: bool,
     rt: Rc<Rt>,
 }
 
@@ -132,6 +138,9 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let taps = Taps::new(&rt, problem)?;
         let events = (0..=problem.steps).map(|_| rt.event()).collect::<Result<_>>()?;
         launches.set_y_pass(&rt, &fields, y_module)?;
+        let backward = b.kind == BoundaryKind::CpmlTransposed;
+        ensure!(!(backward && half), "the backward pass with CPML runs in f32, not with run.precision = \"f16\"");
+        let transposed = if backward { Some(DeviceTransposed::new(&rt, problem)?) } else { None };
         rt.synchronize()?;
         Ok(GpuSolver {
             kernel,
@@ -143,6 +152,8 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
             split: None,
             staging: Staging::new(),
             imaging: None,
+            transposed,
+            backward,
             capture: GraphCapture::new(rt.captures()),
             rt,
         })
@@ -239,8 +250,16 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         let (rt, d, l) = (&*self.rt, &self.fields, &self.launches);
         l.enqueue_free_surface(rt, d)?;
         let op = if self.kernel == KernelChoice::ThreePass { Operator::ThreePass } else { Operator::Fused };
-        l.launch_interior(rt, d, op, d.prev.ptr())?;
-        l.launch_cpml(rt, d, 0..d.layout.nz)?;
+        match &self.transposed {
+            Some(t) if self.backward => {
+                l.launch_interior_unlayered(rt, d, op, d.prev.ptr())?;
+                t.enqueue(rt, d, l.f.cpml_transposed, l.axis_weights())?;
+            }
+            _ => {
+                l.launch_interior(rt, d, op, d.prev.ptr())?;
+                l.launch_cpml(rt, d, 0..d.layout.nz)?;
+            }
+        }
         self.taps.enqueue_source(rt, d, &l.f.io, n, 0..d.layout.nz)?;
         if record {
             self.taps.enqueue_record(rt, d, &l.f.io, d.prev.ptr(), n)?;
@@ -254,8 +273,9 @@ impl<Rt: GpuRuntime> GpuSolver<Rt> {
         if planes.is_empty() {
             return Ok(());
         }
+        ensure!(!self.backward, "a backward pass runs on a whole grid");
         let (rt, d, l) = (&*self.rt, &self.fields, &self.launches);
-        l.launch_interior_planes(rt, d, Operator::Fused, d.prev.ptr(), planes.clone())?;
+        l.launch_interior_planes(rt, d, Operator::Fused, d.prev.ptr(), planes.clone(), true)?;
         l.launch_cpml(rt, d, planes.clone())?;
         self.taps.enqueue_source(rt, d, &l.f.io, n, planes)
     }
@@ -494,9 +514,36 @@ impl<Rt: GpuRuntime> Backend for GpuSolver<Rt> {
             s.open = false;
         }
         self.fields.zero_for_shot(problem)?;
+        self.set_direction(problem)?;
         self.taps = Taps::new(&self.rt, problem)?;
         self.steps_done = 0;
         Ok(())
+    }
+}
+
+impl<Rt: GpuRuntime> GpuSolver<Rt> {
+    /// Makes the next shot a forward one or, for a [`BoundaryKind::CpmlTransposed`] problem, a
+    /// backward pass with the transposed layers (allocated at the first, zeroed at each).
+    fn set_direction(&mut self, problem: &Problem) -> Result<()> {
+        self.backward = problem.boundary.kind == BoundaryKind::CpmlTransposed;
+        if !self.backward {
+            ensure!(
+                problem.boundary.kind != BoundaryKind::Cpml || self.fields.cpml.is_some(),
+                "a backend opened for a backward pass runs no forward CPML shot"
+            );
+            return Ok(());
+        }
+        ensure!(
+            self.fields.half.is_none(),
+            "the backward pass with CPML runs in f32, not with run.precision = \"f16\""
+        );
+        match &self.transposed {
+            Some(t) if t.serves(problem) => t.zero(),
+            _ => {
+                self.transposed = Some(DeviceTransposed::new(&self.rt, problem)?);
+                Ok(())
+            }
+        }
     }
 }
 

@@ -28,6 +28,8 @@ pub const STREAM: &str = include_str!("../../../kernels/stream.cu");
 pub const FINITE_CHECK: &str = include_str!("../../../kernels/finite_check.cu");
 /// Reverse-time migration's imaging condition.
 pub const IMAGING: &str = include_str!("../../../kernels/imaging.cu");
+/// A backward step's CPML terms.
+pub const CPML_TRANSPOSED: &str = include_str!("../../../kernels/cpml_transposed.cu");
 /// The step where the density varies.
 pub const DENSITY: &str = include_str!("../../../kernels/density.cu");
 
@@ -35,7 +37,7 @@ pub const DENSITY: &str = include_str!("../../../kernels/density.cu");
 pub const PLANE: &str = include_str!("../../../kernels/plane.cu");
 
 /// Every kernel of a step (and the run's blow-up check and imaging condition).
-pub const STEP: [&str; 13] = [
+pub const STEP: [&str; 14] = [
     FUSED,
     DENSITY,
     PASS_X,
@@ -43,6 +45,7 @@ pub const STEP: [&str; 13] = [
     PASS_Z,
     UPDATE,
     CPML,
+    CPML_TRANSPOSED,
     FREE_SURFACE,
     SOURCES,
     SECTION,
@@ -60,7 +63,7 @@ pub fn fused(t: &Tuning) -> &'static str {
 }
 
 /// [`STEP`] with the fused kernel `t` asks for.
-pub fn step(t: &Tuning) -> [&'static str; 13] {
+pub fn step(t: &Tuning) -> [&'static str; 14] {
     let mut s = STEP;
     s[0] = fused(t);
     s

@@ -40,6 +40,7 @@ fn described() -> BTreeMap<String, Params> {
         KeepSource,
         CorrelateImage,
         CorrelateGradient,
+        CpmlTransposedAxis,
         StreamCopy,
         StreamThreeReadOneWrite,
         StreamFill,
@@ -68,7 +69,7 @@ fn passes_as(rust: &str, cpp: &str) -> bool {
         "DevicePtr" => cpp.ends_with('*'),
         "i32" => cpp == "int",
         "f32" => cpp == "float",
-        "i64" | "u64" | "StencilWeights" | "Layers" => cpp == rust,
+        "i64" | "u64" | "StencilWeights" | "AxisWeights" | "Layers" => cpp == rust,
         _ => false,
     }
 }
@@ -95,6 +96,7 @@ fn kernel_sources() -> Vec<(&'static str, &'static str)> {
         ("stream.cu", STREAM),
         ("finite_check.cu", FINITE_CHECK),
         ("imaging.cu", IMAGING),
+        ("cpml_transposed.cu", CPML_TRANSPOSED),
     ]
 }
 
