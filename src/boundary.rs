@@ -23,6 +23,8 @@
 //! layers add to a step ([`Boundary::step_bytes`]) and the GPU kernels' compile-time defines
 //! ([`BoundaryDefines`]). The input's `boundary.kind` deserialises into [`BoundaryKind`] itself.
 
+use crate::numerics::stencil::MAX_RADIUS;
+
 /// The order the axes' CPML corrections are added to p^{n+1}: y first, because the GPU's fused
 /// step computes the y layers inside its pass (the bulk of the layer points on the usual survey
 /// shapes), then z, which the pass computes on its other rows (fused_step_zlayers), then x by a
@@ -173,13 +175,25 @@ impl Default for CpmlTuning {
     }
 }
 
-/// The layer width when the input gives none: the thinnest whose reflection is -60 dB or less at
-/// 5 to 15 points per minimum wavelength, R = 2, 4 and 8, normal and grazing incidence
-/// (docs/numerics.md, "Absorbing boundaries", has the measured table; R = 4 and 8 alone need 12).
-pub const DEFAULT_WIDTH: usize = 14;
+/// The layer width when the input gives none, per stencil radius R = 1..8 (entry R - 1): the
+/// thinnest multiple of 4 points whose reflection is -60 dB or less at 5, 10 and 15 points per
+/// minimum wavelength, normal and grazing incidence, measured by `cpml_reflection_by_width`
+/// (tests/cpu_boundaries.rs; docs/numerics.md, "Absorbing boundaries", has the table). Multiples
+/// of 4 because the GPU's x layers go by 4-point vectors (kernels/cpml.cu's `x_rows`): another
+/// width takes the scalar path, slower at 512^3 than a 20-point layer by vectors
+/// (docs/performance.md). R = 1 reaches -60 dB only at 36 points; R = 2 at 16; the rest at 12.
+pub const DEFAULT_WIDTHS: [usize; MAX_RADIUS] = [36, 16, 12, 12, 12, 12, 12, 12];
+
+/// The layer width when the input gives none, for a stencil of `radius` ([`DEFAULT_WIDTHS`]; a
+/// radius outside 1..=8, which the stencil refuses, gets the widest).
+pub fn default_width(radius: usize) -> usize {
+    let widest = DEFAULT_WIDTHS.iter().copied().max().unwrap_or(0);
+    radius.checked_sub(1).and_then(|i| DEFAULT_WIDTHS.get(i)).copied().unwrap_or(widest)
+}
 
 /// Why the default width is what it is, as the run's header says it.
-pub const DEFAULT_WIDTH_REASON: &str = "reflects -60 dB or less at 5 to 15 points per wavelength";
+pub const DEFAULT_WIDTH_REASON: &str =
+    "the thinnest multiple of 4 points reflecting -60 dB or less at 5 to 15 points per wavelength for this radius";
 
 /// Cerjan's sponge strength (0.015 per point over 20 points).
 const SPONGE_STRENGTH: f64 = 0.3;
@@ -452,6 +466,16 @@ mod tests {
         assert_eq!(b(BoundaryKind::None, true).step_bytes([10, 8, 6]), 0);
         assert_eq!(b(BoundaryKind::Cpml, false).cpml_width(), 2);
         assert_eq!(b(BoundaryKind::Sponge, false).cpml_width(), 0);
+    }
+
+    /// The default widths by radius, each a multiple of the GPU's 4-point vectors; a radius the
+    /// stencil refuses gets the widest.
+    #[test]
+    fn default_widths_are_multiples_of_4_by_radius() {
+        let by_radius: Vec<usize> = (1..=MAX_RADIUS).map(default_width).collect();
+        assert_eq!(by_radius, [36, 16, 12, 12, 12, 12, 12, 12]);
+        assert!(by_radius.iter().all(|w| w % 4 == 0), "{by_radius:?}");
+        assert_eq!([default_width(0), default_width(MAX_RADIUS + 1)], [36, 36]);
     }
 
     /// The input's `boundary.kind` strings deserialise into the kinds, "cpml" by default.

@@ -26,7 +26,7 @@ fn run_cuda(problem: &Problem, kernel: KernelChoice) -> Vec<Vec<f64>> {
 #[test]
 #[ignore = "needs a GPU"]
 fn gpu_default_cpml_reflects_under_minus_60_db() {
-    let width = default_width();
+    let width = default_width(4);
     for incidence in [Incidence::Normal, Incidence::Grazing] {
         let case = Case { points_per_wavelength: 10.0, radius: 4, incidence };
         for kernel in [KernelChoice::Fused, KernelChoice::ThreePass] {

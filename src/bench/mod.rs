@@ -44,8 +44,8 @@ pub enum OperatorKind {
     /// The real step where the density varies (kernels/density.cu and the layers scaled by K bh):
     /// the buoyancy read too (`problem::step_bytes_with`).
     RealStepDensity,
-    /// The real step with the default CPML width ([`crate::boundary::DEFAULT_WIDTH`]) in place of
-    /// [`REAL_STEP_CPML`].
+    /// The real step with the radius's default CPML width ([`crate::boundary::default_width`]) in
+    /// place of [`REAL_STEP_CPML`].
     RealStepDefaultBoundary,
 }
 
@@ -133,7 +133,7 @@ impl OperatorKind {
         use crate::problem::{step_bytes, step_bytes_f16, step_bytes_with};
         if is_2d(shape) && self.has_2d_form() {
             let width = if *self == OperatorKind::RealStepDefaultBoundary {
-                crate::boundary::DEFAULT_WIDTH
+                crate::boundary::default_width(radius)
             } else {
                 REAL_STEP_CPML
             };
@@ -148,7 +148,7 @@ impl OperatorKind {
             OperatorKind::RealStepDensity => step_bytes_with(shape, radius, true, true) + cpml,
             OperatorKind::RealStepDefaultBoundary => {
                 step_bytes(shape, radius, true)
-                    + crate::boundary::cpml_step_bytes(shape, crate::boundary::DEFAULT_WIDTH, false)
+                    + crate::boundary::cpml_step_bytes(shape, crate::boundary::default_width(radius), false)
             }
             _ => step_bytes(shape, radius, self.leapfrog()),
         }

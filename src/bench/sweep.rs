@@ -129,7 +129,7 @@ fn time_real_step<Rt: GpuRuntime + 'static>(
 ) -> Result<f64> {
     let density = op == OperatorKind::RealStepDensity;
     let width = if op == OperatorKind::RealStepDefaultBoundary {
-        crate::boundary::DEFAULT_WIDTH
+        crate::boundary::default_width(radius)
     } else {
         super::REAL_STEP_CPML
     };
@@ -469,7 +469,7 @@ mod tests {
         assert_eq!(d.full_step_bytes(), OperatorKind::RealStepDensity.bytes([64, 48, 56], 4));
         assert_eq!(d.full_step_bytes() - p.full_step_bytes(), 4 * 64 * 48 * 56);
         // With the default boundary.
-        let w = crate::boundary::DEFAULT_WIDTH;
+        let w = crate::boundary::default_width(4);
         let b = real_step_problem([64, 48, 56], 4, 5, false, w).unwrap();
         assert_eq!(b.boundary.width, w);
         assert_eq!(b.full_step_bytes(), OperatorKind::RealStepDefaultBoundary.bytes([64, 48, 56], 4));
@@ -490,7 +490,7 @@ mod tests {
         let d = real_step_problem(shape, 4, 5, true, super::super::REAL_STEP_CPML).unwrap();
         assert!(d.variable_density() && d.is_2d());
         assert_eq!(d.full_step_bytes(), OperatorKind::RealStepDensity.bytes(shape, 4));
-        let w = crate::boundary::DEFAULT_WIDTH;
+        let w = crate::boundary::default_width(4);
         let b = real_step_problem(shape, 4, 5, false, w).unwrap();
         assert_eq!(b.full_step_bytes(), OperatorKind::RealStepDefaultBoundary.bytes(shape, 4));
         let text = real_step_input(shape, 4, 5, false, 20);

@@ -227,7 +227,7 @@ fn two_d_real_step_bytes_and_row() {
     let layers = 16 * (2 * w * n + 2 * w * n);
     assert_eq!(OperatorKind::RealStep.bytes(shape, 4), interior + layers);
     assert_eq!(OperatorKind::RealStepDensity.bytes(shape, 4), interior + 4 * n * n + layers);
-    let dw = crate::boundary::DEFAULT_WIDTH as u64;
+    let dw = crate::boundary::default_width(4) as u64;
     assert_eq!(OperatorKind::RealStepDefaultBoundary.bytes(shape, 4), interior + 16 * 4 * dw * n);
     // At 80% of a 3200 GB/s 3R1W ceiling.
     let bytes = (interior + layers) as f64;

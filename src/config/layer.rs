@@ -67,8 +67,8 @@ impl ModelRegion {
 }
 
 impl Config {
-    /// Points the absorbing layers add before and after the model along x, y, z: `boundary.width`
-    /// on each absorbing face when they sit outside it, none otherwise.
+    /// Points the absorbing layers add before and after the model along x, y, z: the layer width
+    /// ([`Config::boundary_width`]) on each absorbing face when they sit outside it, none otherwise.
     pub fn layer_points(&self) -> [[usize; 2]; 3] {
         let b = &self.boundary;
         if b.placement == Placement::Inside || b.kind == BoundaryKind::None {
@@ -76,9 +76,8 @@ impl Config {
         }
         // A 2D grid has no y layers: its one row along y is the whole of y.
         let along = |a: usize| !(a == 1 && self.grid.is_2d());
-        std::array::from_fn(|a| {
-            if !along(a) { [0, 0] } else { [if a == 2 && b.free_surface { 0 } else { b.width }, b.width] }
-        })
+        let w = self.boundary_width();
+        std::array::from_fn(|a| if !along(a) { [0, 0] } else { [if a == 2 && b.free_surface { 0 } else { w }, w] })
     }
 
     /// The model's place in the run grid.
@@ -110,11 +109,12 @@ impl Config {
     pub(super) fn check_run_grid(&self) -> Result<()> {
         let run = self.run_grid();
         let overflows = (0..3).any(|a| run.shape[a] == usize::MAX);
-        anyhow::ensure!(!overflows, "boundary.width = {} is too wide for any grid", self.boundary.width);
+        anyhow::ensure!(!overflows, "boundary.width = {} is too wide for any grid", self.boundary_width());
         run.points().with_context(|| {
             format!(
                 "boundary.width = {}: the layers outside the model make a run grid of {:?} points",
-                self.boundary.width, run.shape
+                self.boundary_width(),
+                run.shape
             )
         })?;
         Ok(())

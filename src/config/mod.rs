@@ -87,6 +87,12 @@ impl Config {
         Ok(cfg)
     }
 
+    /// The absorbing layers' width in points: `boundary.width`, or when the input does not give
+    /// it the default for `stencil.radius` ([`crate::boundary::default_width`]).
+    pub fn boundary_width(&self) -> usize {
+        self.boundary.width.unwrap_or_else(|| crate::boundary::default_width(self.stencil.radius))
+    }
+
     /// Reads and parses an input file; errors name the file, then the line, column and key.
     pub fn from_file(path: &Path) -> Result<Config> {
         let text =

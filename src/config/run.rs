@@ -38,9 +38,10 @@ fn default_safety() -> f64 {
 pub struct BoundaryConfig {
     #[serde(default)]
     pub kind: BoundaryKind,
-    /// Absorbing layer width in grid points ([`crate::boundary::DEFAULT_WIDTH`] by default).
-    #[serde(default = "default_width")]
-    pub width: usize,
+    /// Absorbing layer width in grid points; absent, it follows the stencil radius
+    /// ([`crate::boundary::default_width`], resolved by [`super::Config::boundary_width`]).
+    #[serde(default)]
+    pub width: Option<usize>,
     /// Pressure-free top face (z = 0) instead of an absorbing one.
     #[serde(default)]
     pub free_surface: bool,
@@ -49,18 +50,9 @@ pub struct BoundaryConfig {
     pub placement: Placement,
 }
 
-fn default_width() -> usize {
-    crate::boundary::DEFAULT_WIDTH
-}
-
 impl Default for BoundaryConfig {
     fn default() -> Self {
-        BoundaryConfig {
-            kind: BoundaryKind::Cpml,
-            width: default_width(),
-            free_surface: false,
-            placement: Placement::default(),
-        }
+        BoundaryConfig { kind: BoundaryKind::Cpml, width: None, free_surface: false, placement: Placement::default() }
     }
 }
 
@@ -215,4 +207,24 @@ pub enum KernelChoice {
     #[default]
     Fused,
     ThreePass,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Config;
+
+    const INPUT: &str = "[grid]\nshape = [80, 80, 80]\nspacing = [10.0, 10.0, 10.0]\n[model]\nkind = \"constant\"\n\
+                         vp = 2000.0\n[time]\nsteps = 10\n[source]\nposition = [400.0, 400.0, 400.0]\nfrequency = 10.0\n";
+
+    /// Without `boundary.width` the layers are the stencil radius's default width, outside the
+    /// model on every face; a width given is kept whatever the radius.
+    #[test]
+    fn an_absent_width_follows_the_stencil_radius() {
+        let cfg = |extra: &str| Config::from_toml(&format!("{INPUT}{extra}")).unwrap();
+        assert_eq!(cfg("").boundary_width(), 12, "R = 4, the default radius");
+        assert_eq!(cfg("[stencil]\nradius = 2\n").boundary_width(), 16);
+        assert_eq!(cfg("[stencil]\nradius = 1\n").layer_points(), [[36, 36]; 3]);
+        assert_eq!(cfg("[stencil]\nradius = 8\n").run_grid().shape, [104; 3]);
+        assert_eq!(cfg("[stencil]\nradius = 1\n[boundary]\nwidth = 14\n").boundary_width(), 14);
+    }
 }

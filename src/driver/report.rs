@@ -1,7 +1,7 @@
 //! What a run prints before its first step: the grid, time, boundary, backend and output.
 
 use crate::backend::DeviceInfo;
-use crate::boundary::{BoundaryKind, DEFAULT_WIDTH, DEFAULT_WIDTH_REASON};
+use crate::boundary::{BoundaryKind, DEFAULT_WIDTH_REASON, default_width};
 use crate::output::plan::OutputPlan;
 use crate::problem::Problem;
 use std::path::Path;
@@ -57,7 +57,7 @@ pub fn print_header(
     );
     let region = plan.region(problem);
     let [mx, my, mz] = region.shape;
-    let why = if b.kind == BoundaryKind::Cpml && b.width == DEFAULT_WIDTH {
+    let why = if b.kind == BoundaryKind::Cpml && b.width == default_width(problem.stencil.radius) {
         format!(" (the default: {DEFAULT_WIDTH_REASON})")
     } else {
         String::new()

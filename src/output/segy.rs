@@ -410,7 +410,7 @@ pub fn describe(r: &ResultFile, t: &resample::OnIntegerInterval) -> Vec<String> 
         format!(
             "boundary {:?}, {} points{}",
             c.boundary.kind,
-            c.boundary.width,
+            c.boundary_width(),
             if c.boundary.free_surface { ", free surface at z = 0" } else { "" }
         ),
         format!("backend {}: {}", r.backend, r.device),

@@ -186,15 +186,15 @@ impl Problem {
         warnings.extend(shot_warnings);
 
         let b = &cfg.boundary;
-        let kind = b.kind;
+        let (kind, width) = (b.kind, cfg.boundary_width());
         if kind != BoundaryKind::None {
             // A 2D grid's one row along y has no layers.
             for a in (0..3).filter(|&a| !(two_d && a == 1)) {
                 ensure!(
-                    b.width.saturating_mul(2) < shape[a],
+                    width.saturating_mul(2) < shape[a],
                     "boundary.width = {} needs more than {} points along {} (grid.shape[{a}] = {})",
-                    b.width,
-                    b.width.saturating_mul(2),
+                    width,
+                    width.saturating_mul(2),
                     ["x", "y", "z"][a],
                     shape[a]
                 );
@@ -203,7 +203,7 @@ impl Problem {
         // The CPML's frequency shift from the first source's peak frequency; dispersion from the
         // highest frequency of any source.
         let peak_frequency = sources[0].wavelet.frequency();
-        let boundary = Boundary::new(kind, b.width, b.free_surface, shape, spacing, vmax, peak_frequency, dt);
+        let boundary = Boundary::new(kind, width, b.free_surface, shape, spacing, vmax, peak_frequency, dt);
         let boundary = if two_d { boundary.without_y_layers() } else { boundary };
 
         let hmax = super::operator_spacing(spacing, two_d).into_iter().fold(0.0, f64::max);

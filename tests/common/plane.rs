@@ -173,7 +173,7 @@ pub fn max_abs(a: &[f64]) -> f64 {
 }
 
 /// The CPML's reflection in 2D, small domain against large domain: an interior of `interior`
-/// points closed by layers of the default width, receivers 6 points before the layers, against
+/// points closed by layers of the radius's default width, receivers 6 points before the layers, against
 /// the same receivers in a grid so large that its walls send nothing back within the window.
 /// `run` gives a problem's traces. Returns the reflection in dB (the difference's largest value relative to the reference's).
 pub fn reflection_db(
@@ -184,7 +184,7 @@ pub fn reflection_db(
     ppw: f64,
     radius: usize,
 ) -> f64 {
-    let w = seismic_run::boundary::DEFAULT_WIDTH;
+    let w = seismic_run::boundary::default_width(radius);
     let f0 = 2000.0 / (2.5 * 10.0 * ppw);
     let farthest = receivers
         .iter()

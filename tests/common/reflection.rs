@@ -32,7 +32,8 @@ pub struct Case {
     pub incidence: Incidence,
 }
 
-/// The widest layer the window makes room for.
+/// The widest layer the window makes room for, unless a case's domains are built for a wider one
+/// ([`Case::small_in`], [`Case::large_in`]).
 pub const MAX_WIDTH: usize = 20;
 
 impl Case {
@@ -53,15 +54,22 @@ impl Case {
     }
 
     /// Simulated time: the wavelet (2.4 / f0 long) after the longest path through the first
-    /// reflection off a face next to a receiver in a layer of up to `MAX_WIDTH` points.
-    fn duration(&self) -> f64 {
+    /// reflection off a face next to a receiver in a layer of up to `widest` points.
+    fn duration(&self, widest: usize) -> f64 {
         let (_, s, rs) = self.geometry();
         let farthest = rs.iter().map(|r| (0..3).map(|a| (r[a] as f64 - s[a] as f64).powi(2)).sum::<f64>().sqrt());
-        let path = farthest.fold(0.0, f64::max) + 2.0 * (7 + MAX_WIDTH) as f64;
+        let path = farthest.fold(0.0, f64::max) + 2.0 * (7 + widest) as f64;
         2.4 / self.frequency() + path * H / C
     }
 
-    fn setup(&self, shape: [usize; 3], source: [usize; 3], receivers: Vec<[usize; 3]>, width: usize) -> Setup {
+    fn setup(
+        &self,
+        shape: [usize; 3],
+        source: [usize; 3],
+        receivers: Vec<[usize; 3]>,
+        width: usize,
+        widest: usize,
+    ) -> Setup {
         Setup {
             shape,
             spacing: H,
@@ -70,7 +78,7 @@ impl Case {
             frequency: self.frequency(),
             delay: 1.2 / self.frequency(),
             cfl_safety: 0.8,
-            duration: self.duration(),
+            duration: self.duration(widest),
             source,
             receivers,
             boundary: if width == 0 { "none" } else { "cpml" },
@@ -81,18 +89,30 @@ impl Case {
 
     /// The small domain: the interior with a CPML of `width` points on every face.
     pub fn small(&self, width: usize) -> Problem {
+        self.small_in(width, MAX_WIDTH)
+    }
+
+    /// [`Case::small`] in the window of a layer of `widest` points, for layers wider than
+    /// `MAX_WIDTH` (the run of [`Case::large_in`] with the same `widest` is its reference).
+    pub fn small_in(&self, width: usize, widest: usize) -> Problem {
+        assert!(width <= widest, "a layer of {width} points in the window of {widest}");
         let (interior, s, rs) = self.geometry();
         let shift = |p: [usize; 3]| p.map(|i| i + width);
         let shape = interior.map(|n| n + 2 * width);
-        self.setup(shape, shift(s), rs.into_iter().map(shift).collect(), width).problem()
+        self.setup(shape, shift(s), rs.into_iter().map(shift).collect(), width, widest).problem()
     }
 
     /// The reference: walls far enough that a wave off them reaches no receiver before the end
     /// (every path source -> wall -> receiver, projected on the wall's axis, longer than the
     /// simulated time's travel, plus a stencil's reach).
     pub fn large(&self) -> Problem {
+        self.large_in(MAX_WIDTH)
+    }
+
+    /// [`Case::large`] in the window of a layer of `widest` points.
+    pub fn large_in(&self, widest: usize) -> Problem {
         let (_, s, rs) = self.geometry();
-        let travel = (C * self.duration() / H).ceil() as isize + 2 * self.radius as isize + 2;
+        let travel = (C * self.duration(widest) / H).ceil() as isize + 2 * self.radius as isize + 2;
         let rel: Vec<[isize; 3]> = rs.iter().map(|r| std::array::from_fn(|a| r[a] as isize - s[a] as isize)).collect();
         let lo: [usize; 3] =
             std::array::from_fn(|a| ((travel - rel.iter().map(|r| r[a]).min().unwrap()) / 2 + 1) as usize);
@@ -100,7 +120,7 @@ impl Case {
             std::array::from_fn(|a| ((travel + rel.iter().map(|r| r[a]).max().unwrap()) / 2 + 1) as usize);
         let shape = std::array::from_fn(|a| lo[a] + hi[a] + 1);
         let at = |r: [isize; 3]| std::array::from_fn(|a| (lo[a] as isize + r[a]) as usize);
-        self.setup(shape, lo, rel.into_iter().map(at).collect(), 0).problem()
+        self.setup(shape, lo, rel.into_iter().map(at).collect(), 0, widest).problem()
     }
 }
 
@@ -123,7 +143,8 @@ pub fn measure(case: &Case, width: usize, run: impl Fn(&Problem) -> Vec<Vec<f64>
     reflections(&run(&small), &run(&large))
 }
 
-/// The default layer width (`boundary.width` when the input does not give it).
-pub fn default_width() -> usize {
-    seismic_run::config::BoundaryConfig::default().width
+/// The default layer width for a stencil of `radius` (`boundary.width` when the input does not
+/// give it).
+pub fn default_width(radius: usize) -> usize {
+    seismic_run::boundary::default_width(radius)
 }
