@@ -257,8 +257,8 @@ impl Function {
 #[derive(Debug)]
 pub struct Program(sys::hiprtcProgram);
 
-/// hipRTC calls, one at a time in the process: Debian's hipRTC 5.2 crashed (SIGSEGV) in about one
-/// run in four of tests/hip_rtc.rs while test threads compiled at once (2026-11-22).
+/// hipRTC calls, one at a time in the process: Debian's hipRTC 5.2 crashes (SIGSEGV) in about one
+/// run in four of tests/hip_rtc.rs when test threads compile at once.
 fn rtc_lock() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
