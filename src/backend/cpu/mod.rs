@@ -270,12 +270,12 @@ impl<T: Real> CpuSolver<T> {
             });
             (axes, coef)
         });
-        let backward = b.kind == BoundaryKind::CpmlTransposed;
         ensure!(
-            !backward || (offset == [0, 0] && global == [layout.ny, layout.nz]),
+            b.kind != BoundaryKind::CpmlTransposed || (offset == [0, 0] && global == [layout.ny, layout.nz]),
             "the transposed CPML step runs on a whole grid"
         );
-        let transposed = if backward { Some(TransposedCpml::new(problem)?) } else { None };
+        let mut transposed = None;
+        let backward = TransposedCpml::for_shot(&mut transposed, problem, true)?;
         let x_weights = cpml
             .as_ref()
             .map_or(Vec::new(), |(_, coef): &(_, CpmlProfiles<T>)| x_layer_weights(&coef[0][0], &c2[0], r, b.width));
