@@ -28,6 +28,40 @@ use crate::boundary::{BoundaryKind, CPML_AXIS_ORDER};
 use crate::problem::Problem;
 use anyhow::{Result, ensure};
 
+/// A backend's state for the transposed terms (its adjoint slabs): what [`for_shot`] needs of it.
+pub trait TransposedState: Sized {
+    /// The layers the state was opened for.
+    fn layers(&self) -> &TransposedLayers;
+    /// Zeros the adjoints for a new backward pass.
+    fn zero(&mut self) -> Result<()>;
+}
+
+/// Readies `slot` for a shot of `problem` and says whether the shot is a backward pass with
+/// transposed layers: their state is kept and zeroed where the layers are the same, else opened
+/// anew by `open`. `forward_cpml` says whether the backend holds forward layers: one opened for a
+/// backward pass refuses a forward CPML shot.
+pub fn for_shot<T: TransposedState>(
+    slot: &mut Option<T>,
+    problem: &Problem,
+    forward_cpml: bool,
+    open: impl FnOnce() -> Result<T>,
+) -> Result<bool> {
+    match problem.boundary.kind {
+        BoundaryKind::CpmlTransposed => {
+            match slot {
+                Some(t) if TransposedLayers::new(problem).is_ok_and(|l| &l == t.layers()) => t.zero()?,
+                _ => *slot = Some(open()?),
+            }
+            Ok(true)
+        }
+        BoundaryKind::Cpml => {
+            ensure!(forward_cpml, "a backend opened for a backward pass runs no forward CPML shot");
+            Ok(false)
+        }
+        _ => Ok(false),
+    }
+}
+
 /// The layers of a transposed CPML step on a whole grid (a 2D grid's y axis has none).
 #[derive(Clone, Debug, PartialEq)]
 pub struct TransposedLayers {

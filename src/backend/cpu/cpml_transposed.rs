@@ -3,11 +3,11 @@
 //! module fixes (so the GPU's kernels, kernels/cpml_transposed.cu, give the same bits).
 
 use super::{Real, cpml::layer_weight};
-use crate::backend::cpml_transposed::TransposedLayers;
-use crate::boundary::{BoundaryKind, CPML_AXIS_ORDER};
+use crate::backend::cpml_transposed::{self, TransposedLayers, TransposedState};
+use crate::boundary::CPML_AXIS_ORDER;
 use crate::grid::Layout;
 use crate::problem::Problem;
-use anyhow::{Result, ensure};
+use anyhow::Result;
 use rayon::prelude::*;
 
 /// The adjoints of the layers' memory variables and the scratch of a step.
@@ -36,6 +36,19 @@ pub(super) struct StepFields<'a, T> {
     pub c2: [&'a [T]; 3],
 }
 
+impl<T: Real> TransposedState for TransposedCpml<T> {
+    fn layers(&self) -> &TransposedLayers {
+        &self.layers
+    }
+
+    fn zero(&mut self) -> Result<()> {
+        for v in self.lambda.iter_mut().chain(self.eta.iter_mut()) {
+            v.fill(T::default());
+        }
+        Ok(())
+    }
+}
+
 impl<T: Real> TransposedCpml<T> {
     fn new(problem: &Problem) -> Result<Self> {
         let layers = TransposedLayers::new(problem)?;
@@ -56,31 +69,9 @@ impl<T: Real> TransposedCpml<T> {
         })
     }
 
-    /// Readies a solver's `slot` for a shot of `problem` and says whether the shot is a backward
-    /// pass with CPML: then the layers are made (or, on the same grid and boundary, zeroed). A
-    /// solver opened for a backward pass (`forward_cpml` false) runs no forward CPML shot.
+    /// Readies a solver's `slot` for a shot of `problem` ([`cpml_transposed::for_shot`]).
     pub fn for_shot(slot: &mut Option<Self>, problem: &Problem, forward_cpml: bool) -> Result<bool> {
-        match problem.boundary.kind {
-            BoundaryKind::CpmlTransposed => {
-                match slot {
-                    Some(t) if TransposedLayers::new(problem).is_ok_and(|l| l == t.layers) => t.zero(),
-                    _ => *slot = Some(Self::new(problem)?),
-                }
-                Ok(true)
-            }
-            BoundaryKind::Cpml => {
-                ensure!(forward_cpml, "a backend opened for a backward pass runs no forward CPML shot");
-                Ok(false)
-            }
-            _ => Ok(false),
-        }
-    }
-
-    /// Zeros the adjoints for a new backward pass.
-    fn zero(&mut self) {
-        for v in self.lambda.iter_mut().chain(self.eta.iter_mut()) {
-            v.fill(T::default());
-        }
+        cpml_transposed::for_shot(slot, problem, forward_cpml, || Self::new(problem))
     }
 
     /// The layers' terms of one backward step, added to `next` (nu^n after the interior's sweep).

@@ -6,10 +6,9 @@
 use super::fields::Fields;
 use super::kernels::{AxisWeights, CpmlTransposedAxis, Launch};
 use super::runtime::{DeviceBuffer, GpuRuntime};
-use crate::backend::cpml_transposed::TransposedLayers;
-use crate::boundary::BoundaryKind;
+use crate::backend::cpml_transposed::{self, TransposedLayers, TransposedState};
 use crate::problem::Problem;
-use anyhow::{Result, ensure};
+use anyhow::Result;
 use std::rc::Rc;
 
 /// Threads a block of both kernels.
@@ -31,6 +30,21 @@ pub(super) struct DeviceTransposed<Rt: GpuRuntime> {
     axes: [Option<Axis<Rt>>; 3],
     /// beta, gamma, sigma: the largest slab each.
     scratch: [DeviceBuffer<Rt>; 3],
+}
+
+impl<Rt: GpuRuntime> TransposedState for DeviceTransposed<Rt> {
+    fn layers(&self) -> &TransposedLayers {
+        &self.layers
+    }
+
+    /// Queued on the stream.
+    fn zero(&mut self) -> Result<()> {
+        for a in self.axes.iter().flatten() {
+            a.lambda.zero()?;
+            a.eta.zero()?;
+        }
+        Ok(())
+    }
 }
 
 impl<Rt: GpuRuntime> DeviceTransposed<Rt> {
@@ -57,33 +71,9 @@ impl<Rt: GpuRuntime> DeviceTransposed<Rt> {
         Ok(DeviceTransposed { layers, axes, scratch: [beta?, gamma?, sigma?] })
     }
 
-    /// Readies a solver's `slot` for a shot of `problem` and says whether the shot is a backward
-    /// pass with CPML: then the layers are made (or, on the same grid and boundary, zeroed). A
-    /// solver opened for a backward pass (`forward_cpml` false) runs no forward CPML shot.
+    /// Readies a solver's `slot` for a shot of `problem` ([`cpml_transposed::for_shot`]).
     pub fn for_shot(slot: &mut Option<Self>, rt: &Rc<Rt>, problem: &Problem, forward_cpml: bool) -> Result<bool> {
-        match problem.boundary.kind {
-            BoundaryKind::CpmlTransposed => {
-                match slot {
-                    Some(t) if TransposedLayers::new(problem).is_ok_and(|l| l == t.layers) => t.zero()?,
-                    _ => *slot = Some(Self::new(rt, problem)?),
-                }
-                Ok(true)
-            }
-            BoundaryKind::Cpml => {
-                ensure!(forward_cpml, "a backend opened for a backward pass runs no forward CPML shot");
-                Ok(false)
-            }
-            _ => Ok(false),
-        }
-    }
-
-    /// Zeros the adjoints for a new backward pass (queued on the stream).
-    fn zero(&self) -> Result<()> {
-        for a in self.axes.iter().flatten() {
-            a.lambda.zero()?;
-            a.eta.zero()?;
-        }
-        Ok(())
+        cpml_transposed::for_shot(slot, problem, forward_cpml, || Self::new(rt, problem))
     }
 
     /// Queues the layers' terms of one backward step after the interior's: nu^{n+1} in `d.cur`,
