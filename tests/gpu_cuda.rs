@@ -9,6 +9,7 @@
 
 mod common;
 
+use common::compare::{self, rel_max_diff};
 use seismic_run::backend::Backend;
 use seismic_run::backend::cpu::CpuSolver;
 use seismic_run::backend::cpu_half::CpuHalfSolver;
@@ -114,14 +115,10 @@ fn marmousi_like(shape: [usize; 3]) -> Vec<f32> {
     out
 }
 
+/// [`compare::run_backend`], the snapshot sections checked against the snapshot.
 fn run_backend(backend: &mut dyn Backend, problem: &Problem) -> (Vec<f32>, Vec<f32>) {
-    for n in 0..problem.steps {
-        backend.step(n).expect("step");
-    }
-    let mut field = vec![0.0f32; problem.layout.points()];
-    backend.snapshot(&mut field).expect("snapshot");
+    let (field, traces) = compare::run_backend(backend, problem);
     check_sections(backend, problem, &field);
-    let traces = backend.traces(problem.steps).expect("traces");
     (field, traces)
 }
 
@@ -149,22 +146,6 @@ fn check_sections(backend: &mut dyn Backend, problem: &Problem, field: &[f32]) {
 fn cpu_reference(problem: &Problem) -> (Vec<f32>, Vec<f32>) {
     let mut cpu = CpuSolver::<f32>::new(problem).expect("CPU solver");
     run_backend(&mut cpu, problem)
-}
-
-/// max |gpu - cpu| / max |cpu|; where the reference is exactly zero (a receiver the wave has not
-/// reached yet), the GPU must be exactly zero too. NaN anywhere counts as infinitely wrong.
-fn rel_max_diff(gpu: &[f32], cpu: &[f32]) -> f64 {
-    assert_eq!(gpu.len(), cpu.len());
-    assert!(cpu.iter().all(|v| v.is_finite()), "CPU reference is not finite");
-    let mut scale = cpu.iter().fold(0.0f64, |m, &v| m.max((v as f64).abs()));
-    if scale == 0.0 {
-        scale = 1.0;
-    }
-    let diff = gpu.iter().zip(cpu).fold(0.0f64, |m, (&a, &b)| {
-        let d = (a as f64 - b as f64).abs();
-        if d.is_nan() { f64::INFINITY } else { m.max(d) }
-    });
-    diff / scale
 }
 
 /// The CUDA backend as a run opens it, but with the default launch shape whatever this machine's

@@ -9,6 +9,7 @@
 
 mod common;
 
+use common::compare::{rel_max_diff, run_backend, traces_f64};
 use common::plane;
 use seismic_run::backend::Backend;
 use seismic_run::backend::cpu::PlaneSolver;
@@ -26,37 +27,16 @@ fn open_cuda(problem: &Problem) -> Box<dyn Backend> {
     b
 }
 
-/// The wavefield after every step and the traces, (receivers, steps) row-major.
-fn run_backend(backend: &mut dyn Backend, problem: &Problem) -> (Vec<f32>, Vec<f32>) {
-    for n in 0..problem.steps {
-        backend.step(n).expect("step");
-    }
-    let mut field = vec![0.0f32; problem.layout.points()];
-    backend.snapshot(&mut field).expect("snapshot");
-    (field, backend.traces(problem.steps).expect("traces"))
-}
-
 fn cpu_run(problem: &Problem) -> (Vec<f32>, Vec<f32>) {
     let mut cpu = PlaneSolver::<f32>::new(problem).expect("2D CPU solver");
     run_backend(&mut cpu, problem)
-}
-
-fn rel_max_diff(gpu: &[f32], cpu: &[f32]) -> f64 {
-    assert_eq!(gpu.len(), cpu.len());
-    assert!(cpu.iter().all(|v| v.is_finite()), "the CPU reference is not finite");
-    let scale = cpu.iter().fold(0.0f64, |m, &v| m.max((v as f64).abs())).max(f64::MIN_POSITIVE);
-    let diff = gpu.iter().zip(cpu).fold(0.0f64, |m, (&a, &b)| {
-        let d = (a as f64 - b as f64).abs();
-        if d.is_nan() { f64::INFINITY } else { m.max(d) }
-    });
-    diff / scale
 }
 
 /// Every trace of the GPU run of `problem`, in f64.
 fn gpu_traces(problem: &Problem) -> Vec<Vec<f64>> {
     let mut gpu = open_cuda(problem);
     let (_, traces) = run_backend(gpu.as_mut(), problem);
-    traces.chunks(problem.steps).map(|t| t.iter().map(|&v| v as f64).collect()).collect()
+    traces_f64(&traces, problem.steps)
 }
 
 /// An odd 611 x 53 grid (past one block's 512 points in x), a velocity increasing with depth with

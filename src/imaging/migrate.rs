@@ -324,6 +324,7 @@ fn this_ranks_part(ranks: &Ranks, job: &Migration, written: &mut Vec<PathBuf>) -
             misfit[0] += j;
         }
         let backward_seconds = backward_started.elapsed().as_secs_f64();
+        let sums_started = Instant::now();
         let sums = shot.finish()?;
         let shot_sums = ShotSums { image: sums.image, illumination: sums.illumination };
         match &boxed {
@@ -343,6 +344,7 @@ fn this_ranks_part(ranks: &Ranks, job: &Migration, written: &mut Vec<PathBuf>) -
                 add_normalised(&mut stack, &shot_sums);
             }
         }
+        let sums_seconds = sums_started.elapsed().as_secs_f64();
         if !job.quiet {
             let migrated = migration_started.elapsed().as_secs_f64();
             let modelled = match &data {
@@ -354,11 +356,10 @@ fn this_ranks_part(ranks: &Ranks, job: &Migration, written: &mut Vec<PathBuf>) -
             // Positions as the input writes them: [x, z] on a 2D grid.
             let [x, y, z] = migration.source().position;
             let at = if migration.is_2d() { format!("[{x:?}, {z:?}]") } else { format!("[{x:?}, {y:?}, {z:?}]") };
-            // The passes' own time beside the shot's host work (the data's filter, the sums'
-            // download and stack).
+            // The passes' own time beside the shot's sums (download and stack).
             println!(
                 "shot {} of {count} (source at {at} m){}: migrated in {migrated:.3} s (source pass {source_seconds:.3} s, \
-                 backward {backward_seconds:.3} s){modelled}",
+                 backward {backward_seconds:.3} s, sums {sums_seconds:.3} s){modelled}",
                 index + 1,
                 if ranks.size > 1 { format!(", rank {}", ranks.rank) } else { String::new() },
             );

@@ -310,7 +310,8 @@ impl<'a> ShotImaging<'a> {
                 }
             }
         }
-        Ok(())
+        // The pass ends when its queued steps are done, so that its time is its own.
+        self.backend.wait()
     }
 
     /// The shot's sums: the image and illumination, and dJ/dv where the gradient was computed

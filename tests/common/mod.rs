@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod compare;
 pub mod imaging;
 pub mod impedance;
 pub mod plane;
