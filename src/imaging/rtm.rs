@@ -375,7 +375,7 @@ pub fn normalised_stack(shots: &[ShotSums]) -> Vec<f64> {
 
 /// Adds `shot`'s image over its illumination (plus the floor) to `stack`.
 pub fn add_normalised(stack: &mut [f64], shot: &ShotSums) {
-    let floor = ILLUMINATION_FLOOR * shot.illumination.iter().fold(0.0f64, |m, &e| m.max(e));
+    let floor = ILLUMINATION_FLOOR * shot.illumination.par_iter().copied().reduce(|| 0.0, f64::max);
     if floor == 0.0 {
         return;
     }
