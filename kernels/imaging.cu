@@ -35,3 +35,48 @@ extern "C" __global__ void correlate_gradient(const float* RESTRICT next, const 
         gradient[i] += (double)adjoint[i] * bracket;
     }
 }
+
+// The shots' stack on the device. The points are the grid's: nx points of each of ny rows (the
+// first at `origin` values into its plane, rows `pitch` apart) on the z-planes z0..nz - 1 (z0 = 1
+// under a free surface, where the top plane sums nothing), planes `plane` apart, so that the
+// result is the host's over the dense sums.
+
+// The point of index i in that order (the caller keeps i < nx ny (nz - z0)).
+DEVICE u64 stack_point(u64 i, int nx, int ny, int z0, i64 pitch, i64 plane, i64 origin) {
+    const u64 row = i / (u64)nx, x = i % (u64)nx;
+    const u64 y = row % (u64)ny, z = row / (u64)ny + (u64)z0;
+    return z * (u64)plane + y * (u64)pitch + (u64)origin + x;
+}
+
+// *highest = max(*highest, illumination) over the points, as the bits of a non-negative double
+// (which order as the values do): one atomic a block.
+extern "C" __global__ void illumination_max(const double* RESTRICT illumination, u64* RESTRICT highest, int nx,
+                                            int ny, int nz, int z0, i64 pitch, i64 plane, i64 origin) {
+    const u64 n = (u64)nx * (u64)ny * (u64)(nz - z0);
+    double m = 0.0;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        m = fmax(m, illumination[stack_point(i, nx, ny, z0, pitch, plane, origin)]);
+    }
+    __shared__ double part[256];
+    part[threadIdx.x] = m;
+    BLOCK_SYNC();
+    for (unsigned s = blockDim.x / 2; s > 0; s /= 2) {
+        if (threadIdx.x < s) part[threadIdx.x] = fmax(part[threadIdx.x], part[threadIdx.x + s]);
+        BLOCK_SYNC();
+    }
+    if (threadIdx.x == 0 && part[0] > 0.0) atomicMax(highest, (u64)__double_as_longlong(part[0]));
+}
+
+// stack += image / (illumination + floor) over the points, floor = fraction * highest (nothing
+// where the highest illumination is 0): the host's add_normalised.
+extern "C" __global__ void stack_normalised(const double* RESTRICT image, const double* RESTRICT illumination,
+                                            const u64* RESTRICT highest, double fraction, double* RESTRICT stack,
+                                            int nx, int ny, int nz, int z0, i64 pitch, i64 plane, i64 origin) {
+    const double floor = fraction * __longlong_as_double((long long)*highest);
+    if (floor == 0.0) return;
+    const u64 n = (u64)nx * (u64)ny * (u64)(nz - z0);
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        const u64 at = stack_point(i, nx, ny, z0, pitch, plane, origin);
+        stack[at] += image[at] / (illumination[at] + floor);
+    }
+}

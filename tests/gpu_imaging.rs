@@ -19,7 +19,7 @@ use seismic_run::backend::gpu::{self, autotune};
 use seismic_run::backend::imaging::ImagingSums;
 use seismic_run::config::{Config, KernelChoice};
 use seismic_run::imaging::adjoint::{adjoint_problem, reversed_traces, with_source_samples};
-use seismic_run::imaging::rtm::{ImagingPlan, ShotImaging, residuals};
+use seismic_run::imaging::rtm::{ImagingPlan, ShotImaging, ShotSums, add_normalised, residuals, take_device_stack};
 use seismic_run::problem::Problem;
 
 /// GPU against CPU: max |gpu - cpu| / max |cpu|.
@@ -84,6 +84,44 @@ fn shot_sums(backend: &mut dyn Backend, p: &Problem, plan: ImagingPlan, data: &[
         shot.gradient(&residual).expect("gradient");
     }
     shot.finish().expect("sums")
+}
+
+/// Shots' images stacked on the device ([`ShotImaging::finish_into`], one download at the end)
+/// against the same shots' sums downloaded and stacked on the host: the same bits, the gradient
+/// too; 3D under a free surface (whose top plane the stack leaves out) and 2D.
+#[test]
+#[ignore = "needs a GPU"]
+fn shots_stacked_on_the_device_are_the_hosts_stack_bit_for_bit() {
+    for (shape, free_surface) in [(&[27usize, 22, 25][..], true), (&[61, 47][..], false)] {
+        let p = problem(shape, "cpml", free_surface, false);
+        let plan = ImagingPlan { interval: 2, gradient: true };
+        let points = p.layout.points();
+        let mut backend = open_cuda(&p, KernelChoice::Fused);
+        let (mut host, mut device) = (vec![0.0; points], vec![0.0; points]);
+        let (mut host_gradient, mut device_gradient) = (Vec::new(), Vec::new());
+        for seed in [5, 9] {
+            let data = random(&mut Lcg(seed), p.receivers.len(), p.steps);
+            let sums = shot_sums(backend.as_mut(), &p, plan, &data);
+            add_normalised(&mut host, &ShotSums { image: sums.image, illumination: sums.illumination });
+            host_gradient.push(sums.gradient);
+            let mut shot = ShotImaging::source_pass(backend.as_mut(), &p, plan).expect("source pass");
+            shot.image(&data).expect("image");
+            let (residual, _) = residuals(shot.modelled(), &data).unwrap();
+            shot.gradient(&residual).expect("gradient");
+            device_gradient.push(shot.finish_into(&mut device).expect("stacked"));
+        }
+        assert!(device.iter().all(|&v| v == 0.0), "{shape:?}: the stack came to the host before its end");
+        take_device_stack(backend.as_mut(), &mut device).expect("the device stack");
+        assert!(host.iter().any(|&v| v != 0.0), "{shape:?}: an empty stack");
+        let same = host.iter().zip(&device).all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(same, "{shape:?}: the device's stack differs from the host's by {:e}", rel_max_diff(&device, &host));
+        assert_eq!(host_gradient, device_gradient, "{shape:?}: the gradients differ");
+        // Taken once: nothing is left to add.
+        let before = device.clone();
+        take_device_stack(backend.as_mut(), &mut device).expect("no stack");
+        assert_eq!(before, device, "{shape:?}: the stack was taken twice");
+        eprintln!("{shape:?}, free surface {free_surface}: 2 shots stacked on the device, bit for bit the host's");
+    }
 }
 
 fn rel_max_diff(a: &[f64], b: &[f64]) -> f64 {

@@ -32,4 +32,14 @@ pub trait DeviceImaging {
     fn correlate_gradient(&mut self, slots: [Option<usize>; 3]) -> Result<()>;
     /// The sums, downloaded dense, and zeroed for the next shot.
     fn take_sums(&mut self) -> Result<ImagingSums>;
+    /// Adds the shot's image over its illumination plus a floor (`floor_fraction` of the highest
+    /// illumination; nothing where that is 0) to the image stack kept on the device, at the grid's
+    /// points from z-plane `first_plane` on (1 under a free surface, whose top plane sums
+    /// nothing), and zeroes the shot's image and illumination: `imaging::rtm::add_normalised` with
+    /// the same bits and no download.
+    fn stack_image(&mut self, floor_fraction: f64, first_plane: usize) -> Result<()>;
+    /// The gradient's sum, downloaded dense (empty without one), and every sum zeroed.
+    fn take_gradient(&mut self) -> Result<Vec<f64>>;
+    /// The image stack, downloaded dense, and zeroed; None where no shot was stacked.
+    fn take_stack(&mut self) -> Result<Option<Vec<f64>>>;
 }

@@ -9,6 +9,7 @@ use super::output::{ImageFile, write_image};
 use super::ranks::{my_shots, sum_to_root};
 use super::rtm::{
     ImagingPlan, ShotImaging, ShotSums, add_normalised, auto_interval, check_stop, residuals, source_wavefield_bytes,
+    take_device_stack,
 };
 use crate::backend::{Backend, registry};
 use crate::config::{BackendChoice, Config, ImagingConfig};
@@ -325,23 +326,23 @@ fn this_ranks_part(ranks: &Ranks, job: &Migration, written: &mut Vec<PathBuf>) -
         }
         let backward_seconds = backward_started.elapsed().as_secs_f64();
         let sums_started = Instant::now();
-        let sums = shot.finish()?;
-        let shot_sums = ShotSums { image: sums.image, illumination: sums.illumination };
         match &boxed {
             // Shot aperture: the box's image and gradient added at the box's place.
             Some(b) => {
-                let mut part = vec![0.0; shot_sums.image.len()];
-                add_normalised(&mut part, &shot_sums);
+                let sums = shot.finish()?;
+                let mut part = vec![0.0; sums.image.len()];
+                add_normalised(&mut part, &ShotSums { image: sums.image, illumination: sums.illumination });
                 b.add_into(&mut stack, &part);
                 if let Some(g) = &mut gradient {
                     b.add_into(g, &sums.gradient);
                 }
             }
+            // The image stacked where the sums are (on a GPU, downloaded once at the end).
             None => {
+                let shot_gradient = shot.finish_into(&mut stack)?;
                 if let Some(g) = &mut gradient {
-                    g.iter_mut().zip(&sums.gradient).for_each(|(a, b)| *a += b);
+                    g.iter_mut().zip(&shot_gradient).for_each(|(a, b)| *a += b);
                 }
-                add_normalised(&mut stack, &shot_sums);
             }
         }
         let sums_seconds = sums_started.elapsed().as_secs_f64();
@@ -365,6 +366,7 @@ fn this_ranks_part(ranks: &Ranks, job: &Migration, written: &mut Vec<PathBuf>) -
             );
         }
     }
+    take_device_stack(backend.as_mut(), &mut stack)?;
     // Every rank here before the sums: a rank that stopped is waited for by none.
     ranks.barrier()?;
     sum_to_root(ranks, &mut stack);

@@ -322,14 +322,7 @@ impl<'a> ShotImaging<'a> {
             Sums::Host(h) => h.sums,
         };
         let problem = self.problem;
-        if !sums.gradient.is_empty() {
-            let k = problem.stiffness();
-            let [nx, ny, _] = problem.shape();
-            sums.gradient.par_iter_mut().enumerate().for_each(|(i, s)| {
-                let g = sponge_at(problem, [i % nx, (i / nx) % ny, i / (nx * ny)]);
-                *s *= 2.0 / (problem.vp[i] as f64 * g * k[i]);
-            });
-        }
+        scale_gradient(problem, &mut sums.gradient);
         if problem.boundary.free_surface {
             let plane = problem.layout.nx * problem.layout.ny;
             for field in [&mut sums.image, &mut sums.illumination, &mut sums.gradient] {
@@ -340,6 +333,51 @@ impl<'a> ShotImaging<'a> {
         }
         Ok(sums)
     }
+
+    /// [`finish`](Self::finish) with the image added to a stack as [`add_normalised`] adds it: on
+    /// the device where the sums are there (the stack stays there until
+    /// [`take_device_stack`]), else to `stack`. Returns dJ/dv (empty without the gradient).
+    pub fn finish_into(self, stack: &mut [f64]) -> Result<Vec<f64>> {
+        if !matches!(self.sums, Sums::Device) {
+            let sums = self.finish()?;
+            add_normalised(stack, &ShotSums { image: sums.image, illumination: sums.illumination });
+            return Ok(sums.gradient);
+        }
+        let problem = self.problem;
+        let d = device(self.backend)?;
+        d.stack_image(ILLUMINATION_FLOOR, usize::from(problem.boundary.free_surface))?;
+        let mut gradient = d.take_gradient()?;
+        scale_gradient(problem, &mut gradient);
+        if problem.boundary.free_surface && !gradient.is_empty() {
+            gradient[..problem.layout.nx * problem.layout.ny].fill(0.0);
+        }
+        Ok(gradient)
+    }
+}
+
+/// The image stack [`ShotImaging::finish_into`] left on `backend`'s device, if any, added to
+/// `stack`.
+pub fn take_device_stack(backend: &mut dyn Backend, stack: &mut [f64]) -> Result<()> {
+    if let Some(d) = backend.device_imaging()
+        && let Some(s) = d.take_stack()?
+    {
+        ensure!(s.len() == stack.len(), "a device stack of {} points for {}", s.len(), stack.len());
+        stack.par_iter_mut().zip(&s).for_each(|(a, b)| *a += b);
+    }
+    Ok(())
+}
+
+/// dJ/dv from the gradient's sum (in place; nothing where it is empty): 2 / (v g K) at each point.
+fn scale_gradient(problem: &Problem, gradient: &mut [f64]) {
+    if gradient.is_empty() {
+        return;
+    }
+    let k = problem.stiffness();
+    let [nx, ny, _] = problem.shape();
+    gradient.par_iter_mut().enumerate().for_each(|(i, s)| {
+        let g = sponge_at(problem, [i % nx, (i / nx) % ny, i / (nx * ny)]);
+        *s *= 2.0 / (problem.vp[i] as f64 * g * k[i]);
+    });
 }
 
 fn device(backend: &mut dyn Backend) -> Result<&mut dyn DeviceImaging> {

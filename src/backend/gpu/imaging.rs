@@ -3,16 +3,20 @@
 //! the interior z-planes of the padded layout, as the step leaves them), and the image,
 //! illumination and gradient sums are f64 fields of the same shape beside it; kernels/imaging.cu
 //! fills them with the host reference's arithmetic. Nothing comes to the host until
-//! [`DeviceSums::take`], once a shot.
+//! [`DeviceSums::take`], once a shot, or, where the shots' images are stacked on the device
+//! ([`DeviceSums::stack`]), until [`DeviceSums::take_stack`], once a run.
 //!
 //! [`DeviceImaging`]: crate::backend::imaging::DeviceImaging
 
 use super::fields::{Fields, MEMORY_MARGIN};
-use super::kernels::{CorrelateGradient, CorrelateImage, IoKernels, KeepSource, Launch};
+use super::kernels::{
+    CorrelateGradient, CorrelateImage, IlluminationMax, IoKernels, KeepSource, Launch, StackNormalised,
+};
 use super::runtime::{DeviceBuffer, DevicePtr, GpuRuntime, TypedPtr, as_bytes_mut};
 use crate::backend::imaging::ImagingSums;
 use crate::grid::Layout;
 use anyhow::{Context, Result, ensure};
+use std::cell::Cell;
 use std::rc::Rc;
 
 const GIB: f64 = (1u64 << 30) as f64;
@@ -28,6 +32,11 @@ pub(super) struct DeviceSums<Rt: GpuRuntime> {
     illumination: DeviceBuffer<Rt>,
     /// The gradient's sum and the sponge factor g (f64, the padding's 1).
     gradient: Option<(DeviceBuffer<Rt>, DeviceBuffer<Rt>)>,
+    /// The shots' normalised images summed (f64, the sums' shape), whether any shot is in it, and
+    /// the highest illumination of the shot being stacked (the bits of an f64).
+    stack: DeviceBuffer<Rt>,
+    stacked: Cell<bool>,
+    highest: DeviceBuffer<Rt>,
     /// Blocks of the grid-stride launches.
     blocks: u32,
 }
@@ -38,10 +47,11 @@ fn interior(layout: &Layout, field: DevicePtr) -> DevicePtr {
 }
 
 impl<Rt: GpuRuntime> DeviceSums<Rt> {
-    /// Device bytes of `slots` kept fields and the sums (the gradient's with `gradient`) on `layout`.
+    /// Device bytes of `slots` kept fields, the sums (the gradient's with `gradient`) and the
+    /// stack on `layout`.
     pub fn bytes(layout: &Layout, slots: usize, gradient: bool) -> u64 {
         let values = (layout.nz * layout.plane) as u64;
-        values * (4 * slots as u64 + 16 + if gradient { 16 } else { 0 })
+        values * (4 * slots as u64 + 24 + if gradient { 16 } else { 0 })
     }
 
     /// Allocates the buffers for `slots` kept fields and zeroed sums, after checking them against
@@ -84,6 +94,9 @@ impl<Rt: GpuRuntime> DeviceSums<Rt> {
             image: DeviceBuffer::zeroed(rt, values * 8)?,
             illumination: DeviceBuffer::zeroed(rt, values * 8)?,
             gradient,
+            stack: DeviceBuffer::zeroed(rt, values * 8)?,
+            stacked: Cell::new(false),
+            highest: DeviceBuffer::zeroed(rt, 8)?,
             blocks: rt.multiprocessors() * 8,
         })
     }
@@ -157,31 +170,86 @@ impl<Rt: GpuRuntime> DeviceSums<Rt> {
         args.launch(rt, f.correlate_gradient, self.launch())
     }
 
+    /// `buffer` (one of the f64 sums) downloaded dense (nz, ny, nx) after the queued work.
+    fn dense(&self, rt: &Rt, buffer: &DeviceBuffer<Rt>) -> Result<Vec<f64>> {
+        let mut padded = vec![0.0f64; self.values];
+        rt.download(buffer.ptr(), as_bytes_mut(&mut padded))?;
+        let l = &self.layout;
+        let mut out = Vec::with_capacity(l.points());
+        for z in 0..l.nz {
+            for y in 0..l.ny {
+                let at = z * l.plane + (y + l.y_halo) * l.pitch + l.x_offset;
+                out.extend_from_slice(&padded[at..at + l.nx]);
+            }
+        }
+        Ok(out)
+    }
+
     /// The sums downloaded dense (nz, ny, nx) after the queued work, then zeroed.
     pub fn take(&self, rt: &Rt) -> Result<ImagingSums> {
-        let dense = |buffer: &DeviceBuffer<Rt>| -> Result<Vec<f64>> {
-            let mut padded = vec![0.0f64; self.values];
-            rt.download(buffer.ptr(), as_bytes_mut(&mut padded))?;
-            let l = &self.layout;
-            let mut out = Vec::with_capacity(l.points());
-            for z in 0..l.nz {
-                for y in 0..l.ny {
-                    let at = z * l.plane + (y + l.y_halo) * l.pitch + l.x_offset;
-                    out.extend_from_slice(&padded[at..at + l.nx]);
-                }
-            }
-            Ok(out)
-        };
         let sums = ImagingSums {
-            image: dense(&self.image)?,
-            illumination: dense(&self.illumination)?,
-            gradient: match &self.gradient {
-                Some((sum, _)) => dense(sum)?,
-                None => Vec::new(),
-            },
+            image: self.dense(rt, &self.image)?,
+            illumination: self.dense(rt, &self.illumination)?,
+            gradient: self.take_gradient(rt)?,
         };
         self.zero()?;
         Ok(sums)
+    }
+
+    /// The gradient's sum downloaded dense (empty without one); every sum zeroed.
+    pub fn take_gradient(&self, rt: &Rt) -> Result<Vec<f64>> {
+        let gradient = match &self.gradient {
+            Some((sum, _)) => self.dense(rt, sum)?,
+            None => Vec::new(),
+        };
+        self.zero()?;
+        Ok(gradient)
+    }
+
+    /// Enqueues stack += image / (illumination + floor) at the grid's points from z-plane
+    /// `first_plane` on, floor = `fraction` x the highest illumination there (nothing where that
+    /// is 0), then zeroes the image and the illumination: the host's `add_normalised`, the same
+    /// bits, without a download.
+    pub fn stack(&self, rt: &Rt, f: &IoKernels<Rt::Function>, fraction: f64, first_plane: usize) -> Result<()> {
+        let l = &self.layout;
+        ensure!(first_plane < l.nz.max(1), "the stack starts at plane {first_plane} of {}", l.nz);
+        let [nx, ny, nz, z0] = [l.nx, l.ny, l.nz, first_plane].map(|n| n as i32);
+        let [pitch, plane, origin] = [l.pitch, l.plane, l.y_halo * l.pitch + l.x_offset].map(|n| n as i64);
+        let highest = TypedPtr::new(self.highest.ptr());
+        self.highest.zero()?;
+        let args =
+            IlluminationMax { illumination: self.illumination.ptr(), highest, nx, ny, nz, z0, pitch, plane, origin };
+        args.launch(rt, f.illumination_max, self.launch())?;
+        let args = StackNormalised {
+            image: self.image.ptr(),
+            illumination: self.illumination.ptr(),
+            highest,
+            fraction,
+            stack: self.stack.ptr(),
+            nx,
+            ny,
+            nz,
+            z0,
+            pitch,
+            plane,
+            origin,
+        };
+        args.launch(rt, f.stack_normalised, self.launch())?;
+        self.image.zero()?;
+        self.illumination.zero()?;
+        self.stacked.set(true);
+        Ok(())
+    }
+
+    /// The stack downloaded dense after the queued work, then zeroed; None where no shot is in it.
+    pub fn take_stack(&self, rt: &Rt) -> Result<Option<Vec<f64>>> {
+        if !self.stacked.get() {
+            return Ok(None);
+        }
+        let stack = self.dense(rt, &self.stack)?;
+        self.stack.zero()?;
+        self.stacked.set(false);
+        Ok(Some(stack))
     }
 }
 
@@ -198,7 +266,11 @@ pub(super) fn reopen<Rt: GpuRuntime>(
     if let Some(sums) = held.as_ref().filter(|s| s.serves(slots, sponge.is_some())) {
         return sums.zero();
     }
-    // The old buffers go first, so that the new ones can take their memory.
+    // The old buffers go first, so that the new ones can take their memory; a stack is not lost.
+    ensure!(
+        !held.as_ref().is_some_and(|s| s.stacked.get()),
+        "the imaging buffers were reopened before the stacked image was taken"
+    );
     *held = None;
     *held = Some(DeviceSums::open(rt, d, slots, sponge)?);
     Ok(())

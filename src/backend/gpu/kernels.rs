@@ -462,10 +462,12 @@ pub struct IoKernels<F> {
     /// insert_section: a block's halo rows back into the field.
     pub insert: F,
     pub finite_check: F,
-    /// The imaging condition (imaging.cu): keep_source, correlate_image, correlate_gradient.
+    /// The imaging condition and the shots' stack (imaging.cu).
     pub keep_source: F,
     pub correlate_image: F,
     pub correlate_gradient: F,
+    pub illumination_max: F,
+    pub stack_normalised: F,
 }
 
 impl<F: Copy> IoKernels<F> {
@@ -480,6 +482,8 @@ impl<F: Copy> IoKernels<F> {
             keep_source: f("keep_source")?,
             correlate_image: f("correlate_image")?,
             correlate_gradient: f("correlate_gradient")?,
+            illumination_max: f("illumination_max")?,
+            stack_normalised: f("stack_normalised")?,
         })
     }
 }
@@ -588,7 +592,7 @@ impl<F: Copy> HalfKernels<F> {
 mod cpml_transposed;
 mod imaging;
 pub use cpml_transposed::CpmlTransposedAxis;
-pub use imaging::{CorrelateGradient, CorrelateImage, KeepSource};
+pub use imaging::{CorrelateGradient, CorrelateImage, IlluminationMax, KeepSource, StackNormalised};
 
 #[cfg(test)]
 mod tests;

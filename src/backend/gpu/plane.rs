@@ -321,6 +321,18 @@ impl<Rt: GpuRuntime> DeviceImaging for PlaneGpuSolver<Rt> {
     fn take_sums(&mut self) -> Result<ImagingSums> {
         opened(&self.imaging)?.take(&self.rt)
     }
+
+    fn stack_image(&mut self, floor_fraction: f64, first_plane: usize) -> Result<()> {
+        opened(&self.imaging)?.stack(&self.rt, &self.f.io, floor_fraction, first_plane)
+    }
+
+    fn take_gradient(&mut self) -> Result<Vec<f64>> {
+        opened(&self.imaging)?.take_gradient(&self.rt)
+    }
+
+    fn take_stack(&mut self) -> Result<Option<Vec<f64>>> {
+        opened(&self.imaging)?.take_stack(&self.rt)
+    }
 }
 
 #[cfg(test)]

@@ -547,4 +547,19 @@ impl<Rt: GpuRuntime> DeviceImaging for GpuSolver<Rt> {
         self.gate()?;
         opened(&self.imaging)?.take(&self.rt)
     }
+
+    fn stack_image(&mut self, floor_fraction: f64, first_plane: usize) -> Result<()> {
+        self.gate()?;
+        opened(&self.imaging)?.stack(&self.rt, &self.launches.f.io, floor_fraction, first_plane)
+    }
+
+    fn take_gradient(&mut self) -> Result<Vec<f64>> {
+        self.gate()?;
+        opened(&self.imaging)?.take_gradient(&self.rt)
+    }
+
+    fn take_stack(&mut self) -> Result<Option<Vec<f64>>> {
+        self.gate()?;
+        opened(&self.imaging)?.take_stack(&self.rt)
+    }
 }

@@ -129,9 +129,8 @@ pub fn load_kernels_all<Rt: GpuRuntime>(rt: &Rt, modules: &[(&[&str], &[String])
             dir.join(format!("{}-{}-{}.bin", rt.vendor(), rt.arch(), hex(&h.finalize()[..12])))
         })
         .collect();
-    let mut loaded: Vec<Option<Rt::Module>> =
-        paths.iter().map(|p| std::fs::read(p).ok().and_then(|image| rt.load_module(&image).ok())).collect();
-    let missing: Vec<usize> = (0..modules.len()).filter(|&i| loaded[i].is_none()).collect();
+    let mut images: Vec<Option<Vec<u8>>> = paths.iter().map(|p| std::fs::read(p).ok()).collect();
+    let missing: Vec<usize> = (0..modules.len()).filter(|&i| images[i].is_none()).collect();
     let jobs: Vec<(&str, &str, &[String])> =
         missing.iter().map(|&i| (sources[i].as_str(), "seismic_kernels.cu", modules[i].1)).collect();
     for (&i, image) in missing.iter().zip(rt.compile_all(&jobs)) {
@@ -144,9 +143,24 @@ pub fn load_kernels_all<Rt: GpuRuntime>(rt: &Rt, modules: &[(&[&str], &[String])
                 let _ = std::fs::rename(&tmp, &paths[i]);
             }
         }
-        loaded[i] = Some(rt.load_module(&image)?);
+        images[i] = Some(image);
     }
-    Ok(loaded.into_iter().map(|m| m.expect("every module loaded or compiled")).collect())
+    // Loaded in the modules' order whatever the cache held (a module's handle does not depend on
+    // which of them another process compiled first); a cached image that does not load is
+    // compiled again.
+    let mut loaded = Vec::with_capacity(modules.len());
+    for (i, image) in images.into_iter().enumerate() {
+        let image = image.expect("every module read or compiled");
+        let module = match rt.load_module(&image) {
+            Ok(m) => m,
+            Err(_) if !missing.contains(&i) => {
+                rt.load_module(&rt.compile(&sources[i], "seismic_kernels.cu", modules[i].1)?)?
+            }
+            Err(e) => return Err(e),
+        };
+        loaded.push(module);
+    }
+    Ok(loaded)
 }
 
 /// A module's compile-time parameters, typed: each becomes one `-D` define, in the order
@@ -279,6 +293,27 @@ mod tests {
         let start = PRELUDE.find("#if !defined(").expect("prelude.h checks its defines");
         let check = &PRELUDE[start..start + PRELUDE[start..].find("#error").expect("and refuses without them")];
         check.split("defined(").skip(1).map(|d| d[..d.find(')').expect("a closed defined()")].to_string()).collect()
+    }
+
+    /// Modules are loaded in their order whether the disk cache held some of them or none: the
+    /// second cached (by another process, say) and the first not still gives the first handle to
+    /// the first.
+    #[test]
+    fn modules_load_in_their_order_whatever_the_cache_holds() {
+        use crate::backend::gpu::fake::{FakeRuntime, Vendor};
+        let unique = format!(
+            "-DCACHE_ORDER_TEST={}",
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+        );
+        let [first, second] = [vec![unique.clone(), "-DPART=1".to_string()], vec![unique, "-DPART=2".to_string()]];
+        let parts: &[&str] = &[PRELUDE];
+        super::load_kernels(&FakeRuntime::new(Vendor::Cuda), parts, &second).expect("the second, into the cache");
+        let rt = FakeRuntime::new(Vendor::Cuda);
+        super::load_kernels_all(&rt, &[(parts, &first), (parts, &second)]).expect("both");
+        let modules: Vec<String> = rt.take_log().into_iter().filter(|l| l.starts_with("module ")).collect();
+        assert_eq!(modules.len(), 2, "{modules:?}");
+        assert!(modules[0].starts_with("module m0 ") && modules[0].ends_with("-DPART=1"), "{modules:?}");
+        assert!(modules[1].starts_with("module m1 ") && modules[1].ends_with("-DPART=2"), "{modules:?}");
     }
 
     #[test]

@@ -107,7 +107,7 @@ pub fn stream_options() -> Vec<String> {
 }
 
 /// The kernels in the order the report lists them.
-pub const KERNEL_ORDER: [&str; 24] = [
+pub const KERNEL_ORDER: [&str; 26] = [
     "fused_step",
     "density_step",
     "pass_x",
@@ -130,6 +130,8 @@ pub const KERNEL_ORDER: [&str; 24] = [
     "keep_source",
     "correlate_image",
     "correlate_gradient",
+    "illumination_max",
+    "stack_normalised",
     "cpml_transposed_prepare",
     "cpml_transposed_gather",
 ];

@@ -39,3 +39,38 @@ kernel_params!(
         n: u64 = "u64",
     }
 );
+
+kernel_params!(
+    /// `illumination_max` (imaging.cu): highest = max(highest, illumination) over the grid's points
+    /// from plane z0, as the bits of a non-negative double.
+    IlluminationMax for ["illumination_max": "float"] {
+        illumination: DevicePtr = "const double*",
+        highest: TypedPtr<u64> = "u64*",
+        nx: i32 = "int",
+        ny: i32 = "int",
+        nz: i32 = "int",
+        z0: i32 = "int",
+        pitch: i64 = "i64",
+        plane: i64 = "i64",
+        origin: i64 = "i64",
+    }
+);
+
+kernel_params!(
+    /// `stack_normalised` (imaging.cu): stack += image / (illumination + fraction highest) over
+    /// the grid's points from plane z0 (nothing where highest is 0).
+    StackNormalised for ["stack_normalised": "float"] {
+        image: DevicePtr = "const double*",
+        illumination: DevicePtr = "const double*",
+        highest: TypedPtr<u64> = "const u64*",
+        fraction: f64 = "double",
+        stack: DevicePtr = "double*",
+        nx: i32 = "int",
+        ny: i32 = "int",
+        nz: i32 = "int",
+        z0: i32 = "int",
+        pitch: i64 = "i64",
+        plane: i64 = "i64",
+        origin: i64 = "i64",
+    }
+);

@@ -40,6 +40,8 @@ fn described() -> BTreeMap<String, Params> {
         KeepSource,
         CorrelateImage,
         CorrelateGradient,
+        IlluminationMax,
+        StackNormalised,
         CpmlTransposedAxis,
         StreamCopy,
         StreamThreeReadOneWrite,
@@ -69,6 +71,7 @@ fn passes_as(rust: &str, cpp: &str) -> bool {
         "DevicePtr" => cpp.ends_with('*'),
         "i32" => cpp == "int",
         "f32" => cpp == "float",
+        "f64" => cpp == "double",
         "i64" | "u64" | "StencilWeights" | "AxisWeights" | "Layers" => cpp == rust,
         _ => false,
     }
