@@ -40,6 +40,7 @@ pub trait DeviceImaging {
     fn stack_image(&mut self, floor_fraction: f64, first_plane: usize) -> Result<()>;
     /// The gradient's sum, downloaded dense (empty without one), and every sum zeroed.
     fn take_gradient(&mut self) -> Result<Vec<f64>>;
-    /// The image stack, downloaded dense, and zeroed; None where no shot was stacked.
+    /// The image stack, downloaded dense, and zeroed; None where no shot was stacked (or the
+    /// imaging condition was never opened).
     fn take_stack(&mut self) -> Result<Option<Vec<f64>>>;
 }

@@ -331,7 +331,8 @@ impl<Rt: GpuRuntime> DeviceImaging for PlaneGpuSolver<Rt> {
     }
 
     fn take_stack(&mut self) -> Result<Option<Vec<f64>>> {
-        opened(&self.imaging)?.take_stack(&self.rt)
+        // A backend that never opened the imaging condition (every shot on its box) holds none.
+        self.imaging.as_ref().map_or(Ok(None), |s| s.take_stack(&self.rt))
     }
 }
 

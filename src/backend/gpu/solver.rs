@@ -560,6 +560,7 @@ impl<Rt: GpuRuntime> DeviceImaging for GpuSolver<Rt> {
 
     fn take_stack(&mut self) -> Result<Option<Vec<f64>>> {
         self.gate()?;
-        opened(&self.imaging)?.take_stack(&self.rt)
+        // A backend that never opened the imaging condition (every shot on its box) holds none.
+        self.imaging.as_ref().map_or(Ok(None), |s| s.take_stack(&self.rt))
     }
 }
