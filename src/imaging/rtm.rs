@@ -322,14 +322,9 @@ impl<'a> ShotImaging<'a> {
             Sums::Host(h) => h.sums,
         };
         let problem = self.problem;
-        scale_gradient(problem, &mut sums.gradient);
-        if problem.boundary.free_surface {
-            let plane = problem.layout.nx * problem.layout.ny;
-            for field in [&mut sums.image, &mut sums.illumination, &mut sums.gradient] {
-                if !field.is_empty() {
-                    field[..plane].fill(0.0);
-                }
-            }
+        finish_gradient(problem, &mut sums.gradient);
+        for field in [&mut sums.image, &mut sums.illumination] {
+            without_surface(problem, field);
         }
         Ok(sums)
     }
@@ -347,10 +342,7 @@ impl<'a> ShotImaging<'a> {
         let d = device(self.backend)?;
         d.stack_image(ILLUMINATION_FLOOR, usize::from(problem.boundary.free_surface))?;
         let mut gradient = d.take_gradient()?;
-        scale_gradient(problem, &mut gradient);
-        if problem.boundary.free_surface && !gradient.is_empty() {
-            gradient[..problem.layout.nx * problem.layout.ny].fill(0.0);
-        }
+        finish_gradient(problem, &mut gradient);
         Ok(gradient)
     }
 }
@@ -367,8 +359,17 @@ pub fn take_device_stack(backend: &mut dyn Backend, stack: &mut [f64]) -> Result
     Ok(())
 }
 
-/// dJ/dv from the gradient's sum (in place; nothing where it is empty): 2 / (v g K) at each point.
-fn scale_gradient(problem: &Problem, gradient: &mut [f64]) {
+/// Zeros a dense sum's top plane under a free surface (z = 0 holds no pressure and sums nothing;
+/// nothing where the sum is empty).
+fn without_surface(problem: &Problem, field: &mut [f64]) {
+    if problem.boundary.free_surface && !field.is_empty() {
+        field[..problem.layout.nx * problem.layout.ny].fill(0.0);
+    }
+}
+
+/// dJ/dv from the gradient's sum, in place (nothing where it is empty): 2 / (v g K) at each
+/// point, the top plane zero under a free surface.
+fn finish_gradient(problem: &Problem, gradient: &mut [f64]) {
     if gradient.is_empty() {
         return;
     }
@@ -378,6 +379,7 @@ fn scale_gradient(problem: &Problem, gradient: &mut [f64]) {
         let g = sponge_at(problem, [i % nx, (i / nx) % ny, i / (nx * ny)]);
         *s *= 2.0 / (problem.vp[i] as f64 * g * k[i]);
     });
+    without_surface(problem, gradient);
 }
 
 fn device(backend: &mut dyn Backend) -> Result<&mut dyn DeviceImaging> {
